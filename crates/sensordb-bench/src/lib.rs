@@ -1,0 +1,1 @@
+//! Workload generators and benchmark runners (in progress).

@@ -1,0 +1,1 @@
+//! catalog (in progress)

@@ -1,0 +1,3 @@
+//! engine (in progress)
+pub struct Engine;
+pub struct EngineOptions;

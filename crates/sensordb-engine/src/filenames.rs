@@ -1,0 +1,62 @@
+//! Every on-disk file name and extension of a data directory, in one place.
+//!
+//! ```text
+//! <data>/series.catalog            series catalog (append-only)
+//! <data>/wal/<20-digit id>.wal     write-ahead log files, ids ascending
+//! <data>/segments/<20-digit id>.seg segment files, ids ascending = creation order
+//! <data>/LOCK                      held while an engine has the directory open
+//! ```
+
+use std::path::{Path, PathBuf};
+
+pub const CATALOG_FILE: &str = "series.catalog";
+pub const WAL_DIR: &str = "wal";
+pub const WAL_EXTENSION: &str = "wal";
+pub const SEGMENT_DIR: &str = "segments";
+pub const SEGMENT_EXTENSION: &str = "seg";
+pub const LOCK_FILE: &str = "LOCK";
+
+pub fn catalog_path(data_dir: &Path) -> PathBuf {
+    data_dir.join(CATALOG_FILE)
+}
+
+pub fn wal_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join(WAL_DIR)
+}
+
+pub fn segment_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join(SEGMENT_DIR)
+}
+
+/// `<dir>/<id, 20 digits>.<extension>`: zero padding makes name order equal id order.
+pub fn numbered_file(dir: &Path, id: u64, extension: &str) -> PathBuf {
+    dir.join(format!("{id:020}.{extension}"))
+}
+
+/// The id of a file named by [`numbered_file`], or `None` for any other name.
+pub fn parse_numbered_file(path: &Path, extension: &str) -> Option<u64> {
+    if path.extension()?.to_str()? != extension {
+        return None;
+    }
+    let stem = path.file_stem()?.to_str()?;
+    if stem.len() != 20 {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_files_round_trip_and_sort_by_id() {
+        let dir = Path::new("/d");
+        let a = numbered_file(dir, 9, "wal");
+        let b = numbered_file(dir, 10, "wal");
+        assert!(a < b);
+        assert_eq!(parse_numbered_file(&b, "wal"), Some(10));
+        assert_eq!(parse_numbered_file(&b, "seg"), None);
+        assert_eq!(parse_numbered_file(Path::new("/d/x.wal"), "wal"), None);
+    }
+}

@@ -1,0 +1,302 @@
+//! File I/O behind a small trait, so tests can inject crashes, short writes and ENOSPC.
+//!
+//! The engine never touches `std::fs` directly: every WAL, segment and catalog file goes through
+//! a [`FileSystem`]. [`RealFs`] is the production implementation; [`FaultyFs`] wraps another file
+//! system and fails writes on command (disk full after N bytes, short writes, failed fsync).
+//! Reads and writes are positional (`pread`/`pwrite`), so a file handle can be shared between a
+//! writer and concurrent readers without a seek position.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One open file. All offsets are absolute.
+pub trait StorageFile: Send + Sync {
+    /// Reads up to `buf.len()` bytes at `offset`; returns 0 at end of file.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Writes up to `buf.len()` bytes at `offset`; may write fewer.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// Makes written data durable (fdatasync).
+    fn sync_data(&self) -> io::Result<()>;
+    fn len(&self) -> io::Result<u64>;
+    fn set_len(&self, len: u64) -> io::Result<()>;
+
+    /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.
+    fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_at(buf, offset) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read")),
+                Ok(n) => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes all of `buf` at `offset`, retrying short writes.
+    fn write_all_at(&self, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.write_at(buf, offset) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0")),
+                Ok(n) => {
+                    buf = &buf[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the whole file.
+    fn read_all(&self) -> io::Result<Vec<u8>> {
+        let len = usize::try_from(self.len()?)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large"))?;
+        let mut buf = vec![0u8; len];
+        self.read_exact_at(&mut buf, 0)?;
+        Ok(buf)
+    }
+}
+
+/// The directory-level operations the engine needs.
+pub trait FileSystem: Send + Sync + 'static {
+    /// Creates a new file for reading and writing; fails if it exists.
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>>;
+    /// Opens an existing file for reading and writing.
+    fn open_rw(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>>;
+    /// Opens an existing file read-only.
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>>;
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    fn exists(&self, path: &Path) -> bool;
+    /// The entries of `dir` (full paths), sorted by name.
+    fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>>;
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Makes creations, renames and removals in `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// The real file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealFs;
+
+struct RealFile(std::fs::File);
+
+impl StorageFile for RealFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(&self.0, buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        std::os::unix::fs::FileExt::write_at(&self.0, buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+}
+
+impl FileSystem for RealFs {
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
+        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        Ok(Arc::new(RealFile(file)))
+    }
+    fn open_rw(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+        Ok(Arc::new(RealFile(file)))
+    }
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
+        Ok(Arc::new(RealFile(std::fs::File::open(path)?)))
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        let mut entries = std::fs::read_dir(dir)?
+            .map(|entry| entry.map(|e| e.path()))
+            .collect::<io::Result<Vec<_>>>()?;
+        entries.sort();
+        Ok(entries)
+    }
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::File::open(dir)?.sync_all()
+    }
+}
+
+/// What [`FaultyFs`] does to writes.
+#[derive(Debug, Default)]
+struct Faults {
+    /// Bytes that may still be written before every write fails with ENOSPC (`u64::MAX`: no limit).
+    space_left_bytes: AtomicU64,
+    /// When set, each write stores at most half its bytes (at least one).
+    short_writes: AtomicBool,
+    /// When set, every fsync fails with EIO.
+    fail_sync: AtomicBool,
+}
+
+/// A file system that injects faults into another one; for tests.
+#[derive(Clone)]
+pub struct FaultyFs {
+    inner: Arc<dyn FileSystem>,
+    faults: Arc<Faults>,
+}
+
+impl FaultyFs {
+    pub fn new(inner: Arc<dyn FileSystem>) -> Self {
+        let faults = Faults { space_left_bytes: AtomicU64::new(u64::MAX), ..Faults::default() };
+        FaultyFs { inner, faults: Arc::new(faults) }
+    }
+    /// After `bytes` more bytes, every write fails with ENOSPC (`None`: unlimited again).
+    pub fn set_space_left(&self, bytes: Option<u64>) {
+        self.faults.space_left_bytes.store(bytes.unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
+    pub fn set_short_writes(&self, on: bool) {
+        self.faults.short_writes.store(on, Ordering::SeqCst);
+    }
+    pub fn set_fail_sync(&self, on: bool) {
+        self.faults.fail_sync.store(on, Ordering::SeqCst);
+    }
+    fn wrap(&self, file: Arc<dyn StorageFile>) -> Arc<dyn StorageFile> {
+        Arc::new(FaultyFile { inner: file, faults: self.faults.clone() })
+    }
+}
+
+struct FaultyFile {
+    inner: Arc<dyn StorageFile>,
+    faults: Arc<Faults>,
+}
+
+/// The error a full disk gives.
+pub fn no_space_error() -> io::Error {
+    io::Error::from_raw_os_error(libc::ENOSPC)
+}
+
+/// True when `error` says the disk is full.
+pub fn is_no_space(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::ENOSPC) || error.kind() == io::ErrorKind::StorageFull
+}
+
+impl StorageFile for FaultyFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        let mut len = buf.len();
+        if self.faults.short_writes.load(Ordering::SeqCst) && len > 1 {
+            len /= 2;
+        }
+        let left = self.faults.space_left_bytes.load(Ordering::SeqCst);
+        if left != u64::MAX {
+            if left == 0 {
+                return Err(no_space_error());
+            }
+            len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
+            self.faults.space_left_bytes.fetch_sub(len as u64, Ordering::SeqCst);
+        }
+        self.inner.write_at(&buf[..len], offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        if self.faults.fail_sync.load(Ordering::SeqCst) {
+            return Err(io::Error::other("injected fsync failure"));
+        }
+        self.inner.sync_data()
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+}
+
+impl FileSystem for FaultyFs {
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
+        Ok(self.wrap(self.inner.create(path)?))
+    }
+    fn open_rw(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
+        Ok(self.wrap(self.inner.open_rw(path)?))
+    }
+    fn open_read(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
+        Ok(self.wrap(self.inner.open_read(path)?))
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        self.inner.list(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        if self.faults.fail_sync.load(Ordering::SeqCst) {
+            return Err(io::Error::other("injected fsync failure"));
+        }
+        self.inner.sync_dir(dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faulty_fs_runs_out_of_space_exactly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = FaultyFs::new(Arc::new(RealFs));
+        let file = fs.create(&dir.path().join("f")).expect("create");
+        fs.set_space_left(Some(10));
+        file.write_all_at(&[1u8; 8], 0).expect("fits");
+        let err = file.write_all_at(&[2u8; 8], 8).expect_err("disk full");
+        assert!(is_no_space(&err), "{err}");
+        assert_eq!(file.len().expect("len"), 10, "the two bytes that fitted were written");
+        fs.set_space_left(None);
+        file.write_all_at(&[3u8; 4], 10).expect("space again");
+        assert_eq!(file.read_all().expect("read").len(), 14);
+    }
+
+    #[test]
+    fn short_writes_are_completed_by_write_all() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = FaultyFs::new(Arc::new(RealFs));
+        fs.set_short_writes(true);
+        let file = fs.create(&dir.path().join("f")).expect("create");
+        assert_eq!(file.write_at(&[7u8; 10], 0).expect("write"), 5);
+        file.write_all_at(&[9u8; 100], 0).expect("write all");
+        assert_eq!(file.read_all().expect("read"), vec![9u8; 100]);
+    }
+
+    #[test]
+    fn failed_sync_is_reported() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = FaultyFs::new(Arc::new(RealFs));
+        let file = fs.create(&dir.path().join("f")).expect("create");
+        fs.set_fail_sync(true);
+        assert!(file.sync_data().is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! index (in progress)

@@ -1,0 +1,44 @@
+//! sensordb's embedded storage engine.
+//!
+//! # Layout
+//! Data flows through these components, each a module:
+//!
+//! - [`model`]: series keys, ids, values.
+//! - [`catalog`]: the persisted map from series key to compact [`model::SeriesId`].
+//! - [`wal`]: the write-ahead log, segmented files of checksummed records with group commit and
+//!   three durability modes.
+//! - [`memtable`]: per-series in-memory buffers; the active one takes writes while a frozen one
+//!   is flushed (double buffering).
+//! - [`codec`]: column compression for timestamps and values.
+//! - [`block`]: one series over one time range, compressed, with header statistics and checksum.
+//! - [`segment`]: append-only files of blocks, written in 4 KiB-aligned flush groups and sealed
+//!   with a footer index.
+//! - [`index`]: the in-memory map from series to its blocks, rebuilt at start-up from footers.
+//! - [`store`]: the [`store::BlockStore`] trait that hides where sealed blocks live.
+//! - [`query`]: range reads that merge memtables and blocks into one time-ordered stream.
+//! - [`engine`]: ties them together: write, read, flush, recovery.
+//! - [`fs`]: file I/O behind a trait so tests can inject faults.
+//!
+//! A write goes catalog (series id) → WAL (durable per mode) → memtable. A flush freezes the
+//! memtable, encodes one block per series into a flush group of the open segment, publishes the
+//! blocks in the index and then trims the WAL.
+
+pub mod block;
+pub mod catalog;
+pub mod codec;
+pub mod engine;
+pub mod error;
+pub mod filenames;
+pub mod fs;
+pub mod index;
+pub mod memtable;
+pub mod model;
+pub mod query;
+pub mod segment;
+pub mod store;
+pub mod wal;
+
+pub use engine::{Engine, EngineOptions};
+pub use error::{Error, Result};
+pub use model::{Point, SeriesId, SeriesKey, Timestamp, Value, ValueColumn, ValueKind};
+pub use wal::Durability;

@@ -1,0 +1,365 @@
+//! The data model: series keys, compact series ids, values and value columns.
+//!
+//! A series is measurement + sorted tag set + field name, the InfluxDB line-protocol model.
+//! Every series has one [`ValueKind`], fixed when the series is first written; a later write
+//! of another kind is rejected, so every block of a series holds one kind of value.
+//! Timestamps are i64 nanoseconds since the Unix epoch.
+
+use bytes::Bytes;
+use std::fmt;
+
+/// Nanoseconds since the Unix epoch.
+pub type Timestamp = i64;
+
+/// Compact id of a series, assigned densely from 1 by the series catalog (0 is never used).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SeriesId(pub u32);
+
+/// The kind of value a series holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ValueKind {
+    F64 = 1,
+    I64 = 2,
+    U64 = 3,
+    Bool = 4,
+    /// Opaque bytes: strings, waveform chunks, binary telemetry frames.
+    Bytes = 5,
+}
+
+impl TryFrom<u8> for ValueKind {
+    type Error = u8;
+    fn try_from(tag: u8) -> Result<Self, u8> {
+        Ok(match tag {
+            1 => ValueKind::F64,
+            2 => ValueKind::I64,
+            3 => ValueKind::U64,
+            4 => ValueKind::Bool,
+            5 => ValueKind::Bytes,
+            other => return Err(other),
+        })
+    }
+}
+
+impl fmt::Display for ValueKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ValueKind::F64 => "float",
+            ValueKind::I64 => "integer",
+            ValueKind::U64 => "unsigned",
+            ValueKind::Bool => "boolean",
+            ValueKind::Bytes => "bytes",
+        })
+    }
+}
+
+/// One value. Equality of floats is bitwise (NaN == NaN of the same bits, -0.0 != 0.0), because
+/// storage must give back every f64 bit for bit.
+#[derive(Clone, Debug)]
+pub enum Value {
+    F64(f64),
+    I64(i64),
+    U64(u64),
+    Bool(bool),
+    Bytes(Bytes),
+}
+
+impl Value {
+    pub fn kind(&self) -> ValueKind {
+        match self {
+            Value::F64(_) => ValueKind::F64,
+            Value::I64(_) => ValueKind::I64,
+            Value::U64(_) => ValueKind::U64,
+            Value::Bool(_) => ValueKind::Bool,
+            Value::Bytes(_) => ValueKind::Bytes,
+        }
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Value::F64(a), Value::F64(b)) => a.to_bits() == b.to_bits(),
+            (Value::I64(a), Value::I64(b)) => a == b,
+            (Value::U64(a), Value::U64(b)) => a == b,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Bytes(a), Value::Bytes(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+impl Eq for Value {}
+
+/// One stored point of a series.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Point {
+    pub timestamp: Timestamp,
+    pub value: Value,
+}
+
+/// Values of one kind, column-wise: the unit the codecs compress.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ValueColumn {
+    F64(Vec<f64>),
+    I64(Vec<i64>),
+    U64(Vec<u64>),
+    Bool(Vec<bool>),
+    Bytes(Vec<Bytes>),
+}
+
+impl ValueColumn {
+    pub fn new(kind: ValueKind) -> Self {
+        match kind {
+            ValueKind::F64 => ValueColumn::F64(Vec::new()),
+            ValueKind::I64 => ValueColumn::I64(Vec::new()),
+            ValueKind::U64 => ValueColumn::U64(Vec::new()),
+            ValueKind::Bool => ValueColumn::Bool(Vec::new()),
+            ValueKind::Bytes => ValueColumn::Bytes(Vec::new()),
+        }
+    }
+
+    pub fn kind(&self) -> ValueKind {
+        match self {
+            ValueColumn::F64(_) => ValueKind::F64,
+            ValueColumn::I64(_) => ValueKind::I64,
+            ValueColumn::U64(_) => ValueKind::U64,
+            ValueColumn::Bool(_) => ValueKind::Bool,
+            ValueColumn::Bytes(_) => ValueKind::Bytes,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            ValueColumn::F64(v) => v.len(),
+            ValueColumn::I64(v) => v.len(),
+            ValueColumn::U64(v) => v.len(),
+            ValueColumn::Bool(v) => v.len(),
+            ValueColumn::Bytes(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value at `index`. Panics when out of bounds, like slice indexing.
+    pub fn get(&self, index: usize) -> Value {
+        match self {
+            ValueColumn::F64(v) => Value::F64(v[index]),
+            ValueColumn::I64(v) => Value::I64(v[index]),
+            ValueColumn::U64(v) => Value::U64(v[index]),
+            ValueColumn::Bool(v) => Value::Bool(v[index]),
+            ValueColumn::Bytes(v) => Value::Bytes(v[index].clone()),
+        }
+    }
+
+    /// Appends `value`; returns it back when its kind differs from the column's.
+    pub fn push(&mut self, value: Value) -> Result<(), Value> {
+        match (self, value) {
+            (ValueColumn::F64(v), Value::F64(x)) => v.push(x),
+            (ValueColumn::I64(v), Value::I64(x)) => v.push(x),
+            (ValueColumn::U64(v), Value::U64(x)) => v.push(x),
+            (ValueColumn::Bool(v), Value::Bool(x)) => v.push(x),
+            (ValueColumn::Bytes(v), Value::Bytes(x)) => v.push(x),
+            (_, value) => return Err(value),
+        }
+        Ok(())
+    }
+}
+
+/// The identity of a series: measurement, tag set sorted by tag key, field name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SeriesKey {
+    measurement: String,
+    tags: Vec<(String, String)>,
+    field: String,
+}
+
+/// Why a series key is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SeriesKeyError {
+    #[error("empty measurement name")]
+    EmptyMeasurement,
+    #[error("empty field name")]
+    EmptyField,
+    #[error("empty tag key")]
+    EmptyTagKey,
+    #[error("tag key {0:?} appears twice")]
+    DuplicateTag(String),
+    #[error("malformed series key {0:?}")]
+    Malformed(String),
+}
+
+impl SeriesKey {
+    /// Builds a key; tags are sorted by key. Empty tag values are dropped (as InfluxDB does).
+    pub fn new(
+        measurement: impl Into<String>,
+        tags: impl IntoIterator<Item = (impl Into<String>, impl Into<String>)>,
+        field: impl Into<String>,
+    ) -> Result<Self, SeriesKeyError> {
+        let measurement = measurement.into();
+        let field = field.into();
+        if measurement.is_empty() {
+            return Err(SeriesKeyError::EmptyMeasurement);
+        }
+        if field.is_empty() {
+            return Err(SeriesKeyError::EmptyField);
+        }
+        let mut tags: Vec<(String, String)> = tags
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+        tags.sort();
+        for pair in tags.windows(2) {
+            if pair[0].0 == pair[1].0 {
+                return Err(SeriesKeyError::DuplicateTag(pair[0].0.clone()));
+            }
+        }
+        if tags.iter().any(|(k, _)| k.is_empty()) {
+            return Err(SeriesKeyError::EmptyTagKey);
+        }
+        Ok(SeriesKey { measurement, tags, field })
+    }
+
+    pub fn measurement(&self) -> &str {
+        &self.measurement
+    }
+    pub fn tags(&self) -> &[(String, String)] {
+        &self.tags
+    }
+    pub fn tag(&self, key: &str) -> Option<&str> {
+        self.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+
+    /// The canonical text form, line-protocol style: `measurement,tag=value,... field`.
+    /// Commas, spaces, equals signs and backslashes inside names are escaped with a backslash.
+    pub fn canonical(&self) -> String {
+        let mut out = String::with_capacity(64);
+        escape_into(&self.measurement, &mut out);
+        for (k, v) in &self.tags {
+            out.push(',');
+            escape_into(k, &mut out);
+            out.push('=');
+            escape_into(v, &mut out);
+        }
+        out.push(' ');
+        escape_into(&self.field, &mut out);
+        out
+    }
+
+    /// Parses the form written by [`SeriesKey::canonical`].
+    pub fn parse(text: &str) -> Result<Self, SeriesKeyError> {
+        let malformed = || SeriesKeyError::Malformed(text.to_string());
+        let parts = split_unescaped(text, ' ');
+        if parts.len() != 2 {
+            return Err(malformed());
+        }
+        let field = unescape(parts[1]);
+        let series = split_unescaped(parts[0], ',');
+        let measurement = unescape(series[0]);
+        let mut tags = Vec::with_capacity(series.len() - 1);
+        for tag in &series[1..] {
+            let kv = split_unescaped(tag, '=');
+            if kv.len() != 2 || kv[1].is_empty() {
+                return Err(malformed());
+            }
+            tags.push((unescape(kv[0]), unescape(kv[1])));
+        }
+        SeriesKey::new(measurement, tags, field)
+    }
+}
+
+impl fmt::Display for SeriesKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.canonical())
+    }
+}
+
+fn escape_into(text: &str, out: &mut String) {
+    for c in text.chars() {
+        if matches!(c, ',' | ' ' | '=' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+}
+
+fn split_unescaped(text: &str, separator: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == separator {
+            parts.push(&text[start..i]);
+            start = i + c.len_utf8();
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut escaped = false;
+    for c in text.chars() {
+        if !escaped && c == '\\' {
+            escaped = true;
+            continue;
+        }
+        escaped = false;
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn tags_are_sorted_and_canonical_form_is_stable() {
+        let key = SeriesKey::new("readings", [("name", "truck_1"), ("fleet", "South")], "velocity")
+            .expect("valid key");
+        assert_eq!(key.canonical(), "readings,fleet=South,name=truck_1 velocity");
+        assert_eq!(key.tag("name"), Some("truck_1"));
+    }
+
+    #[test]
+    fn duplicate_and_empty_parts_are_rejected() {
+        assert_eq!(
+            SeriesKey::new("m", [("a", "1"), ("a", "2")], "f"),
+            Err(SeriesKeyError::DuplicateTag("a".into()))
+        );
+        assert_eq!(SeriesKey::new("", [("a", "1")], "f"), Err(SeriesKeyError::EmptyMeasurement));
+        assert_eq!(SeriesKey::new("m", [("a", "1")], ""), Err(SeriesKeyError::EmptyField));
+    }
+
+    #[test]
+    fn float_values_compare_bitwise() {
+        assert_eq!(Value::F64(f64::NAN), Value::F64(f64::NAN));
+        assert_ne!(Value::F64(0.0), Value::F64(-0.0));
+        assert_ne!(Value::F64(1.0), Value::I64(1));
+    }
+
+    proptest! {
+        #[test]
+        fn canonical_form_round_trips(
+            measurement in "[a-z ,=\\\\]{1,8}",
+            tags in proptest::collection::btree_map("[a-z ,=\\\\]{1,6}", "[A-Z0-9 ,=\\\\]{1,6}", 0..4),
+            field in "[a-z ,=\\\\]{1,8}",
+        ) {
+            let key = SeriesKey::new(measurement, tags, field).expect("valid key");
+            prop_assert_eq!(SeriesKey::parse(&key.canonical()).expect("parses"), key);
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! The `sensordb` binary: server and CLI.
+fn main() {
+    println!("sensordb");
+}
