@@ -25,6 +25,7 @@
 
 pub mod block;
 pub mod catalog;
+pub mod checksum;
 pub mod codec;
 pub mod engine;
 pub mod error;
