@@ -23,6 +23,7 @@
 //! memtable, encodes one block per series into a flush group of the open segment, publishes the
 //! blocks in the index and then trims the WAL.
 
+pub mod batch;
 pub mod block;
 pub mod catalog;
 pub mod checksum;

@@ -153,6 +153,52 @@ impl ValueColumn {
         }
     }
 
+    /// The values at `indices`, in that order.
+    pub fn gather(&self, indices: &[usize]) -> ValueColumn {
+        match self {
+            ValueColumn::F64(v) => ValueColumn::F64(indices.iter().map(|&i| v[i]).collect()),
+            ValueColumn::I64(v) => ValueColumn::I64(indices.iter().map(|&i| v[i]).collect()),
+            ValueColumn::U64(v) => ValueColumn::U64(indices.iter().map(|&i| v[i]).collect()),
+            ValueColumn::Bool(v) => ValueColumn::Bool(indices.iter().map(|&i| v[i]).collect()),
+            ValueColumn::Bytes(v) => ValueColumn::Bytes(indices.iter().map(|&i| v[i].clone()).collect()),
+        }
+    }
+
+    /// The values in `range`.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> ValueColumn {
+        match self {
+            ValueColumn::F64(v) => ValueColumn::F64(v[range].to_vec()),
+            ValueColumn::I64(v) => ValueColumn::I64(v[range].to_vec()),
+            ValueColumn::U64(v) => ValueColumn::U64(v[range].to_vec()),
+            ValueColumn::Bool(v) => ValueColumn::Bool(v[range].to_vec()),
+            ValueColumn::Bytes(v) => ValueColumn::Bytes(v[range].to_vec()),
+        }
+    }
+
+    /// Appends all of `other`; returns false (appending nothing) when the kinds differ.
+    pub fn extend_from(&mut self, other: &ValueColumn) -> bool {
+        match (self, other) {
+            (ValueColumn::F64(a), ValueColumn::F64(b)) => a.extend_from_slice(b),
+            (ValueColumn::I64(a), ValueColumn::I64(b)) => a.extend_from_slice(b),
+            (ValueColumn::U64(a), ValueColumn::U64(b)) => a.extend_from_slice(b),
+            (ValueColumn::Bool(a), ValueColumn::Bool(b)) => a.extend_from_slice(b),
+            (ValueColumn::Bytes(a), ValueColumn::Bytes(b)) => a.extend_from_slice(b),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Approximate heap bytes held, for memory accounting.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            ValueColumn::F64(v) => v.len() * 8,
+            ValueColumn::I64(v) => v.len() * 8,
+            ValueColumn::U64(v) => v.len() * 8,
+            ValueColumn::Bool(v) => v.len(),
+            ValueColumn::Bytes(v) => v.iter().map(|b| b.len() + 32).sum(),
+        }
+    }
+
     /// Appends `value`; returns it back when its kind differs from the column's.
     pub fn push(&mut self, value: Value) -> Result<(), Value> {
         match (self, value) {

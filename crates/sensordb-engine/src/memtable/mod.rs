@@ -1,1 +1,241 @@
-//! memtable (in progress)
+//! The memtable: per-series in-memory buffers of points not yet in sealed blocks.
+//!
+//! Series are spread over independently locked shards (by series id), so writers that own
+//! different series rarely meet on a lock, and there is no global lock on the write path. Each
+//! series keeps its points in arrival order in two columns (timestamps, values) and remembers
+//! whether they are still strictly increasing; sorting and resolving repeated timestamps (the
+//! last write wins) happens only when a reader or the flush needs it.
+//!
+//! The engine holds one active memtable that takes writes and at most one frozen memtable being
+//! flushed (double buffering), so flushing never stops ingestion.
+
+use crate::batch::{IdHasher, SeriesPoints};
+use crate::model::{SeriesId, Timestamp, ValueColumn};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Fixed bytes counted per point besides its value: the timestamp.
+const TIMESTAMP_BYTES: usize = 8;
+
+/// The points of one series, in arrival order.
+#[derive(Debug)]
+struct SeriesBuffer {
+    timestamps: Vec<Timestamp>,
+    values: ValueColumn,
+    /// True while `timestamps` is strictly increasing: then it is already in final form.
+    strictly_increasing: bool,
+}
+
+impl SeriesBuffer {
+    fn append(&mut self, timestamps: &[Timestamp], values: &ValueColumn) -> bool {
+        if !self.values.extend_from(values) {
+            return false;
+        }
+        if self.strictly_increasing {
+            let continues = match (self.timestamps.last(), timestamps.first()) {
+                (Some(last), Some(first)) => last < first,
+                _ => true,
+            };
+            self.strictly_increasing = continues && timestamps.windows(2).all(|w| w[0] < w[1]);
+        }
+        self.timestamps.extend_from_slice(timestamps);
+        true
+    }
+
+    /// Indices of the points in `[from, to)`, sorted by timestamp, one per timestamp (the last
+    /// written).
+    fn resolved_indices(&self, from: Timestamp, to: Timestamp) -> Vec<usize> {
+        if self.strictly_increasing {
+            let start = self.timestamps.partition_point(|&t| t < from);
+            let end = self.timestamps.partition_point(|&t| t < to);
+            return (start..end).collect();
+        }
+        let mut indices: Vec<usize> =
+            (0..self.timestamps.len()).filter(|&i| (from..to).contains(&self.timestamps[i])).collect();
+        // Stable: among equal timestamps the arrival order stays, so the last one is the newest.
+        indices.sort_by_key(|&i| self.timestamps[i]);
+        let mut resolved: Vec<usize> = Vec::with_capacity(indices.len());
+        for i in indices {
+            match resolved.last_mut() {
+                Some(last) if self.timestamps[*last] == self.timestamps[i] => *last = i,
+                _ => resolved.push(i),
+            }
+        }
+        resolved
+    }
+
+    fn resolved(&self, from: Timestamp, to: Timestamp) -> (Vec<Timestamp>, ValueColumn) {
+        let indices = self.resolved_indices(from, to);
+        let timestamps = indices.iter().map(|&i| self.timestamps[i]).collect();
+        let values = if self.strictly_increasing && !indices.is_empty() {
+            self.values.slice(indices[0]..indices[indices.len() - 1] + 1)
+        } else {
+            self.values.gather(&indices)
+        };
+        (timestamps, values)
+    }
+}
+
+type Shard = HashMap<SeriesId, SeriesBuffer, BuildHasherDefault<IdHasher>>;
+
+/// A set of per-series buffers.
+pub struct Memtable {
+    shards: Box<[Mutex<Shard>]>,
+    bytes: AtomicUsize,
+    points: AtomicUsize,
+}
+
+/// Points of one series, sorted by timestamp without repeats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedSeries {
+    pub series: SeriesId,
+    pub timestamps: Vec<Timestamp>,
+    pub values: ValueColumn,
+}
+
+impl Memtable {
+    /// A memtable with `shard_count` shards (rounded up to a power of two).
+    pub fn new(shard_count: usize) -> Self {
+        let shard_count = shard_count.max(1).next_power_of_two();
+        Memtable {
+            shards: (0..shard_count).map(|_| Mutex::new(Shard::default())).collect(),
+            bytes: AtomicUsize::new(0),
+            points: AtomicUsize::new(0),
+        }
+    }
+
+    fn shard(&self, series: SeriesId) -> &Mutex<Shard> {
+        &self.shards[series.0 as usize & (self.shards.len() - 1)]
+    }
+
+    /// Adds the points of one series. Panics (a caller bug) if the series already holds another
+    /// kind: the engine checks kinds against the catalog before inserting.
+    pub fn insert(&self, points: &SeriesPoints) {
+        if points.timestamps.is_empty() {
+            return;
+        }
+        let mut shard = self.shard(points.series).lock();
+        let buffer = shard.entry(points.series).or_insert_with(|| SeriesBuffer {
+            timestamps: Vec::new(),
+            values: ValueColumn::new(points.values.kind()),
+            strictly_increasing: true,
+        });
+        assert!(buffer.append(&points.timestamps, &points.values), "BUG: value kind changed within a series");
+        drop(shard);
+        let bytes = points.timestamps.len() * TIMESTAMP_BYTES + points.values.heap_bytes();
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.points.fetch_add(points.timestamps.len(), Ordering::Relaxed);
+    }
+
+    /// Approximate bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn points(&self) -> usize {
+        self.points.load(Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points() == 0
+    }
+
+    /// A copy of the points of `series` in `[from, to)`, sorted, repeats resolved.
+    pub fn read(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Option<ResolvedSeries> {
+        let shard = self.shard(series).lock();
+        let buffer = shard.get(&series)?;
+        let (timestamps, values) = buffer.resolved(from, to);
+        if timestamps.is_empty() {
+            return None;
+        }
+        Some(ResolvedSeries { series, timestamps, values })
+    }
+
+    /// Every series, sorted by id, each sorted and with repeats resolved: the input of a flush.
+    pub fn drain_resolved(&self) -> Vec<ResolvedSeries> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = std::mem::take(&mut *shard.lock());
+            for (series, buffer) in shard {
+                let (timestamps, values) = buffer.resolved(Timestamp::MIN, Timestamp::MAX);
+                out.push(ResolvedSeries { series, timestamps, values });
+            }
+        }
+        out.sort_by_key(|s| s.series);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::WriteBatch;
+    use crate::model::Value;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn insert_all(memtable: &Memtable, batch: &WriteBatch) {
+        batch.entries().iter().for_each(|e| memtable.insert(e));
+    }
+
+    #[test]
+    fn out_of_order_and_repeated_points_resolve_to_the_last_write() {
+        let memtable = Memtable::new(4);
+        let mut batch = WriteBatch::new();
+        for (t, v) in [(30, 3.0), (10, 1.0), (20, 2.0), (10, 1.5)] {
+            batch.push(SeriesId(7), t, Value::F64(v)).expect("push");
+        }
+        insert_all(&memtable, &batch);
+        let read = memtable.read(SeriesId(7), 0, 100).expect("points");
+        assert_eq!(read.timestamps, vec![10, 20, 30]);
+        assert_eq!(read.values, ValueColumn::F64(vec![1.5, 2.0, 3.0]));
+        assert_eq!(memtable.read(SeriesId(7), 11, 30).expect("points").timestamps, vec![20]);
+        assert!(memtable.read(SeriesId(7), 31, 100).is_none());
+        assert!(memtable.read(SeriesId(8), 0, 100).is_none());
+        assert_eq!(memtable.points(), 4);
+    }
+
+    #[test]
+    fn drain_returns_series_in_id_order_and_empties_the_table() {
+        let memtable = Memtable::new(2);
+        let mut batch = WriteBatch::new();
+        for id in [5, 1, 3] {
+            batch.push(SeriesId(id), 1, Value::I64(id.into())).expect("push");
+        }
+        insert_all(&memtable, &batch);
+        let drained = memtable.drain_resolved();
+        assert_eq!(drained.iter().map(|s| s.series.0).collect::<Vec<_>>(), vec![1, 3, 5]);
+        assert!(memtable.read(SeriesId(1), 0, 10).is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn reads_match_a_last_write_wins_model(
+            writes in proptest::collection::vec((1u32..4, -50i64..50, any::<i64>()), 1..200),
+            from in -60i64..60,
+            len in 0i64..120,
+        ) {
+            let memtable = Memtable::new(2);
+            let mut model: BTreeMap<(u32, i64), i64> = BTreeMap::new();
+            for chunk in writes.chunks(7) {
+                let mut batch = WriteBatch::new();
+                for &(series, t, v) in chunk {
+                    batch.push(SeriesId(series), t, Value::I64(v)).expect("push");
+                    model.insert((series, t), v);
+                }
+                insert_all(&memtable, &batch);
+            }
+            for series in 1u32..4 {
+                let expected: Vec<(i64, i64)> = model.range((series, from)..(series, from + len)).map(|(&(_, t), &v)| (t, v)).collect();
+                let actual: Vec<(i64, i64)> = match memtable.read(SeriesId(series), from, from + len) {
+                    Some(ResolvedSeries { timestamps, values: ValueColumn::I64(values), .. }) => timestamps.into_iter().zip(values).collect(),
+                    Some(other) => panic!("wrong kind {other:?}"),
+                    None => Vec::new(),
+                };
+                prop_assert_eq!(actual, expected);
+            }
+        }
+    }
+}
