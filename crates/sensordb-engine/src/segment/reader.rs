@@ -1,0 +1,220 @@
+//! Reading segments: the start-up scan (trailer and footer, or group headers of an unsealed
+//! file) and single-block reads.
+
+use super::*;
+use crate::block::{self, Block};
+use crate::checksum::{align_up, crc32c};
+use crate::error::{Error, Result};
+use crate::filenames::{parse_numbered_file, SEGMENT_EXTENSION};
+use crate::fs::{FileSystem, StorageFile};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What the start-up scan learned about one segment file.
+pub struct SegmentScan {
+    pub id: u64,
+    pub path: PathBuf,
+    pub file: Arc<dyn StorageFile>,
+    /// Every block found, in file order.
+    pub entries: Vec<IndexEntry>,
+    /// True when the footer was intact: the file is complete and read-only from now on.
+    pub sealed: bool,
+    /// End of the last complete flush group.
+    pub end: u64,
+    /// WAL checkpoint of the last complete group (0 when there is none).
+    pub wal_checkpoint: u64,
+    /// Damage found, each with its file offset; the data outside it stayed readable.
+    pub problems: Vec<(u64, String)>,
+}
+
+/// Builds the index of the segment at `path` without reading its blocks. An unsealed segment's
+/// torn tail is cut off (and reported in `problems`).
+pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
+    let io = |e| Error::io(path, e);
+    let id = parse_numbered_file(path, SEGMENT_EXTENSION)
+        .ok_or_else(|| Error::corruption(path, 0, "segment file name is not <id>.seg"))?;
+    let file = fs.open_rw(path).map_err(io)?;
+    let len = file.len().map_err(io)?;
+    let mut scan = SegmentScan {
+        id,
+        path: path.to_path_buf(),
+        file,
+        entries: Vec::new(),
+        sealed: false,
+        end: FILE_HEADER_BYTES,
+        wal_checkpoint: 0,
+        problems: Vec::new(),
+    };
+    if len < FILE_HEADER_BYTES {
+        // Crashed while creating the file: nothing in it was ever acknowledged.
+        scan.end = 0;
+        scan.problems.push((0, format!("file of {len} bytes has no complete header")));
+        return Ok(scan);
+    }
+    check_file_header(&scan, path)?;
+    let mut scan_limit = len;
+    match read_footer(&scan, len) {
+        Ok(Some((footer_offset, entries, wal_checkpoint))) => {
+            scan.entries = entries;
+            scan.sealed = true;
+            scan.end = footer_offset;
+            scan.wal_checkpoint = wal_checkpoint;
+            return Ok(scan);
+        }
+        Ok(None) => {}
+        Err((offset, reason, footer_offset)) => {
+            scan.problems.push((offset, format!("{reason}; rebuilding the index from group headers")));
+            scan_limit = footer_offset.min(len);
+        }
+    }
+    scan_groups(&mut scan, scan_limit)?;
+    if len > scan.end {
+        if scan.problems.is_empty() {
+            scan.problems.push((scan.end, format!("cut off {} bytes of an incomplete flush group", len - scan.end)));
+        }
+        scan.file.set_len(scan.end).map_err(io)?;
+        scan.file.sync_data().map_err(io)?;
+    }
+    Ok(scan)
+}
+
+fn check_file_header(scan: &SegmentScan, path: &Path) -> Result<()> {
+    let mut header = [0u8; 32];
+    scan.file.read_exact_at(&mut header, 0).map_err(|e| Error::io(path, e))?;
+    if &header[0..8] != FILE_MAGIC {
+        return Err(Error::corruption(path, 0, "not a segment file (bad magic)"));
+    }
+    let version = u16::from_le_bytes([header[8], header[9]]);
+    if version != SEGMENT_FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion { path: path.into(), found: version, supported: SEGMENT_FORMAT_VERSION });
+    }
+    let stored = u32::from_le_bytes(header[28..32].try_into().expect("4 bytes"));
+    if stored != crc32c(&header[..28]) {
+        return Err(Error::corruption(path, 0, "segment header checksum mismatch"));
+    }
+    let id = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
+    if id != scan.id {
+        return Err(Error::corruption(path, 16, format!("header names segment {id}, file name {}", scan.id)));
+    }
+    Ok(())
+}
+
+type FooterError = (u64, String, u64);
+
+/// `Ok(None)` when there is no trailer (unsealed); `Err` when a trailer exists but the footer
+/// it points to is damaged (offset, reason, footer offset).
+fn read_footer(scan: &SegmentScan, len: u64) -> std::result::Result<Option<(u64, Vec<IndexEntry>, u64)>, FooterError> {
+    if len < FILE_HEADER_BYTES + TRAILER_BYTES as u64 || len % PAGE_BYTES != 0 {
+        return Ok(None);
+    }
+    let trailer_offset = len - TRAILER_BYTES as u64;
+    let mut trailer = [0u8; TRAILER_BYTES];
+    if scan.file.read_exact_at(&mut trailer, trailer_offset).is_err() {
+        return Ok(None);
+    }
+    let stored = u32::from_le_bytes(trailer[28..32].try_into().expect("4 bytes"));
+    if &trailer[24..28] != TRAILER_MAGIC || stored != crc32c(&trailer[..28]) {
+        return Ok(None);
+    }
+    let footer_offset = u64::from_le_bytes(trailer[0..8].try_into().expect("8 bytes"));
+    let count = u32::from_le_bytes(trailer[8..12].try_into().expect("4 bytes")) as u64;
+    let footer_checksum = u32::from_le_bytes(trailer[12..16].try_into().expect("4 bytes"));
+    let wal_checkpoint = u64::from_le_bytes(trailer[16..24].try_into().expect("8 bytes"));
+    let footer_len = count * INDEX_ENTRY_BYTES as u64;
+    if footer_offset < FILE_HEADER_BYTES || footer_offset.saturating_add(footer_len) > trailer_offset {
+        return Err((trailer_offset, "trailer points outside the file".into(), trailer_offset));
+    }
+    let mut footer = vec![0u8; footer_len as usize];
+    if let Err(e) = scan.file.read_exact_at(&mut footer, footer_offset) {
+        return Err((footer_offset, format!("footer unreadable: {e}"), footer_offset));
+    }
+    if crc32c(&footer) != footer_checksum {
+        return Err((footer_offset, "footer checksum mismatch".into(), footer_offset));
+    }
+    let entries = IndexEntry::parse_all(&footer).map_err(|reason| (footer_offset, reason, footer_offset))?;
+    Ok(Some((footer_offset, entries, wal_checkpoint)))
+}
+
+/// Walks the flush groups from the first page up to `limit`. A damaged group is reported and
+/// skipped by searching the following page boundaries for the next intact group header.
+fn scan_groups(scan: &mut SegmentScan, limit: u64) -> Result<()> {
+    let io = |e| Error::io(&scan.path, e);
+    let mut offset = FILE_HEADER_BYTES;
+    let mut damaged_since: Option<u64> = None;
+    let mut header = [0u8; GROUP_HEADER_BYTES];
+    while offset + GROUP_HEADER_BYTES as u64 <= limit {
+        scan.file.read_exact_at(&mut header, offset).map_err(io)?;
+        match parse_group(scan, &header, offset, limit).map_err(io)? {
+            Some((entries, group_end, wal_checkpoint)) => {
+                if let Some(start) = damaged_since.take() {
+                    scan.problems.push((start, format!("damaged flush group; skipped {} bytes", offset - start)));
+                }
+                scan.entries.extend(entries);
+                scan.wal_checkpoint = wal_checkpoint;
+                scan.end = group_end;
+                offset = group_end;
+            }
+            None if header.iter().all(|&b| b == 0) && damaged_since.is_none() => break,
+            None => {
+                damaged_since.get_or_insert(offset);
+                offset += PAGE_BYTES;
+            }
+        }
+    }
+    if let Some(start) = damaged_since {
+        scan.problems.push((start, "damaged or incomplete flush group at the end of the file".into()));
+    }
+    Ok(())
+}
+
+type GroupFound = (Vec<IndexEntry>, u64, u64);
+
+fn parse_group(scan: &SegmentScan, header: &[u8; GROUP_HEADER_BYTES], offset: u64, limit: u64) -> std::io::Result<Option<GroupFound>> {
+    if &header[0..8] != GROUP_MAGIC {
+        return Ok(None);
+    }
+    let stored = u32::from_le_bytes(header[60..64].try_into().expect("4 bytes"));
+    if stored != crc32c(&header[..60]) {
+        return Ok(None);
+    }
+    let field = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().expect("8 bytes"));
+    let wal_checkpoint = field(16);
+    let blocks_bytes = field(24);
+    let count = u32::from_le_bytes(header[32..36].try_into().expect("4 bytes")) as u64;
+    let index_checksum = u32::from_le_bytes(header[36..40].try_into().expect("4 bytes"));
+    let index_offset = offset + GROUP_HEADER_BYTES as u64 + blocks_bytes;
+    let index_len = count * INDEX_ENTRY_BYTES as u64;
+    let Some(group_end) = index_offset.checked_add(index_len).map(|end| align_up(end, PAGE_BYTES)) else {
+        return Ok(None);
+    };
+    if group_end > limit {
+        return Ok(None);
+    }
+    let mut index = vec![0u8; index_len as usize];
+    scan.file.read_exact_at(&mut index, index_offset)?;
+    if crc32c(&index) != index_checksum {
+        return Ok(None);
+    }
+    let Ok(entries) = IndexEntry::parse_all(&index) else { return Ok(None) };
+    let inside = |e: &IndexEntry| e.offset >= offset + GROUP_HEADER_BYTES as u64 && e.offset + u64::from(e.length) <= index_offset;
+    if !entries.iter().all(inside) {
+        return Ok(None);
+    }
+    Ok(Some((entries, group_end, wal_checkpoint)))
+}
+
+/// Reads and verifies one block. Damage is reported with the file and the block's offset.
+pub fn read_block(path: &Path, file: &dyn StorageFile, entry: &IndexEntry) -> Result<Block> {
+    let mut bytes = vec![0u8; entry.length as usize];
+    file.read_exact_at(&mut bytes, entry.offset).map_err(|e| Error::io(path, e))?;
+    let block = block::decode(&bytes).map_err(|e| Error::corruption(path, entry.offset, e.to_string()))?;
+    let header = &block.header;
+    if header.series != entry.series
+        || header.count != entry.count
+        || header.min_timestamp != entry.min_timestamp
+        || header.max_timestamp != entry.max_timestamp
+    {
+        return Err(Error::corruption(path, entry.offset, "block does not match its index entry"));
+    }
+    Ok(block)
+}

@@ -1,0 +1,150 @@
+use super::*;
+use crate::error::Error;
+use crate::fs::{FileSystem, RealFs};
+use crate::model::ValueColumn;
+use std::path::Path;
+
+fn group(series_base: u32, start: i64) -> GroupBuilder {
+    let mut group = GroupBuilder::new();
+    for s in 0..5 {
+        let timestamps: Vec<i64> = (0..300).map(|i| start + i * 1000).collect();
+        let values = ValueColumn::F64(timestamps.iter().map(|&t| (t as f64).sqrt()).collect());
+        group.add_block(SeriesId(series_base + s), &timestamps, &values);
+    }
+    group
+}
+
+/// Writes `groups` flush groups into segment 7 of `dir`; returns the writer (unsealed) and the
+/// entries written.
+fn write_segment(dir: &Path, groups: u32) -> (SegmentWriter, Vec<IndexEntry>) {
+    let mut writer = SegmentWriter::create(&RealFs, dir, 7, true).expect("create");
+    let mut all = Vec::new();
+    for g in 0..groups {
+        all.extend(writer.append_group(group(1, i64::from(g) * 1_000_000), u64::from(g) + 1, u64::from(g) + 10).expect("append"));
+    }
+    (writer, all)
+}
+
+fn segment_path(dir: &Path) -> std::path::PathBuf {
+    crate::filenames::numbered_file(dir, 7, crate::filenames::SEGMENT_EXTENSION)
+}
+
+#[test]
+fn sealed_segments_are_indexed_from_the_footer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (writer, written) = write_segment(dir.path(), 3);
+    writer.seal().expect("seal");
+    let len = std::fs::metadata(segment_path(dir.path())).expect("meta").len();
+    assert_eq!(len % PAGE_BYTES, 0, "sealed segments end on a page boundary");
+    let scan = scan_segment(&RealFs, &segment_path(dir.path())).expect("scan");
+    assert!(scan.sealed);
+    assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+    assert_eq!(scan.entries, written);
+    assert_eq!(scan.wal_checkpoint, 12);
+    for entry in &scan.entries {
+        let block = read_block(&scan.path, scan.file.as_ref(), entry).expect("block reads");
+        assert_eq!(block.header.series, entry.series);
+        assert_eq!(block.timestamps.len(), 300);
+    }
+}
+
+#[test]
+fn unsealed_segments_are_indexed_from_group_headers_and_torn_tails_cut() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (writer, written) = write_segment(dir.path(), 2);
+    let two_groups_end = writer.bytes();
+    drop(writer);
+    // A third group that only half reached the disk.
+    let path = segment_path(dir.path());
+    let file = RealFs.open_rw(&path).expect("open");
+    let mut partial = group(1, 9_000_000);
+    let (bytes, _) = {
+        let g = std::mem::take(&mut partial);
+        g.finish(3, 13, two_groups_end)
+    };
+    file.write_all_at(&bytes[..bytes.len() / 2], two_groups_end).expect("write");
+    drop(file);
+    let scan = scan_segment(&RealFs, &path).expect("scan");
+    assert!(!scan.sealed);
+    assert_eq!(scan.entries, written);
+    assert_eq!(scan.end, two_groups_end);
+    assert_eq!(scan.wal_checkpoint, 11);
+    assert_eq!(scan.problems.len(), 1, "{:?}", scan.problems);
+    assert_eq!(std::fs::metadata(&path).expect("meta").len(), two_groups_end, "torn tail cut off");
+    // Writing continues where the complete groups end, and the result seals cleanly.
+    let mut writer = SegmentWriter::resume(&scan, true);
+    writer.append_group(group(1, 9_000_000), 3, 13).expect("append");
+    writer.seal().expect("seal");
+    let scan = scan_segment(&RealFs, &path).expect("rescan");
+    assert!(scan.sealed);
+    assert_eq!(scan.entries.len(), 15);
+}
+
+#[test]
+fn a_damaged_footer_falls_back_to_group_headers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (writer, written) = write_segment(dir.path(), 3);
+    let footer_offset = writer.bytes();
+    writer.seal().expect("seal");
+    let path = segment_path(dir.path());
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[footer_offset as usize + 5] ^= 0xff;
+    std::fs::write(&path, &bytes).expect("write");
+    let scan = scan_segment(&RealFs, &path).expect("scan");
+    assert!(!scan.sealed);
+    assert_eq!(scan.entries, written);
+    assert_eq!(scan.problems[0].0, footer_offset, "{:?}", scan.problems);
+}
+
+#[test]
+fn a_damaged_group_is_skipped_and_later_groups_stay_readable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (writer, written) = write_segment(dir.path(), 3);
+    drop(writer);
+    let path = segment_path(dir.path());
+    let mut bytes = std::fs::read(&path).expect("read");
+    let second_group = written[5].offset - GROUP_HEADER_BYTES as u64;
+    bytes[second_group as usize + 9] ^= 0x01;
+    std::fs::write(&path, &bytes).expect("write");
+    let scan = scan_segment(&RealFs, &path).expect("scan");
+    let expected: Vec<IndexEntry> = written[..5].iter().chain(&written[10..]).copied().collect();
+    assert_eq!(scan.entries, expected);
+    assert_eq!(scan.problems.len(), 1);
+    assert_eq!(scan.problems[0].0, second_group);
+}
+
+#[test]
+fn a_flipped_block_byte_is_reported_with_file_and_offset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (writer, written) = write_segment(dir.path(), 1);
+    writer.seal().expect("seal");
+    let path = segment_path(dir.path());
+    let mut bytes = std::fs::read(&path).expect("read");
+    let victim = written[2];
+    bytes[victim.offset as usize + 100] ^= 0x10;
+    std::fs::write(&path, &bytes).expect("write");
+    let scan = scan_segment(&RealFs, &path).expect("scan");
+    for entry in &scan.entries {
+        let result = read_block(&path, scan.file.as_ref(), entry);
+        if entry.offset == victim.offset {
+            match result {
+                Err(Error::Corruption { path: p, offset, .. }) => {
+                    assert_eq!(p, path);
+                    assert_eq!(offset, victim.offset);
+                }
+                other => panic!("expected corruption, got {:?}", other.map(|b| b.header)),
+            }
+        } else {
+            result.expect("undamaged block reads");
+        }
+    }
+}
+
+#[test]
+fn a_file_without_a_complete_header_is_reported_empty() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(segment_path(dir.path()), [0u8; 100]).expect("write");
+    let scan = scan_segment(&RealFs, &segment_path(dir.path())).expect("scan");
+    assert!(scan.entries.is_empty());
+    assert_eq!(scan.end, 0);
+}

@@ -1,0 +1,199 @@
+//! Writing segments: building a flush group in memory and appending it with one aligned write.
+
+use super::*;
+use crate::block;
+use crate::checksum::{align_up, crc32c};
+use crate::error::{Error, Result};
+use crate::filenames::{numbered_file, SEGMENT_EXTENSION};
+use crate::fs::{FileSystem, StorageFile};
+use crate::model::ValueColumn;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The blocks of one flush, encoded into one buffer ready to be appended.
+pub struct GroupBuilder {
+    buffer: Vec<u8>,
+    /// Entries with offsets relative to the start of the group.
+    entries: Vec<IndexEntry>,
+}
+
+impl Default for GroupBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GroupBuilder {
+    pub fn new() -> Self {
+        GroupBuilder { buffer: vec![0; GROUP_HEADER_BYTES], entries: Vec::new() }
+    }
+
+    /// Encodes one block; points sorted by timestamp without repeats.
+    pub fn add_block(&mut self, series: SeriesId, timestamps: &[Timestamp], values: &ValueColumn) {
+        let start = self.buffer.len();
+        block::encode(series, timestamps, values, &mut self.buffer);
+        self.entries.push(IndexEntry {
+            series,
+            kind: values.kind(),
+            count: timestamps.len() as u32,
+            length: u32::try_from(self.buffer.len() - start).expect("BUG: block over 4 GiB"),
+            offset: start as u64,
+            min_timestamp: timestamps[0],
+            max_timestamp: timestamps[timestamps.len() - 1],
+            sequence: 0,
+        });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn block_count(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Finishes the group for writing at `group_offset`: fills in the header, the index and the
+    /// padding, and returns the page-aligned bytes with the entries' absolute offsets.
+    pub(super) fn finish(mut self, sequence: u64, wal_checkpoint: u64, group_offset: u64) -> (Vec<u8>, Vec<IndexEntry>) {
+        let blocks_bytes = (self.buffer.len() - GROUP_HEADER_BYTES) as u64;
+        for entry in &mut self.entries {
+            entry.offset += group_offset;
+            entry.sequence = sequence;
+        }
+        let index_start = self.buffer.len();
+        for entry in &self.entries {
+            entry.write(&mut self.buffer);
+        }
+        let index_checksum = crc32c(&self.buffer[index_start..]);
+        let header = &mut self.buffer[..GROUP_HEADER_BYTES];
+        header[0..8].copy_from_slice(GROUP_MAGIC);
+        header[8..16].copy_from_slice(&sequence.to_le_bytes());
+        header[16..24].copy_from_slice(&wal_checkpoint.to_le_bytes());
+        header[24..32].copy_from_slice(&blocks_bytes.to_le_bytes());
+        header[32..36].copy_from_slice(&(self.entries.len() as u32).to_le_bytes());
+        header[36..40].copy_from_slice(&index_checksum.to_le_bytes());
+        let header_checksum = crc32c(&header[..60]);
+        header[60..64].copy_from_slice(&header_checksum.to_le_bytes());
+        let padded = align_up(self.buffer.len() as u64, PAGE_BYTES) as usize;
+        self.buffer.resize(padded, 0);
+        (self.buffer, self.entries)
+    }
+}
+
+/// The open segment: takes flush groups until it is sealed.
+pub struct SegmentWriter {
+    id: u64,
+    path: PathBuf,
+    file: Arc<dyn StorageFile>,
+    /// End of the last complete group: the next group starts here.
+    end: u64,
+    entries: Vec<IndexEntry>,
+    wal_checkpoint: u64,
+    sync: bool,
+}
+
+impl SegmentWriter {
+    /// Creates segment `id` in `dir`. With `sync`, every group and the seal are fdatasynced.
+    pub fn create(fs: &dyn FileSystem, dir: &Path, id: u64, sync: bool) -> Result<SegmentWriter> {
+        let path = numbered_file(dir, id, SEGMENT_EXTENSION);
+        let io = |e| Error::io(&path, e);
+        let file = fs.create(&path).map_err(io)?;
+        let mut header = vec![0u8; FILE_HEADER_BYTES as usize];
+        header[0..8].copy_from_slice(FILE_MAGIC);
+        header[8..10].copy_from_slice(&SEGMENT_FORMAT_VERSION.to_le_bytes());
+        header[16..24].copy_from_slice(&id.to_le_bytes());
+        let checksum = crc32c(&header[..28]);
+        header[28..32].copy_from_slice(&checksum.to_le_bytes());
+        let written = file.write_all_at(&header, 0).and_then(|()| if sync { file.sync_data() } else { Ok(()) });
+        if let Err(e) = written.and_then(|()| if sync { fs.sync_dir(dir) } else { Ok(()) }) {
+            let _ = fs.remove(&path);
+            return Err(io(e));
+        }
+        Ok(SegmentWriter { id, path, file, end: FILE_HEADER_BYTES, entries: Vec::new(), wal_checkpoint: 0, sync })
+    }
+
+    /// Continues an unsealed segment found at recovery, after its last complete group.
+    pub fn resume(scan: &SegmentScan, sync: bool) -> SegmentWriter {
+        assert!(!scan.sealed, "BUG: resuming a sealed segment");
+        SegmentWriter {
+            id: scan.id,
+            path: scan.path.clone(),
+            file: scan.file.clone(),
+            end: scan.end,
+            entries: scan.entries.clone(),
+            wal_checkpoint: scan.wal_checkpoint,
+            sync,
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file, for readers of blocks already written.
+    pub fn file(&self) -> Arc<dyn StorageFile> {
+        self.file.clone()
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> u64 {
+        self.end
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Appends `group` and makes it durable. On failure the file is cut back to its previous
+    /// end, so the segment stays valid and the group can be retried (for example once a full
+    /// disk has room again).
+    pub fn append_group(&mut self, group: GroupBuilder, sequence: u64, wal_checkpoint: u64) -> Result<Vec<IndexEntry>> {
+        assert!(!group.is_empty(), "BUG: empty flush group");
+        let (bytes, entries) = group.finish(sequence, wal_checkpoint, self.end);
+        debug_assert_eq!(bytes.len() as u64 % PAGE_BYTES, 0);
+        let written = self
+            .file
+            .write_all_at(&bytes, self.end)
+            .and_then(|()| if self.sync { self.file.sync_data() } else { Ok(()) });
+        if let Err(e) = written {
+            let _ = self.file.set_len(self.end);
+            return Err(Error::io(&self.path, e));
+        }
+        self.end += bytes.len() as u64;
+        self.entries.extend_from_slice(&entries);
+        self.wal_checkpoint = wal_checkpoint;
+        Ok(entries)
+    }
+
+    /// Writes the footer and trailer. The segment is complete afterwards.
+    pub fn seal(self) -> Result<()> {
+        let mut footer = Vec::with_capacity(self.entries.len() * INDEX_ENTRY_BYTES + PAGE_BYTES as usize);
+        for entry in &self.entries {
+            entry.write(&mut footer);
+        }
+        let footer_checksum = crc32c(&footer);
+        let total = align_up((footer.len() + TRAILER_BYTES) as u64, PAGE_BYTES) as usize;
+        footer.resize(total - TRAILER_BYTES, 0);
+        let trailer_start = footer.len();
+        footer.extend_from_slice(&self.end.to_le_bytes());
+        footer.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
+        footer.extend_from_slice(&footer_checksum.to_le_bytes());
+        footer.extend_from_slice(&self.wal_checkpoint.to_le_bytes());
+        footer.extend_from_slice(TRAILER_MAGIC);
+        let trailer_checksum = crc32c(&footer[trailer_start..]);
+        footer.extend_from_slice(&trailer_checksum.to_le_bytes());
+        let written = self
+            .file
+            .write_all_at(&footer, self.end)
+            .and_then(|()| if self.sync { self.file.sync_data() } else { Ok(()) });
+        if let Err(e) = written {
+            let _ = self.file.set_len(self.end);
+            return Err(Error::io(&self.path, e));
+        }
+        Ok(())
+    }
+}
