@@ -1,1 +1,103 @@
-//! index (in progress)
+//! The block index: for each series, its sealed blocks ordered by time.
+//!
+//! Held in memory and rebuilt at start-up from segment footers (never from the blocks). Readers
+//! take a copy of the few references they need, so the index lock is held only briefly.
+
+use crate::batch::IdHasher;
+use crate::model::{SeriesId, Timestamp};
+use crate::segment::IndexEntry;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+/// A block and the segment that holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockRef {
+    pub segment: u64,
+    pub entry: IndexEntry,
+}
+
+/// Series → blocks, each list sorted by (min timestamp, sequence).
+#[derive(Default)]
+pub struct BlockIndex {
+    series: HashMap<SeriesId, Vec<BlockRef>, BuildHasherDefault<IdHasher>>,
+    blocks: usize,
+    points: u64,
+}
+
+impl BlockIndex {
+    pub fn insert(&mut self, segment: u64, entries: &[IndexEntry]) {
+        for entry in entries {
+            let list = self.series.entry(entry.series).or_default();
+            let block = BlockRef { segment, entry: *entry };
+            // Flushes arrive in time order, so the new block almost always goes at the end.
+            let key = |b: &BlockRef| (b.entry.min_timestamp, b.entry.sequence);
+            let position = list.partition_point(|b| key(b) <= key(&block));
+            list.insert(position, block);
+            self.blocks += 1;
+            self.points += u64::from(entry.count);
+        }
+    }
+
+    /// Blocks of `series` that may hold points in `[from, to)`, by (min timestamp, sequence).
+    pub fn blocks_in(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<BlockRef> {
+        let Some(list) = self.series.get(&series) else { return Vec::new() };
+        let end = list.partition_point(|b| b.entry.min_timestamp < to);
+        list[..end].iter().filter(|b| b.entry.max_timestamp >= from).copied().collect()
+    }
+
+    /// Forgets every block of `segment`.
+    pub fn remove_segment(&mut self, segment: u64) {
+        let (mut blocks, mut points) = (0usize, 0u64);
+        self.series.retain(|_, list| {
+            list.retain(|b| {
+                let keep = b.segment != segment;
+                if !keep {
+                    blocks += 1;
+                    points += u64::from(b.entry.count);
+                }
+                keep
+            });
+            !list.is_empty()
+        });
+        self.blocks -= blocks;
+        self.points -= points;
+    }
+
+    pub fn block_count(&self) -> usize {
+        self.blocks
+    }
+
+    pub fn point_count(&self) -> u64 {
+        self.points
+    }
+
+    pub fn series_count(&self) -> usize {
+        self.series.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ValueKind;
+
+    fn entry(series: u32, min: i64, max: i64, sequence: u64) -> IndexEntry {
+        IndexEntry { series: SeriesId(series), kind: ValueKind::F64, count: 1, length: 70, offset: 4096, min_timestamp: min, max_timestamp: max, sequence }
+    }
+
+    #[test]
+    fn range_lookup_finds_exactly_the_overlapping_blocks() {
+        let mut index = BlockIndex::default();
+        index.insert(1, &[entry(1, 0, 9, 1), entry(1, 10, 19, 2), entry(2, 0, 100, 2)]);
+        index.insert(2, &[entry(1, 5, 12, 3)]);
+        let found = |index: &BlockIndex, from, to| index.blocks_in(SeriesId(1), from, to).iter().map(|b| b.entry.sequence).collect::<Vec<_>>();
+        assert_eq!(found(&index, 0, 5), vec![1]);
+        assert_eq!(found(&index, 0, 6), vec![1, 3]);
+        assert_eq!(found(&index, 13, 100), vec![2]);
+        assert_eq!(found(&index, 20, 100), Vec::<u64>::new());
+        assert_eq!(found(&index, 9, 10), vec![1, 3]);
+        index.remove_segment(2);
+        assert_eq!(found(&index, 0, 100), vec![1, 2]);
+        assert_eq!(index.block_count(), 3);
+    }
+}

@@ -1,1 +1,231 @@
-//! query (in progress)
+//! Range reads: one series over `[from, to)`, merged from sealed blocks and memtables into one
+//! time-ordered stream without repeated timestamps.
+//!
+//! Blocks are grouped into *clusters* of transitively overlapping time ranges; the usual case is
+//! a chain of non-overlapping blocks, each its own cluster, returned as it is decoded. Within a
+//! cluster (out-of-order data that arrived after a flush) points are merged and a repeated
+//! timestamp keeps the value of the newest source: the memtable, then the block with the highest
+//! flush sequence. Memtable points are copied once when the read starts (they are bounded by the
+//! memtable limit) and woven into the block stream by time. The stream yields chunks, one
+//! cluster at a time, so memory stays bounded by the largest cluster, not the whole range.
+
+use crate::error::Result;
+use crate::index::BlockRef;
+use crate::memtable::ResolvedSeries;
+use crate::model::{Point, SeriesId, Timestamp, ValueColumn};
+use crate::store::BlockStore;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Points of one series, sorted by timestamp without repeats.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chunk {
+    pub timestamps: Vec<Timestamp>,
+    pub values: ValueColumn,
+}
+
+impl Chunk {
+    pub fn len(&self) -> usize {
+        self.timestamps.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.timestamps.is_empty()
+    }
+}
+
+/// A streaming range read. Iterate chunks with [`RangeRead::next_chunk`], or points with
+/// [`RangeRead::points`].
+pub struct RangeRead {
+    store: Arc<dyn BlockStore>,
+    from: Timestamp,
+    to: Timestamp,
+    /// Clusters of overlapping blocks, in time order, each ordered by ascending sequence.
+    clusters: VecDeque<Vec<BlockRef>>,
+    /// Memtable points still to emit (newest memtable already resolved over older ones).
+    memory: Option<Chunk>,
+    memory_position: usize,
+}
+
+impl RangeRead {
+    /// `memtables` are ordered oldest first (frozen, then active).
+    pub fn new(
+        store: Arc<dyn BlockStore>,
+        series: SeriesId,
+        from: Timestamp,
+        to: Timestamp,
+        memtables: Vec<ResolvedSeries>,
+    ) -> RangeRead {
+        let blocks = if from < to { store.blocks(series, from, to) } else { Vec::new() };
+        let memory = merge_sorted_sources(memtables.into_iter().map(|m| Chunk { timestamps: m.timestamps, values: m.values }).collect());
+        RangeRead { store, from, to, clusters: clusters(blocks), memory, memory_position: 0 }
+    }
+
+    /// The next chunk of points, or `None` at the end.
+    pub fn next_chunk(&mut self) -> Option<Result<Chunk>> {
+        loop {
+            let Some(cluster) = self.clusters.front() else {
+                return self.take_memory_before(Timestamp::MAX).map(Ok);
+            };
+            let cluster_min = cluster.iter().map(|b| b.entry.min_timestamp).min().unwrap_or(Timestamp::MIN);
+            let cluster_max = cluster.iter().map(|b| b.entry.max_timestamp).max().unwrap_or(Timestamp::MAX);
+            if let Some(before) = self.take_memory_before(cluster_min) {
+                return Some(Ok(before));
+            }
+            let cluster = self.clusters.pop_front().expect("BUG: cluster vanished");
+            let mut sources = Vec::with_capacity(cluster.len() + 1);
+            for block in &cluster {
+                match self.store.read_block(block) {
+                    Ok(block) => sources.push(clip(Chunk { timestamps: block.timestamps, values: block.values }, self.from, self.to)),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            if let Some(memory) = self.take_memory_before(cluster_max.saturating_add(1)) {
+                sources.push(memory);
+            }
+            if let Some(chunk) = merge_sorted_sources(sources) {
+                return Some(Ok(chunk));
+            }
+        }
+    }
+
+    /// Memtable points before `bound` not yet emitted.
+    fn take_memory_before(&mut self, bound: Timestamp) -> Option<Chunk> {
+        let memory = self.memory.as_ref()?;
+        let start = self.memory_position;
+        let end = start + memory.timestamps[start..].partition_point(|&t| t < bound);
+        if start == end {
+            return None;
+        }
+        self.memory_position = end;
+        Some(Chunk { timestamps: memory.timestamps[start..end].to_vec(), values: memory.values.slice(start..end) })
+    }
+
+    /// The points one by one.
+    pub fn points(self) -> Points {
+        Points { read: self, chunk: None, position: 0 }
+    }
+
+    /// Reads everything into one chunk; convenient for tests and small ranges.
+    pub fn collect_all(mut self) -> Result<Option<Chunk>> {
+        let mut all: Option<Chunk> = None;
+        while let Some(chunk) = self.next_chunk() {
+            let chunk = chunk?;
+            match &mut all {
+                None => all = Some(chunk),
+                Some(all) => {
+                    all.timestamps.extend_from_slice(&chunk.timestamps);
+                    assert!(all.values.extend_from(&chunk.values), "BUG: value kind changed within a series");
+                }
+            }
+        }
+        Ok(all)
+    }
+}
+
+/// Iterator over single points of a [`RangeRead`].
+pub struct Points {
+    read: RangeRead,
+    chunk: Option<Chunk>,
+    position: usize,
+}
+
+impl Iterator for Points {
+    type Item = Result<Point>;
+    fn next(&mut self) -> Option<Result<Point>> {
+        loop {
+            if let Some(chunk) = &self.chunk {
+                if self.position < chunk.len() {
+                    let point = Point { timestamp: chunk.timestamps[self.position], value: chunk.values.get(self.position) };
+                    self.position += 1;
+                    return Some(Ok(point));
+                }
+            }
+            match self.read.next_chunk()? {
+                Ok(chunk) => {
+                    self.chunk = Some(chunk);
+                    self.position = 0;
+                }
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+/// Groups blocks (sorted by min timestamp) into clusters of overlapping time ranges, each
+/// cluster sorted by ascending sequence so later sources win in the merge.
+fn clusters(blocks: Vec<BlockRef>) -> VecDeque<Vec<BlockRef>> {
+    let mut out: VecDeque<Vec<BlockRef>> = VecDeque::new();
+    let mut cluster_max = Timestamp::MIN;
+    for block in blocks {
+        match out.back_mut() {
+            Some(cluster) if block.entry.min_timestamp <= cluster_max => {
+                cluster.push(block);
+                cluster_max = cluster_max.max(block.entry.max_timestamp);
+            }
+            _ => {
+                out.push_back(vec![block]);
+                cluster_max = block.entry.max_timestamp;
+            }
+        }
+    }
+    for cluster in &mut out {
+        cluster.sort_by_key(|b| b.entry.sequence);
+    }
+    out
+}
+
+fn clip(chunk: Chunk, from: Timestamp, to: Timestamp) -> Chunk {
+    let start = chunk.timestamps.partition_point(|&t| t < from);
+    let end = chunk.timestamps.partition_point(|&t| t < to);
+    if start == 0 && end == chunk.len() {
+        return chunk;
+    }
+    Chunk { timestamps: chunk.timestamps[start..end].to_vec(), values: chunk.values.slice(start..end) }
+}
+
+/// Merges sorted, repeat-free sources given oldest first; a repeated timestamp keeps the value
+/// of the latest source. `None` when all are empty.
+fn merge_sorted_sources(mut sources: Vec<Chunk>) -> Option<Chunk> {
+    sources.retain(|s| !s.is_empty());
+    if sources.len() <= 1 {
+        return sources.pop();
+    }
+    let mut timestamps = Vec::with_capacity(sources.iter().map(Chunk::len).sum());
+    let mut values = ValueColumn::new(sources[0].values.kind());
+    for source in &sources {
+        timestamps.extend_from_slice(&source.timestamps);
+        assert!(values.extend_from(&source.values), "BUG: value kind changed within a series");
+    }
+    let mut order: Vec<usize> = (0..timestamps.len()).collect();
+    // Stable sort: equal timestamps keep source order, so the last one is the newest.
+    order.sort_by_key(|&i| timestamps[i]);
+    let mut resolved: Vec<usize> = Vec::with_capacity(order.len());
+    for i in order {
+        match resolved.last_mut() {
+            Some(last) if timestamps[*last] == timestamps[i] => *last = i,
+            _ => resolved.push(i),
+        }
+    }
+    Some(Chunk { timestamps: resolved.iter().map(|&i| timestamps[i]).collect(), values: values.gather(&resolved) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(points: &[(i64, i64)]) -> Chunk {
+        Chunk { timestamps: points.iter().map(|p| p.0).collect(), values: ValueColumn::I64(points.iter().map(|p| p.1).collect()) }
+    }
+
+    #[test]
+    fn later_sources_win_on_repeated_timestamps() {
+        let merged = merge_sorted_sources(vec![chunk(&[(1, 10), (3, 30)]), chunk(&[(2, 200), (3, 300)])]).expect("points");
+        assert_eq!(merged, chunk(&[(1, 10), (2, 200), (3, 300)]));
+        assert_eq!(merge_sorted_sources(vec![chunk(&[]), chunk(&[])]), None);
+    }
+
+    #[test]
+    fn clipping_keeps_the_half_open_range() {
+        assert_eq!(clip(chunk(&[(1, 1), (2, 2), (3, 3)]), 2, 3), chunk(&[(2, 2)]));
+    }
+}

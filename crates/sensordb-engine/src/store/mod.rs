@@ -1,1 +1,42 @@
-//! store (in progress)
+//! Where sealed blocks live, behind the small [`BlockStore`] trait: put the blocks of a flush,
+//! list the blocks of a series in a time range, read a block, drop a segment.
+//!
+//! The write and read paths only talk to this trait, so a distributed backend
+//! (Cassandra/ScyllaDB) can stand in for local segment files without touching them.
+//! [`SegmentStore`] is the local implementation.
+
+mod segments;
+
+pub use segments::{SegmentStore, SegmentStoreOptions, StoreRecovery};
+
+use crate::block::Block;
+use crate::error::Result;
+use crate::index::BlockRef;
+use crate::model::{SeriesId, Timestamp};
+use crate::segment::GroupBuilder;
+
+/// Sizes of what a store holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub segments: usize,
+    pub blocks: usize,
+    pub points: u64,
+    /// Bytes of data files on disk.
+    pub bytes: u64,
+}
+
+pub trait BlockStore: Send + Sync {
+    /// Makes the blocks of one flush durable; afterwards [`BlockStore::blocks`] lists them.
+    /// `sequence` orders flushes (newer wins on repeated timestamps); `wal_checkpoint` is the
+    /// id of the first WAL file not covered by this and earlier flushes.
+    fn put_group(&self, group: GroupBuilder, sequence: u64, wal_checkpoint: u64) -> Result<()>;
+    /// Blocks of `series` that may hold points in `[from, to)`, ordered by min timestamp.
+    fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<BlockRef>;
+    /// Reads and verifies one block.
+    fn read_block(&self, block: &BlockRef) -> Result<Block>;
+    /// Removes a whole segment (expiry) without reading it.
+    fn drop_segment(&self, segment: u64) -> Result<()>;
+    fn stats(&self) -> StoreStats;
+    /// Seals whatever is open; the store stays usable.
+    fn seal(&self) -> Result<()>;
+}

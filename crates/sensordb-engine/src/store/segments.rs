@@ -1,0 +1,203 @@
+//! The local block store: segment files in one directory plus the in-memory block index.
+//!
+//! One segment is open for appends at a time; it is sealed once it reaches
+//! `segment_bytes_max`. Segments left unsealed by a crash are repaired and sealed at open.
+
+use super::{BlockStore, StoreStats};
+use crate::block::Block;
+use crate::error::{Error, Result};
+use crate::filenames::{parse_numbered_file, SEGMENT_EXTENSION};
+use crate::fs::{FileSystem, StorageFile};
+use crate::index::{BlockIndex, BlockRef};
+use crate::model::{SeriesId, Timestamp};
+use crate::segment::{read_block, scan_segment, GroupBuilder, SegmentWriter};
+use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Clone, Debug)]
+pub struct SegmentStoreOptions {
+    /// A segment is sealed once it holds at least this many bytes.
+    pub segment_bytes_max: u64,
+    /// fdatasync every flush group and seal.
+    pub sync: bool,
+}
+
+impl Default for SegmentStoreOptions {
+    fn default() -> Self {
+        SegmentStoreOptions { segment_bytes_max: 64 << 20, sync: true }
+    }
+}
+
+/// What opening the store found.
+#[derive(Clone, Debug, Default)]
+pub struct StoreRecovery {
+    /// Highest flush-group sequence found (0 for an empty store).
+    pub max_sequence: u64,
+    /// Every WAL file with a smaller id is fully contained in the segments.
+    pub wal_checkpoint: u64,
+    /// Damage found and worked around: (file, offset, what).
+    pub problems: Vec<(PathBuf, u64, String)>,
+    pub segments: usize,
+}
+
+struct SegmentFile {
+    path: PathBuf,
+    file: Arc<dyn StorageFile>,
+    bytes: u64,
+}
+
+pub struct SegmentStore {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    options: SegmentStoreOptions,
+    index: RwLock<BlockIndex>,
+    files: RwLock<BTreeMap<u64, SegmentFile>>,
+    open: Mutex<OpenSegment>,
+}
+
+struct OpenSegment {
+    writer: Option<SegmentWriter>,
+    next_id: u64,
+}
+
+impl SegmentStore {
+    pub fn open(fs: Arc<dyn FileSystem>, dir: &Path, options: SegmentStoreOptions) -> Result<(SegmentStore, StoreRecovery)> {
+        fs.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let mut recovery = StoreRecovery::default();
+        let mut index = BlockIndex::default();
+        let mut files = BTreeMap::new();
+        let mut next_id = 1;
+        for path in fs.list(dir).map_err(|e| Error::io(dir, e))? {
+            let Some(id) = parse_numbered_file(&path, SEGMENT_EXTENSION) else { continue };
+            next_id = next_id.max(id + 1);
+            let scan = scan_segment(fs.as_ref(), &path)?;
+            for (offset, what) in &scan.problems {
+                tracing::warn!(file = %path.display(), offset, problem = %what, "segment repaired at open");
+                recovery.problems.push((path.clone(), *offset, what.clone()));
+            }
+            if scan.entries.is_empty() {
+                // Nothing acknowledged can live in a segment without a complete group.
+                drop(scan);
+                fs.remove(&path).map_err(|e| Error::io(&path, e))?;
+                continue;
+            }
+            let bytes = if scan.sealed {
+                scan.file.len().map_err(|e| Error::io(&path, e))?
+            } else {
+                let writer = SegmentWriter::resume(&scan, options.sync);
+                writer.seal()?;
+                scan.file.len().map_err(|e| Error::io(&path, e))?
+            };
+            recovery.max_sequence = recovery.max_sequence.max(scan.entries.iter().map(|e| e.sequence).max().unwrap_or(0));
+            recovery.wal_checkpoint = recovery.wal_checkpoint.max(scan.wal_checkpoint);
+            index.insert(id, &scan.entries);
+            files.insert(id, SegmentFile { path, file: scan.file, bytes });
+            recovery.segments += 1;
+        }
+        let store = SegmentStore {
+            fs,
+            dir: dir.to_path_buf(),
+            options,
+            index: RwLock::new(index),
+            files: RwLock::new(files),
+            open: Mutex::new(OpenSegment { writer: None, next_id }),
+        };
+        Ok((store, recovery))
+    }
+
+    /// Ids of all segments, oldest first.
+    pub fn segment_ids(&self) -> Vec<u64> {
+        self.files.read().keys().copied().collect()
+    }
+}
+
+impl BlockStore for SegmentStore {
+    fn put_group(&self, group: GroupBuilder, sequence: u64, wal_checkpoint: u64) -> Result<()> {
+        let mut open = self.open.lock();
+        if open.writer.is_none() {
+            let id = open.next_id;
+            let writer = SegmentWriter::create(self.fs.as_ref(), &self.dir, id, self.options.sync)?;
+            open.next_id += 1;
+            self.files.write().insert(id, SegmentFile { path: writer.path().to_path_buf(), file: writer.file(), bytes: writer.bytes() });
+            open.writer = Some(writer);
+        }
+        let writer = open.writer.as_mut().expect("BUG: open segment vanished");
+        let entries = writer.append_group(group, sequence, wal_checkpoint)?;
+        let (id, bytes) = (writer.id(), writer.bytes());
+        if let Some(file) = self.files.write().get_mut(&id) {
+            file.bytes = bytes;
+        }
+        self.index.write().insert(id, &entries);
+        if bytes >= self.options.segment_bytes_max {
+            let writer = open.writer.take().expect("BUG: open segment vanished");
+            writer.seal()?;
+            self.refresh_size(id);
+        }
+        Ok(())
+    }
+
+    fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<BlockRef> {
+        self.index.read().blocks_in(series, from, to)
+    }
+
+    fn read_block(&self, block: &BlockRef) -> Result<Block> {
+        let (path, file) = {
+            let files = self.files.read();
+            let segment = files
+                .get(&block.segment)
+                .ok_or_else(|| Error::corruption(self.dir.clone(), 0, format!("segment {} is gone", block.segment)))?;
+            (segment.path.clone(), segment.file.clone())
+        };
+        read_block(&path, file.as_ref(), &block.entry)
+    }
+
+    fn drop_segment(&self, segment: u64) -> Result<()> {
+        let mut open = self.open.lock();
+        if open.writer.as_ref().is_some_and(|w| w.id() == segment) {
+            open.writer = None;
+        }
+        self.index.write().remove_segment(segment);
+        if let Some(file) = self.files.write().remove(&segment) {
+            // Dropping the handle here, not later, is what lets the file system free the space.
+            drop(file.file);
+            self.fs.remove(&file.path).map_err(|e| Error::io(&file.path, e))?;
+            if self.options.sync {
+                self.fs.sync_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> StoreStats {
+        let index = self.index.read();
+        let files = self.files.read();
+        StoreStats {
+            segments: files.len(),
+            blocks: index.block_count(),
+            points: index.point_count(),
+            bytes: files.values().map(|f| f.bytes).sum(),
+        }
+    }
+
+    fn seal(&self) -> Result<()> {
+        let mut open = self.open.lock();
+        if let Some(writer) = open.writer.take() {
+            let id = writer.id();
+            writer.seal()?;
+            self.refresh_size(id);
+        }
+        Ok(())
+    }
+}
+
+impl SegmentStore {
+    fn refresh_size(&self, id: u64) {
+        if let Some(file) = self.files.write().get_mut(&id) {
+            if let Ok(len) = file.file.len() {
+                file.bytes = len;
+            }
+        }
+    }
+}
