@@ -1,3 +1,571 @@
-//! engine (in progress)
-pub struct Engine;
-pub struct EngineOptions;
+//! The engine: ties catalog, WAL, memtables, block store and reads together, and runs the
+//! background flusher.
+//!
+//! Write: check kinds against the catalog → append the batch to the WAL and insert it into the
+//! active memtable (under a shared lock that only a memtable swap takes exclusively) → wait
+//! until the WAL group holding it is durable → acknowledge.
+//!
+//! Flush (background thread, or [`Engine::flush`]): swap the active memtable for an empty one
+//! and rotate the WAL (both under the exclusive lock, so every record in older WAL files is in
+//! the frozen memtable or earlier) → encode one block per series (split at
+//! `block_points_max`) into a flush group → append it to the open segment and fsync → publish
+//! the blocks in the index → drop the frozen memtable → delete the WAL files it covered. The
+//! group records the first WAL file it does not cover, so recovery replays only newer files even
+//! if the deletion never happened.
+//!
+//! Recovery: open the catalog, scan segments (footers only), delete WAL files covered by the
+//! segments, replay the rest into the memtable.
+
+use crate::batch::WriteBatch;
+use crate::catalog::{Catalog, SeriesEntry};
+use crate::error::{Error, Result};
+use crate::filenames::{catalog_path, parse_numbered_file, segment_dir, wal_dir, LOCK_FILE, WAL_EXTENSION};
+use crate::fs::{FileSystem, RealFs};
+use crate::memtable::Memtable;
+use crate::model::{SeriesId, SeriesKey, Timestamp, ValueColumn, ValueKind};
+use crate::query::RangeRead;
+use crate::segment::GroupBuilder;
+use crate::store::{BlockStore, SegmentStore, SegmentStoreOptions, StoreStats};
+use crate::wal::{Durability, Wal, WalOptions};
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Engine settings. `Default` gives the documented defaults on the real file system.
+#[derive(Clone)]
+pub struct EngineOptions {
+    pub durability: Durability,
+    /// Memory for buffered points, active plus frozen memtable. The active memtable is flushed at
+    /// half of it; writers wait while it is over half and the previous flush still runs.
+    pub memtable_bytes_max: usize,
+    /// A segment is sealed once it reaches this size (R).
+    pub segment_bytes_max: u64,
+    /// Most points in one block; longer runs of a series are split.
+    pub block_points_max: usize,
+    /// Largest accepted byte payload.
+    pub payload_bytes_max: usize,
+    /// Buffered points older than this are flushed even if the memtable is not full, so the WAL
+    /// stays short.
+    pub flush_interval: Duration,
+    /// WAL file size before rotation.
+    pub wal_file_bytes_max: u64,
+    /// Memtable shards; more shards mean fewer writers meeting on one lock.
+    pub memtable_shards: usize,
+    pub fs: Arc<dyn FileSystem>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        EngineOptions {
+            durability: Durability::Fsync,
+            memtable_bytes_max: 512 << 20,
+            segment_bytes_max: 64 << 20,
+            block_points_max: 16_384,
+            payload_bytes_max: 1 << 20,
+            flush_interval: Duration::from_secs(300),
+            wal_file_bytes_max: 64 << 20,
+            memtable_shards: cores * 8,
+            fs: Arc::new(RealFs),
+        }
+    }
+}
+
+impl std::fmt::Debug for EngineOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineOptions")
+            .field("durability", &self.durability)
+            .field("memtable_bytes_max", &self.memtable_bytes_max)
+            .field("segment_bytes_max", &self.segment_bytes_max)
+            .field("block_points_max", &self.block_points_max)
+            .field("payload_bytes_max", &self.payload_bytes_max)
+            .field("flush_interval", &self.flush_interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What start-up found and repaired.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    pub series: usize,
+    pub segments: usize,
+    pub wal_records_replayed: u64,
+    pub points_replayed: u64,
+    /// Every damaged spot worked around: (file, offset, what).
+    pub problems: Vec<(PathBuf, u64, String)>,
+    pub duration: Duration,
+}
+
+/// Sizes and counters.
+#[derive(Clone, Debug, Default)]
+pub struct EngineStats {
+    pub series: usize,
+    pub memtable_points: usize,
+    pub memtable_bytes: usize,
+    pub store: StoreStats,
+    pub catalog_bytes: u64,
+    pub flushes: u64,
+}
+
+struct Memtables {
+    active: Arc<Memtable>,
+    /// Being flushed; readers still see it.
+    frozen: Option<Arc<Memtable>>,
+    /// WAL files before this id are covered once `frozen` is flushed.
+    frozen_wal_checkpoint: u64,
+}
+
+struct FlushSignal {
+    requested: bool,
+    shutdown: bool,
+}
+
+struct Inner {
+    options: EngineOptions,
+    catalog: Catalog,
+    wal: Option<Wal>,
+    wal_dir: PathBuf,
+    store: Arc<SegmentStore>,
+    memtables: RwLock<Memtables>,
+    /// Serialises flushes (background thread and explicit calls).
+    flush_lock: Mutex<()>,
+    signal: Mutex<FlushSignal>,
+    signal_changed: Condvar,
+    /// Notified after every flush attempt, for writers waiting for memory.
+    flushed: Condvar,
+    flushed_lock: Mutex<()>,
+    sequence: AtomicU64,
+    flushes: AtomicU64,
+    poisoned: Mutex<Option<String>>,
+    closed: AtomicBool,
+    last_flush: Mutex<Instant>,
+}
+
+/// The storage engine. Cheap to share behind an `Arc`; all methods take `&self`.
+pub struct Engine {
+    inner: Arc<Inner>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+    recovery: RecoveryReport,
+    _lock: DirectoryLock,
+}
+
+impl Engine {
+    /// Opens (or creates) the data directory `dir`, recovering whatever a crash left behind.
+    pub fn open(dir: impl AsRef<Path>, options: EngineOptions) -> Result<Engine> {
+        let started = Instant::now();
+        let dir = dir.as_ref();
+        let fs = options.fs.clone();
+        fs.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let lock = DirectoryLock::acquire(dir)?;
+        let mut report = RecoveryReport::default();
+
+        let (catalog, catalog_recovery) = Catalog::open(fs.as_ref(), &catalog_path(dir), options.durability == Durability::Fsync)?;
+        if let Some((offset, what)) = catalog_recovery.truncated_at {
+            report.problems.push((catalog_path(dir), offset, what));
+        }
+        report.series = catalog.len();
+
+        let store_options = SegmentStoreOptions { segment_bytes_max: options.segment_bytes_max, sync: options.durability != Durability::None };
+        let (store, store_recovery) = SegmentStore::open(fs.clone(), &segment_dir(dir), store_options)?;
+        report.segments = store_recovery.segments;
+        report.problems.extend(store_recovery.problems.iter().cloned());
+
+        let active = Memtable::new(options.memtable_shards);
+        let wal_dir = wal_dir(dir);
+        let wal = if options.durability == Durability::None {
+            None
+        } else {
+            remove_covered_wal_files(fs.as_ref(), &wal_dir, store_recovery.wal_checkpoint)?;
+            let wal_options = WalOptions { durability: options.durability, file_bytes_max: options.wal_file_bytes_max, ..WalOptions::default() };
+            let mut replay = |record: &[u8]| -> Result<()> {
+                let batch = WriteBatch::decode(record).map_err(|what| Error::corruption(&wal_dir, 0, format!("undecodable WAL batch: {what}")))?;
+                for entry in batch.entries() {
+                    match catalog.kind(entry.series) {
+                        Some(kind) if kind == entry.values.kind() => active.insert(entry),
+                        _ => {
+                            tracing::error!(series = entry.series.0, "WAL names a series the catalog does not know; skipped");
+                            continue;
+                        }
+                    }
+                    report.points_replayed += entry.timestamps.len() as u64;
+                }
+                report.wal_records_replayed += 1;
+                Ok(())
+            };
+            let (wal, wal_recovery) = Wal::open(fs.clone(), &wal_dir, wal_options, &mut replay)?;
+            report.problems.extend(wal_recovery.truncated.iter().cloned());
+            Some(wal)
+        };
+
+        let inner = Arc::new(Inner {
+            catalog,
+            wal,
+            wal_dir,
+            store: Arc::new(store),
+            memtables: RwLock::new(Memtables { active: Arc::new(active), frozen: None, frozen_wal_checkpoint: 0 }),
+            flush_lock: Mutex::new(()),
+            signal: Mutex::new(FlushSignal { requested: false, shutdown: false }),
+            signal_changed: Condvar::new(),
+            flushed: Condvar::new(),
+            flushed_lock: Mutex::new(()),
+            sequence: AtomicU64::new(store_recovery.max_sequence),
+            flushes: AtomicU64::new(0),
+            poisoned: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            last_flush: Mutex::new(Instant::now()),
+            options,
+        });
+        let flusher = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("sensordb-flush".into())
+                .spawn(move || inner.run_flusher())
+                .map_err(|e| Error::io(dir, e))?
+        };
+        report.duration = started.elapsed();
+        for (file, offset, what) in &report.problems {
+            tracing::warn!(file = %file.display(), offset, problem = %what, "recovery repaired damage");
+        }
+        Ok(Engine { inner, flusher: Mutex::new(Some(flusher)), recovery: report, _lock: lock })
+    }
+
+    /// What start-up found.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// The id of `key`, registering the series with `kind` when it is new (durably, before any
+    /// write to it can be acknowledged).
+    pub fn series_id(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesId> {
+        self.inner.catalog.get_or_create(key, kind)
+    }
+
+    /// The id of `key` if the series exists.
+    pub fn find_series(&self, key: &SeriesKey) -> Option<SeriesId> {
+        self.inner.catalog.find(key)
+    }
+
+    pub fn series(&self, id: SeriesId) -> Option<SeriesEntry> {
+        self.inner.catalog.get(id)
+    }
+
+    /// Series of `measurement` (any when `None`) carrying every tag of `tag_filter`.
+    pub fn select_series(&self, measurement: Option<&str>, tag_filter: &[(&str, &str)]) -> Vec<SeriesEntry> {
+        self.inner.catalog.select(measurement, tag_filter)
+    }
+
+    /// Writes `batch`; returns once it is durable under the configured durability.
+    pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.inner.write(batch)
+    }
+
+    /// Points of `series` in `[from, to)`, in time order, repeated timestamps resolved.
+    pub fn read(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> RangeRead {
+        let inner = &self.inner;
+        let (active, frozen) = {
+            let memtables = inner.memtables.read();
+            (memtables.active.clone(), memtables.frozen.clone())
+        };
+        // Memtables before the index: a flush publishes blocks before it drops the frozen
+        // memtable, so every point is in one or the other.
+        let mut memory = Vec::with_capacity(2);
+        if let Some(frozen) = frozen {
+            memory.extend(frozen.read(series, from, to));
+        }
+        memory.extend(active.read(series, from, to));
+        let store: Arc<dyn BlockStore> = inner.store.clone();
+        RangeRead::new(store, series, from, to, memory)
+    }
+
+    /// Flushes everything buffered into the store and waits for it.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        // A frozen memtable left by a failed attempt is flushed first, then the active one.
+        for _ in 0..2 {
+            self.inner.flush_once()?;
+        }
+        Ok(())
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let inner = &self.inner;
+        let memtables = inner.memtables.read();
+        let frozen_points = memtables.frozen.as_ref().map_or(0, |m| m.points());
+        let frozen_bytes = memtables.frozen.as_ref().map_or(0, |m| m.bytes());
+        EngineStats {
+            series: inner.catalog.len(),
+            memtable_points: memtables.active.points() + frozen_points,
+            memtable_bytes: memtables.active.bytes() + frozen_bytes,
+            store: inner.store.stats(),
+            catalog_bytes: inner.catalog.file_bytes(),
+            flushes: inner.flushes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Flushes, seals the open segment and stops the flusher. Dropping the engine does the same
+    /// but cannot report errors.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        {
+            let mut signal = self.inner.signal.lock();
+            signal.shutdown = true;
+            self.inner.signal_changed.notify_all();
+        }
+        if let Some(handle) = self.flusher.lock().take() {
+            let _ = handle.join();
+        }
+        let flushed = if self.inner.poisoned.lock().is_none() {
+            self.inner.flush_once().and_then(|_| self.inner.flush_once()).map(|_| ())
+        } else {
+            Ok(())
+        };
+        flushed.and(self.inner.store.seal())
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(error = %e, "engine shutdown failed; the WAL still holds unflushed data");
+        }
+    }
+}
+
+impl Inner {
+    fn check_writable(&self) -> Result<()> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
+        if let Some(reason) = self.poisoned.lock().as_ref() {
+            return Err(Error::Poisoned(reason.clone()));
+        }
+        Ok(())
+    }
+
+    fn poison(&self, error: &Error) {
+        let mut poisoned = self.poisoned.lock();
+        if poisoned.is_none() {
+            tracing::error!(error = %error, "engine refuses further writes");
+            *poisoned = Some(error.to_string());
+        }
+    }
+
+    fn flush_threshold_bytes(&self) -> usize {
+        (self.options.memtable_bytes_max / 2).max(1)
+    }
+
+    fn write(&self, batch: &WriteBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.check_writable()?;
+        for entry in batch.entries() {
+            let kind = self.catalog.kind(entry.series).ok_or(Error::UnknownSeries(entry.series.0))?;
+            if kind != entry.values.kind() {
+                let key = self.catalog.get(entry.series).map_or_else(|| entry.series.0.to_string(), |e| e.key.canonical());
+                return Err(Error::KindMismatch { key, existing: kind, attempted: entry.values.kind() });
+            }
+            if let ValueColumn::Bytes(payloads) = &entry.values {
+                if let Some(large) = payloads.iter().find(|p| p.len() > self.options.payload_bytes_max) {
+                    return Err(Error::PayloadTooLarge { len: large.len(), limit: self.options.payload_bytes_max });
+                }
+            }
+        }
+        self.wait_for_memory()?;
+        let record = self.wal.as_ref().map(|_| {
+            let mut record = Vec::new();
+            batch.encode(&mut record);
+            record
+        });
+        let (position, active_bytes) = {
+            let memtables = self.memtables.read();
+            let position = match (&self.wal, &record) {
+                (Some(wal), Some(record)) => Some(wal.append(record)?),
+                _ => None,
+            };
+            for entry in batch.entries() {
+                memtables.active.insert(entry);
+            }
+            (position, memtables.active.bytes())
+        };
+        if active_bytes >= self.flush_threshold_bytes() {
+            self.request_flush();
+        }
+        if let (Some(wal), Some(position)) = (&self.wal, position) {
+            if let Err(e) = wal.wait_durable(position) {
+                if !e.is_no_space() {
+                    self.poison(&e);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Backpressure: waits while the active memtable is over its threshold and the previous
+    /// flush has not finished, or while it is over the whole memory budget.
+    fn wait_for_memory(&self) -> Result<()> {
+        let threshold = self.flush_threshold_bytes();
+        loop {
+            {
+                let memtables = self.memtables.read();
+                let active = memtables.active.bytes();
+                if active < threshold || (memtables.frozen.is_none() && active < 2 * threshold) {
+                    return Ok(());
+                }
+            }
+            self.request_flush();
+            self.check_writable()?;
+            let mut guard = self.flushed_lock.lock();
+            self.flushed.wait_for(&mut guard, Duration::from_millis(50));
+        }
+    }
+
+    fn request_flush(&self) {
+        let mut signal = self.signal.lock();
+        if !signal.requested {
+            signal.requested = true;
+            self.signal_changed.notify_one();
+        }
+    }
+
+    fn run_flusher(&self) {
+        let mut failures = 0u32;
+        loop {
+            {
+                let mut signal = self.signal.lock();
+                let timeout = if failures > 0 { Duration::from_millis(100) } else { Duration::from_secs(1) };
+                if !signal.requested && !signal.shutdown {
+                    self.signal_changed.wait_for(&mut signal, timeout);
+                }
+                if signal.shutdown {
+                    return;
+                }
+                let due = self.last_flush.lock().elapsed() >= self.options.flush_interval;
+                if !signal.requested && !due && failures == 0 {
+                    continue;
+                }
+                signal.requested = false;
+            }
+            match self.flush_once() {
+                Ok(_) => failures = 0,
+                Err(e) if e.is_no_space() => {
+                    failures += 1;
+                    tracing::warn!(error = %e, failures, "flush postponed: disk full");
+                }
+                Err(e) => {
+                    self.poison(&e);
+                    failures += 1;
+                }
+            }
+            let _guard = self.flushed_lock.lock();
+            self.flushed.notify_all();
+        }
+    }
+
+    /// Flushes the frozen memtable, freezing the active one first if nothing is frozen.
+    /// Returns whether anything was written.
+    fn flush_once(&self) -> Result<bool> {
+        let _flushing = self.flush_lock.lock();
+        let (frozen, wal_checkpoint) = {
+            let mut memtables = self.memtables.write();
+            if memtables.frozen.is_none() {
+                if memtables.active.is_empty() {
+                    *self.last_flush.lock() = Instant::now();
+                    return Ok(false);
+                }
+                let checkpoint = match &self.wal {
+                    Some(wal) => wal.rotate()?,
+                    None => 0,
+                };
+                let fresh = Arc::new(Memtable::new(self.options.memtable_shards));
+                let old = std::mem::replace(&mut memtables.active, fresh);
+                memtables.frozen = Some(old);
+                memtables.frozen_wal_checkpoint = checkpoint;
+            }
+            (memtables.frozen.clone().expect("BUG: frozen memtable vanished"), memtables.frozen_wal_checkpoint)
+        };
+        let group = encode_group(&frozen, self.options.block_points_max);
+        if !group.is_empty() {
+            let sequence = self.sequence.load(Ordering::SeqCst) + 1;
+            self.store.put_group(group, sequence, wal_checkpoint)?;
+            self.sequence.store(sequence, Ordering::SeqCst);
+        }
+        self.memtables.write().frozen = None;
+        drop(frozen);
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        *self.last_flush.lock() = Instant::now();
+        if let Some(wal) = &self.wal {
+            // The data is in the store; failing to delete old WAL files only costs replay time.
+            if let Err(e) = wal.remove_files_before(wal_checkpoint) {
+                tracing::warn!(error = %e, dir = %self.wal_dir.display(), "could not trim the WAL");
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Encodes every series of `memtable` into blocks of at most `block_points_max` points.
+fn encode_group(memtable: &Memtable, block_points_max: usize) -> GroupBuilder {
+    let mut group = GroupBuilder::new();
+    for series in memtable.resolved_series() {
+        let count = series.timestamps.len();
+        let mut start = 0;
+        while start < count {
+            let end = (start + block_points_max).min(count);
+            if start == 0 && end == count {
+                group.add_block(series.series, &series.timestamps, &series.values);
+            } else {
+                group.add_block(series.series, &series.timestamps[start..end], &series.values.slice(start..end));
+            }
+            start = end;
+        }
+    }
+    group
+}
+
+/// Deletes WAL files whose records are all in segments already.
+fn remove_covered_wal_files(fs: &dyn FileSystem, dir: &Path, checkpoint: u64) -> Result<()> {
+    if !fs.exists(dir) {
+        return Ok(());
+    }
+    let mut removed = false;
+    for path in fs.list(dir).map_err(|e| Error::io(dir, e))? {
+        if parse_numbered_file(&path, WAL_EXTENSION).is_some_and(|id| id < checkpoint) {
+            fs.remove(&path).map_err(|e| Error::io(&path, e))?;
+            removed = true;
+        }
+    }
+    if removed {
+        fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    Ok(())
+}
+
+/// An exclusive advisory lock on the data directory, so two engines never share it.
+struct DirectoryLock {
+    _file: std::fs::File,
+}
+
+impl DirectoryLock {
+    fn acquire(dir: &Path) -> Result<DirectoryLock> {
+        use std::os::unix::io::AsRawFd;
+        let path = dir.join(LOCK_FILE);
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+        // SAFETY: flock on a valid descriptor owned by `file` for the duration of the call.
+        let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if locked != 0 {
+            return Err(Error::io(&path, std::io::Error::other("data directory is in use by another sensordb process")));
+        }
+        Ok(DirectoryLock { _file: file })
+    }
+}

@@ -44,16 +44,16 @@ impl SeriesBuffer {
         true
     }
 
-    /// Indices of the points in `[from, to)`, sorted by timestamp, one per timestamp (the last
-    /// written).
-    fn resolved_indices(&self, from: Timestamp, to: Timestamp) -> Vec<usize> {
+    /// Indices of the points in `[from, to)` (`to` of `None`: no upper bound), sorted by
+    /// timestamp, one per timestamp (the last written).
+    fn resolved_indices(&self, from: Timestamp, to: Option<Timestamp>) -> Vec<usize> {
+        let in_range = |t: Timestamp| t >= from && to.is_none_or(|to| t < to);
         if self.strictly_increasing {
             let start = self.timestamps.partition_point(|&t| t < from);
-            let end = self.timestamps.partition_point(|&t| t < to);
+            let end = self.timestamps.partition_point(|&t| t < from || in_range(t));
             return (start..end).collect();
         }
-        let mut indices: Vec<usize> =
-            (0..self.timestamps.len()).filter(|&i| (from..to).contains(&self.timestamps[i])).collect();
+        let mut indices: Vec<usize> = (0..self.timestamps.len()).filter(|&i| in_range(self.timestamps[i])).collect();
         // Stable: among equal timestamps the arrival order stays, so the last one is the newest.
         indices.sort_by_key(|&i| self.timestamps[i]);
         let mut resolved: Vec<usize> = Vec::with_capacity(indices.len());
@@ -66,7 +66,7 @@ impl SeriesBuffer {
         resolved
     }
 
-    fn resolved(&self, from: Timestamp, to: Timestamp) -> (Vec<Timestamp>, ValueColumn) {
+    fn resolved(&self, from: Timestamp, to: Option<Timestamp>) -> (Vec<Timestamp>, ValueColumn) {
         let indices = self.resolved_indices(from, to);
         let timestamps = indices.iter().map(|&i| self.timestamps[i]).collect();
         let values = if self.strictly_increasing && !indices.is_empty() {
@@ -144,6 +144,10 @@ impl Memtable {
 
     /// A copy of the points of `series` in `[from, to)`, sorted, repeats resolved.
     pub fn read(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Option<ResolvedSeries> {
+        self.read_bounded(series, from, Some(to))
+    }
+
+    fn read_bounded(&self, series: SeriesId, from: Timestamp, to: Option<Timestamp>) -> Option<ResolvedSeries> {
         let shard = self.shard(series).lock();
         let buffer = shard.get(&series)?;
         let (timestamps, values) = buffer.resolved(from, to);
@@ -154,18 +158,13 @@ impl Memtable {
     }
 
     /// Every series, sorted by id, each sorted and with repeats resolved: the input of a flush.
-    pub fn drain_resolved(&self) -> Vec<ResolvedSeries> {
-        let mut out = Vec::new();
-        for shard in self.shards.iter() {
-            let shard = std::mem::take(&mut *shard.lock());
-            for (series, buffer) in shard {
-                let (timestamps, values) = buffer.resolved(Timestamp::MIN, Timestamp::MAX);
-                out.push(ResolvedSeries { series, timestamps, values });
-            }
-        }
-        out.sort_by_key(|s| s.series);
-        out
+    /// The memtable stays intact, so readers keep seeing it until the blocks are published.
+    pub fn resolved_series(&self) -> Vec<ResolvedSeries> {
+        let mut ids: Vec<SeriesId> = self.shards.iter().flat_map(|s| s.lock().keys().copied().collect::<Vec<_>>()).collect();
+        ids.sort();
+        ids.into_iter().filter_map(|id| self.read_bounded(id, Timestamp::MIN, None)).collect()
     }
+
 }
 
 #[cfg(test)]
@@ -198,16 +197,18 @@ mod tests {
     }
 
     #[test]
-    fn drain_returns_series_in_id_order_and_empties_the_table() {
+    fn resolved_series_come_in_id_order_and_include_the_largest_timestamp() {
         let memtable = Memtable::new(2);
         let mut batch = WriteBatch::new();
         for id in [5, 1, 3] {
             batch.push(SeriesId(id), 1, Value::I64(id.into())).expect("push");
         }
+        batch.push(SeriesId(3), Timestamp::MAX, Value::I64(7)).expect("push");
         insert_all(&memtable, &batch);
-        let drained = memtable.drain_resolved();
-        assert_eq!(drained.iter().map(|s| s.series.0).collect::<Vec<_>>(), vec![1, 3, 5]);
-        assert!(memtable.read(SeriesId(1), 0, 10).is_none());
+        let resolved = memtable.resolved_series();
+        assert_eq!(resolved.iter().map(|s| s.series.0).collect::<Vec<_>>(), vec![1, 3, 5]);
+        assert_eq!(resolved[1].timestamps, vec![1, Timestamp::MAX]);
+        assert!(memtable.read(SeriesId(1), 0, 10).is_some(), "the memtable stays intact");
     }
 
     proptest! {

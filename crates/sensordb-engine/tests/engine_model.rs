@@ -1,0 +1,154 @@
+//! Write → flush → restart → read equivalence against a simple in-memory model
+//! (a `BTreeMap` keyed by (series, timestamp), last write wins).
+
+use proptest::prelude::*;
+use sensordb_engine::batch::WriteBatch;
+use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey, Value, ValueKind};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// (series index, timestamp, value bits)
+    Write(Vec<(u8, i64, i64)>),
+    Flush,
+    Reopen,
+    Read { series: u8, from: i64, len: i64 },
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => proptest::collection::vec((0u8..4, -200i64..200, any::<i64>()), 1..40).prop_map(Op::Write),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Reopen),
+        2 => (0u8..4, -250i64..250, 0i64..300).prop_map(|(series, from, len)| Op::Read { series, from, len }),
+    ]
+}
+
+fn options(durability: Durability) -> EngineOptions {
+    EngineOptions {
+        durability,
+        // Small blocks and segments so that splitting and sealing happen in short runs.
+        block_points_max: 16,
+        segment_bytes_max: 16 * 1024,
+        memtable_shards: 2,
+        ..EngineOptions::default()
+    }
+}
+
+fn key(series: u8) -> SeriesKey {
+    SeriesKey::new("m", [("sensor", format!("s{series}"))], "value").expect("valid key")
+}
+
+fn check_read(engine: &Engine, ids: &[SeriesId], model: &BTreeMap<(u8, i64), i64>, series: u8, from: i64, to: i64) {
+    let expected: Vec<(i64, i64)> = model.range((series, from)..(series, to)).map(|(&(_, t), &v)| (t, v)).collect();
+    let actual: Vec<(i64, i64)> = engine
+        .read(ids[series as usize], from, to)
+        .points()
+        .map(|p| {
+            let p = p.expect("read");
+            match p.value {
+                Value::I64(v) => (p.timestamp, v),
+                other => panic!("wrong kind {other:?}"),
+            }
+        })
+        .collect();
+    assert_eq!(actual, expected, "series {series} over [{from}, {to})");
+}
+
+fn run(durability: Durability, ops: Vec<Op>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut engine = Some(Engine::open(dir.path(), options(durability)).expect("open"));
+    let ids: Vec<SeriesId> = (0..4).map(|s| engine.as_ref().expect("open").series_id(&key(s), ValueKind::I64).expect("id")).collect();
+    let mut model = BTreeMap::new();
+    for op in ops {
+        let e = engine.as_ref().expect("open");
+        match op {
+            Op::Write(points) => {
+                let mut batch = WriteBatch::new();
+                for (series, t, v) in points {
+                    batch.push(ids[series as usize], t, Value::I64(v)).expect("push");
+                    model.insert((series, t), v);
+                }
+                e.write(&batch).expect("write");
+            }
+            Op::Flush => e.flush().expect("flush"),
+            Op::Reopen => {
+                engine.take().expect("open").close().expect("close");
+                let reopened = Engine::open(dir.path(), options(durability)).expect("reopen");
+                assert!(reopened.recovery().problems.is_empty(), "{:?}", reopened.recovery().problems);
+                engine = Some(reopened);
+            }
+            Op::Read { series, from, len } => check_read(e, &ids, &model, series, from, from + len),
+        }
+    }
+    let e = engine.as_ref().expect("open");
+    for series in 0..4 {
+        check_read(e, &ids, &model, series, i64::MIN, i64::MAX);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn memory_only_engine_matches_the_model(ops in proptest::collection::vec(op_strategy(), 1..30)) {
+        run(Durability::None, ops);
+    }
+}
+
+#[test]
+fn every_value_kind_round_trips_through_flush_and_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let values = [
+        (ValueKind::F64, Value::F64(-0.0)),
+        (ValueKind::F64, Value::F64(f64::from_bits(0x7ff8_dead_beef_0001))),
+        (ValueKind::I64, Value::I64(i64::MIN)),
+        (ValueKind::U64, Value::U64(u64::MAX)),
+        (ValueKind::Bool, Value::Bool(true)),
+        (ValueKind::Bytes, Value::Bytes(bytes::Bytes::from(vec![7u8; 100_000]))),
+    ];
+    let mut ids = Vec::new();
+    {
+        let engine = Engine::open(dir.path(), options(Durability::None)).expect("open");
+        let mut batch = WriteBatch::new();
+        for (i, (kind, value)) in values.iter().enumerate() {
+            let id = engine.series_id(&SeriesKey::new("kinds", [("i", i.to_string())], "v").expect("key"), *kind).expect("id");
+            batch.push(id, 1_000 + i as i64, value.clone()).expect("push");
+            ids.push(id);
+        }
+        engine.write(&batch).expect("write");
+        engine.close().expect("close");
+    }
+    let engine = Engine::open(dir.path(), options(Durability::None)).expect("reopen");
+    assert!(engine.stats().store.blocks >= values.len());
+    for (i, (_, value)) in values.iter().enumerate() {
+        let points: Vec<_> = engine.read(ids[i], 0, 10_000).points().collect::<Result<_, _>>().expect("read");
+        assert_eq!(points.len(), 1);
+        assert_eq!(&points[0].value, value);
+        assert_eq!(points[0].timestamp, 1_000 + i as i64);
+    }
+}
+
+#[test]
+fn kind_mismatch_and_unknown_series_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(dir.path(), options(Durability::None)).expect("open");
+    let id = engine.series_id(&key(0), ValueKind::F64).expect("id");
+    let mut batch = WriteBatch::new();
+    batch.push(id, 1, Value::Bool(true)).expect("push");
+    assert!(matches!(engine.write(&batch), Err(sensordb_engine::Error::KindMismatch { .. })));
+    let mut batch = WriteBatch::new();
+    batch.push(SeriesId(99), 1, Value::F64(1.0)).expect("push");
+    assert!(matches!(engine.write(&batch), Err(sensordb_engine::Error::UnknownSeries(99))));
+    let mut batch = WriteBatch::new();
+    let payload_id = engine.series_id(&key(1), ValueKind::Bytes).expect("id");
+    batch.push(payload_id, 1, Value::Bytes(bytes::Bytes::from(vec![0u8; (1 << 20) + 1]))).expect("push");
+    assert!(matches!(engine.write(&batch), Err(sensordb_engine::Error::PayloadTooLarge { .. })));
+}
+
+#[test]
+fn a_second_engine_cannot_open_the_same_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _engine = Engine::open(dir.path(), options(Durability::None)).expect("open");
+    assert!(Engine::open(dir.path(), options(Durability::None)).is_err());
+}
