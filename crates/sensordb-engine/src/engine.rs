@@ -311,6 +311,20 @@ impl Engine {
         self.shutdown()
     }
 
+    /// Stops the engine the way a killed process stops: no flush, no seal, buffered points
+    /// stay only in the WAL. For crash and recovery tests.
+    pub fn abandon(self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        {
+            let mut signal = self.inner.signal.lock();
+            signal.shutdown = true;
+            self.inner.signal_changed.notify_all();
+        }
+        if let Some(handle) = self.flusher.lock().take() {
+            let _ = handle.join();
+        }
+    }
+
     fn shutdown(&self) -> Result<()> {
         if self.inner.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
