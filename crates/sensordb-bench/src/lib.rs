@@ -16,4 +16,6 @@ pub mod tsbs;
 
 pub use line_protocol::{LineProtocolError, LineProtocolReader, Precision, ReaderOptions};
 pub use row::{Row, SeriesMap, TagSet};
-pub use tsbs::{CapacityEncoding, Disorder, PayloadConfig, PayloadGenerator, TsbsConfig, TsbsGenerator};
+pub use tsbs::{
+    CapacityEncoding, Disorder, PayloadConfig, PayloadGenerator, TsbsConfig, TsbsGenerator,
+};

@@ -114,12 +114,19 @@ impl<R: BufRead> LineProtocolReader<R> {
         self.text.clear();
         let first = self.line + 1;
         loop {
-            let read = self
-                .input
-                .read_line(&mut self.text)
-                .map_err(|source| LineProtocolError::Io { line: self.line + 1, source })?;
+            let read =
+                self.input
+                    .read_line(&mut self.text)
+                    .map_err(|source| LineProtocolError::Io {
+                        line: self.line + 1,
+                        source,
+                    })?;
             if read == 0 {
-                return Ok(if self.text.is_empty() { None } else { Some(first) });
+                return Ok(if self.text.is_empty() {
+                    None
+                } else {
+                    Some(first)
+                });
             }
             self.line += 1;
             if !ends_inside_string(&self.text) {
@@ -148,7 +155,10 @@ impl<R: BufRead> LineProtocolReader<R> {
             Some(t) => t
                 .checked_mul(self.options.precision.nanos())
                 .ok_or_else(|| error(format!("timestamp {t} overflows nanoseconds")))?,
-            None => self.options.default_timestamp.ok_or_else(|| error("missing timestamp".to_string()))?,
+            None => self
+                .options
+                .default_timestamp
+                .ok_or_else(|| error("missing timestamp".to_string()))?,
         };
         let mut fields = Vec::with_capacity(first.field_set.len());
         for (name, value) in &first.field_set {
@@ -168,20 +178,32 @@ impl<R: BufRead> LineProtocolReader<R> {
             None => {
                 let measurement_name = first.series.measurement.as_str();
                 let measurement = intern(&mut self.measurements, measurement_name);
-                let tag_list = first
+                let tag_list: Vec<(String, String)> = first
                     .series
                     .tag_set
                     .iter()
                     .flatten()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect();
-                let id = u32::try_from(self.series.len()).map_err(|_| error("too many tag sets".to_string()))?;
+                for (i, (key, _)) in tag_list.iter().enumerate() {
+                    if tag_list[..i].iter().any(|(k, _)| k == key) {
+                        return Err(error(format!("tag key {key:?} appears twice")));
+                    }
+                }
+                let id = u32::try_from(self.series.len())
+                    .map_err(|_| error("too many tag sets".to_string()))?;
                 let tags = Arc::new(TagSet { id, tags: tag_list });
-                self.series.insert(series_text.into(), (measurement.clone(), tags.clone()));
+                self.series
+                    .insert(series_text.into(), (measurement.clone(), tags.clone()));
                 (measurement, tags)
             }
         };
-        Ok(Some(Row { measurement, tags, fields, timestamp }))
+        Ok(Some(Row {
+            measurement,
+            tags,
+            fields,
+            timestamp,
+        }))
     }
 }
 
@@ -279,7 +301,8 @@ mod tests {
         assert_eq!(&*row.measurement, "m");
         assert_eq!(row.tags.tags, vec![("host".to_string(), "a".to_string())]);
         assert_eq!(row.timestamp, 1_700_000_000_000_000_000);
-        let values: Vec<(&str, Value)> = row.fields.iter().map(|(k, v)| (&**k, v.clone())).collect();
+        let values: Vec<(&str, Value)> =
+            row.fields.iter().map(|(k, v)| (&**k, v.clone())).collect();
         assert_eq!(
             values,
             vec![
@@ -308,9 +331,15 @@ mod tests {
     fn unescapes_names_tags_and_strings() {
         let row = one(r#"my\ meas,tag\,key=va\=l\ ue field\ name="a \"quoted\" \\ str" 1"#);
         assert_eq!(&*row.measurement, "my meas");
-        assert_eq!(row.tags.tags, vec![("tag,key".to_string(), "va=l ue".to_string())]);
+        assert_eq!(
+            row.tags.tags,
+            vec![("tag,key".to_string(), "va=l ue".to_string())]
+        );
         assert_eq!(&*row.fields[0].0, "field name");
-        assert_eq!(row.fields[0].1, Value::Bytes(bytes::Bytes::from_static(br#"a "quoted" \ str"#)));
+        assert_eq!(
+            row.fields[0].1,
+            Value::Bytes(bytes::Bytes::from_static(br#"a "quoted" \ str"#))
+        );
     }
 
     #[test]
@@ -319,7 +348,10 @@ mod tests {
         let results: Vec<_> = LineProtocolReader::new(text.as_bytes()).collect();
         assert_eq!(results.len(), 3);
         let first = results[0].as_ref().expect("row");
-        assert_eq!(first.fields[0].1, Value::Bytes(bytes::Bytes::from_static(b"one\ntwo")));
+        assert_eq!(
+            first.fields[0].1,
+            Value::Bytes(bytes::Bytes::from_static(b"one\ntwo"))
+        );
         assert_eq!(results[1].as_ref().expect("row").timestamp, 2);
         let err = results[2].as_ref().expect_err("bad value");
         assert_eq!(err.line(), 6);
@@ -353,16 +385,26 @@ mod tests {
     #[test]
     fn timestamps_follow_precision_and_may_default() {
         let missing = parse_str("m f=1\n").expect_err("missing timestamp");
-        assert!(missing.to_string().contains("missing timestamp"), "{missing}");
-        let options = ReaderOptions { precision: Precision::Seconds, default_timestamp: Some(42) };
-        let rows: Vec<Row> = LineProtocolReader::with_options("m f=1 3\nm f=2\n".as_bytes(), options)
-            .collect::<Result<_, _>>()
-            .expect("parses");
+        assert!(
+            missing.to_string().contains("missing timestamp"),
+            "{missing}"
+        );
+        let options = ReaderOptions {
+            precision: Precision::Seconds,
+            default_timestamp: Some(42),
+        };
+        let rows: Vec<Row> =
+            LineProtocolReader::with_options("m f=1 3\nm f=2\n".as_bytes(), options)
+                .collect::<Result<_, _>>()
+                .expect("parses");
         assert_eq!(rows[0].timestamp, 3_000_000_000);
         assert_eq!(rows[1].timestamp, 42);
         let overflow = LineProtocolReader::with_options(
             "m f=1 9223372036854775807\n".as_bytes(),
-            ReaderOptions { precision: Precision::Milliseconds, default_timestamp: None },
+            ReaderOptions {
+                precision: Precision::Milliseconds,
+                default_timestamp: None,
+            },
         )
         .next()
         .expect("one result");

@@ -21,7 +21,10 @@ pub struct TagSet {
 
 impl TagSet {
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.tags
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -54,19 +57,25 @@ impl Row {
     }
 }
 
+/// (measurement, field, cached value) of one series.
+type SeriesEntry<T> = (Arc<str>, Arc<str>, T);
+
 /// A per-series cache keyed by (tag set id, measurement, field), filled once per series.
 ///
 /// Lookups index a vector by tag set id and scan that tag set's few (measurement, field)
 /// entries, comparing `Arc` pointers first, so the hot path hashes nothing.
 #[derive(Debug)]
 pub struct SeriesMap<T> {
-    by_tag_set: Vec<Vec<(Arc<str>, Arc<str>, T)>>,
+    by_tag_set: Vec<Vec<SeriesEntry<T>>>,
     len: usize,
 }
 
 impl<T> Default for SeriesMap<T> {
     fn default() -> Self {
-        SeriesMap { by_tag_set: Vec::new(), len: 0 }
+        SeriesMap {
+            by_tag_set: Vec::new(),
+            len: 0,
+        }
     }
 }
 
@@ -113,7 +122,10 @@ impl<T> SeriesMap<T> {
             self.by_tag_set.resize_with(index + 1, Vec::new);
         }
         let entries = &mut self.by_tag_set[index];
-        let position = match entries.iter().position(|(m, f, _)| same(m, measurement) && same(f, field)) {
+        let position = match entries
+            .iter()
+            .position(|(m, f, _)| same(m, measurement) && same(f, field))
+        {
             Some(position) => position,
             None => {
                 let key = SeriesKey::new(
@@ -167,8 +179,17 @@ mod tests {
     fn row(id: u32, truck: &str) -> Row {
         Row {
             measurement: Arc::from("readings"),
-            tags: Arc::new(TagSet { id, tags: vec![("name".into(), truck.into()), ("fleet".into(), "East".into())] }),
-            fields: vec![(Arc::from("velocity"), Value::F64(3.0)), (Arc::from("status"), Value::I64(1))],
+            tags: Arc::new(TagSet {
+                id,
+                tags: vec![
+                    ("name".into(), truck.into()),
+                    ("fleet".into(), "East".into()),
+                ],
+            }),
+            fields: vec![
+                (Arc::from("velocity"), Value::F64(3.0)),
+                (Arc::from("status"), Value::I64(1)),
+            ],
             timestamp: 7,
         }
     }
@@ -177,7 +198,10 @@ mod tests {
     fn flatten_builds_sorted_series_keys() {
         let triples = row(0, "truck_1").flatten().expect("valid");
         assert_eq!(triples.len(), 2);
-        assert_eq!(triples[0].0.canonical(), "readings,fleet=East,name=truck_1 velocity");
+        assert_eq!(
+            triples[0].0.canonical(),
+            "readings,fleet=East,name=truck_1 velocity"
+        );
         assert_eq!(triples[1].1, 7);
         assert_eq!(triples[1].2, Value::I64(1));
     }
@@ -191,7 +215,8 @@ mod tests {
         map.flatten_keys_into(&a, &mut out).expect("valid");
         assert_eq!(map.len(), 2);
         assert!(Arc::ptr_eq(&out[0].0, &out[2].0));
-        map.flatten_keys_into(&row(3, "truck_2"), &mut out).expect("valid");
+        map.flatten_keys_into(&row(3, "truck_2"), &mut out)
+            .expect("valid");
         assert_eq!(map.len(), 4);
         assert_eq!(out[4].0.tag("name"), Some("truck_2"));
         let found = map.get(&a.tags, &Arc::from("readings"), &Arc::from("status"));

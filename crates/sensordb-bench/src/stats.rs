@@ -52,7 +52,8 @@ pub struct WorkloadStats {
 
 fn decimals(value: f64) -> usize {
     let text = value.to_string();
-    text.split_once('.').map_or(0, |(_, fraction)| fraction.len())
+    text.split_once('.')
+        .map_or(0, |(_, fraction)| fraction.len())
 }
 
 impl WorkloadStats {
@@ -66,7 +67,11 @@ impl WorkloadStats {
 
     /// Share of values missing, relative to every row of a measurement having `max_fields`.
     pub fn missing_field_share(&self) -> f64 {
-        let full: u64 = self.measurements.values().map(|m| m.rows * m.max_fields as u64).sum();
+        let full: u64 = self
+            .measurements
+            .values()
+            .map(|m| m.rows * m.max_fields as u64)
+            .sum();
         if full == 0 {
             return 0.0;
         }
@@ -127,7 +132,10 @@ impl StatsCollector {
             }
             None => s.rows_without_name += 1,
         }
-        let m = s.measurements.entry(row.measurement.to_string()).or_default();
+        let m = s
+            .measurements
+            .entry(row.measurement.to_string())
+            .or_default();
         m.rows += 1;
         m.values += row.fields.len() as u64;
         m.max_fields = m.max_fields.max(row.fields.len());
@@ -141,10 +149,11 @@ impl StatsCollector {
             };
             let f = match m.fields.get_mut(&**name) {
                 Some(f) => f,
-                None => m
-                    .fields
-                    .entry(name.to_string())
-                    .or_insert(FieldStats { min: f64::INFINITY, max: f64::NEG_INFINITY, ..FieldStats::default() }),
+                None => m.fields.entry(name.to_string()).or_insert(FieldStats {
+                    min: f64::INFINITY,
+                    max: f64::NEG_INFINITY,
+                    ..FieldStats::default()
+                }),
             };
             f.count += 1;
             f.min = f.min.min(x);
@@ -163,7 +172,13 @@ impl StatsCollector {
 
 impl fmt::Display for WorkloadStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "rows {}  values {}  trucks(names) {}", self.rows, self.values, self.names.len())?;
+        writeln!(
+            f,
+            "rows {}  values {}  trucks(names) {}",
+            self.rows,
+            self.values,
+            self.names.len()
+        )?;
         writeln!(
             f,
             "missing-field share {:.4}  rows without name {:.5}  late rows {:.4} (max lateness {} ns)  per-series disorder {:.6}",
