@@ -1,1 +1,21 @@
-//! Workload generators and benchmark runners (in progress).
+//! Workload generators and benchmark inputs for sensordb.
+//!
+//! - [`row`]: the neutral [`row::Row`] form every source yields, and [`row::SeriesMap`], the
+//!   per-series cache that turns rows into `(series, timestamp, value)` triples.
+//! - [`tsbs`]: a seeded generator modelled on the TSBS IoT use case (a fleet of trucks), and a
+//!   waveform payload generator.
+//! - [`line_protocol`]: a reader of InfluxDB line protocol (e.g. real TSBS files) into rows.
+//! - [`stats`]: summary figures of a row stream, to compare generated with real TSBS data.
+//!
+//! Real TSBS data comes from `scripts/tsbs-data`.
+
+pub mod line_protocol;
+pub mod row;
+pub mod stats;
+pub mod tsbs;
+
+pub use line_protocol::{LineProtocolError, LineProtocolReader, Precision, ReaderOptions};
+pub use row::{Row, SeriesMap, TagSet};
+pub use tsbs::{
+    CapacityEncoding, Disorder, PayloadConfig, PayloadGenerator, TsbsConfig, TsbsGenerator,
+};
