@@ -9,6 +9,7 @@
 //!
 //! Real TSBS data comes from `scripts/tsbs-data`.
 
+pub mod engine_bench;
 pub mod line_protocol;
 pub mod row;
 pub mod stats;

@@ -1,4 +1,43 @@
-//! The `sensordb` binary: server and CLI.
-fn main() {
-    println!("sensordb");
+//! The `sensordb` binary: the server and every CLI subcommand, over the engine library.
+//!
+//! - `sensordb serve`: opens the data directory (recovering after a crash) and serves it. Until
+//!   the network listeners land it runs a local demo: it writes generated TSBS-IoT-like sensor
+//!   data through the engine, reads it back, prints what it did and keeps the store open until
+//!   Ctrl-C.
+//! - `sensordb bench engine`: in-process engine benchmarks (see `sensordb_bench::engine_bench`).
+
+mod bench_cli;
+mod serve;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "sensordb", version, about = "A store for sensor time-series data")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Open the data directory and serve it.
+    Serve(serve::ServeArgs),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        which: bench_cli::BenchCommand,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Serve(args) => serve::run(args),
+        Command::Bench { which } => bench_cli::run(which),
+    }
 }
