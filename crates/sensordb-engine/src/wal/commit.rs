@@ -339,7 +339,9 @@ impl Wal {
             }
             Err(failure) => match failure.error {
                 Error::NoSpace { path } if failure.clean => Err(GroupFailure::NoSpace(path)),
-                error => Err(GroupFailure::Poison(format!("starting log file {id} failed: {error}"))),
+                error => {
+                    Err(GroupFailure::Poison(format!("starting log file {id} failed: {error}")))
+                }
             },
         }
     }

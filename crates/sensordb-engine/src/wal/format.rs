@@ -246,7 +246,10 @@ mod tests {
     fn encoding_is_frozen() {
         let header = encode_header(&FileHeader { version: FormatVersion::V1, file_id: 7 });
         assert_eq!(&header[..20], b"\x89SDBWAL\n\x01\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00");
-        assert_eq!(u32::from_le_bytes([header[20], header[21], header[22], header[23]]), 0x4ff1_ffe0);
+        assert_eq!(
+            u32::from_le_bytes([header[20], header[21], header[22], header[23]]),
+            0x4ff1_ffe0
+        );
         let mut record = Vec::new();
         encode_record(b"abc", record_checksum(b"abc"), &mut record);
         assert_eq!(record.len(), record_len(3));
