@@ -19,9 +19,11 @@
 //!   time series are idempotent per timestamp, so a gap loses those points without corrupting
 //!   others.
 //! - A bad header (bad magic, bad checksum, file id that does not match the name) is reported
-//!   at offset 0 and the whole file is skipped. A last file that holds nothing readable at all
-//!   (shorter than a header, or all zeros) is a file whose creation a crash interrupted: it held
-//!   no acknowledged record, so it is removed after being reported.
+//!   at offset 0 and the whole file is skipped.
+//! - A last file that holds nothing at all (shorter than a header, or all zeros) is one whose
+//!   creation a crash interrupted: records are written only after the header, so it never held
+//!   an acknowledged record. It is reported and removed first, and the file before it is then
+//!   the last one (and repaired as such).
 //! - A zero-filled tail (eight zero bytes where a record header should be, and only zeros after)
 //!   is a clean end of the file, not damage: it is neither reported nor truncated.
 //! - Every cut is reported in [`WalRecovery::truncated`] and with `tracing::warn!`.
@@ -55,15 +57,39 @@ pub(crate) fn recover(
     dir: &Path,
     replay: &mut dyn FnMut(&[u8]) -> Result<()>,
 ) -> Result<(WalRecovery, u64)> {
-    let files = list_files(fs, dir)?;
+    let mut files = list_files(fs, dir)?;
     check_versions(fs, &files)?;
+    let max_id = files.last().map_or(0, |(id, _)| *id);
     let mut recovery = WalRecovery::default();
+    // Drop files whose creation a crash interrupted before replaying, so that the file before
+    // them is treated (and repaired) as the last one.
+    while let Some((_, path)) = files.last() {
+        let Some(reason) = unfinished_file(fs, path)? else { break };
+        report(&mut recovery, path, 0, format!("{reason}; empty file removed"));
+        fs.remove(path).map_err(|e| Error::io(path, e))?;
+        fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+        files.pop();
+    }
     let last_index = files.len().checked_sub(1);
     for (index, (id, path)) in files.iter().enumerate() {
         replay_file(fs, *id, path, Some(index) == last_index, replay, &mut recovery)?;
     }
-    let max_id = files.last().map_or(0, |(id, _)| *id);
     Ok((recovery, max_id))
+}
+
+/// Why the file at `path` is one whose creation never finished (shorter than a header, or all
+/// zeros), or `None` for any other file. Such a file never held an acknowledged record: records
+/// are only written after the header.
+fn unfinished_file(fs: &dyn FileSystem, path: &Path) -> Result<Option<String>> {
+    let file = fs.open_read(path).map_err(|e| Error::io(path, e))?;
+    let data = file.read_all().map_err(|e| Error::io(path, e))?;
+    match format::decode_header(&data) {
+        Ok(_) => Ok(None),
+        Err(error) if data.len() < HEADER_LEN || data.iter().all(|&b| b == 0) => {
+            Ok(Some(error.to_string()))
+        }
+        Err(_) => Ok(None),
+    }
 }
 
 /// Fails with [`Error::UnsupportedVersion`] if any file carries a version this build cannot read.
@@ -105,16 +131,7 @@ fn replay_file(
         Err(error) => Some(error.to_string()),
     };
     if let Some(reason) = header_error {
-        let holds_nothing = data.len() < HEADER_LEN || data.iter().all(|&b| b == 0);
-        if is_last && holds_nothing {
-            // A crash while the file was being created: no record was ever acknowledged in it.
-            report(recovery, path, 0, format!("{reason}; empty file removed"));
-            fs.remove(path).map_err(|e| Error::io(path, e))?;
-            let dir = path.parent().unwrap_or(Path::new("."));
-            fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
-        } else {
-            report(recovery, path, 0, format!("{reason}; file skipped"));
-        }
+        report(recovery, path, 0, format!("{reason}; file skipped"));
         return Ok(());
     }
 

@@ -156,6 +156,24 @@ fn cases() -> Vec<Case> {
             last_file_removed: true,
         },
         Case {
+            name: "torn file followed by an empty last file: the torn one is repaired as last",
+            damage: |i| {
+                let cut = i.files[0].len() - 3;
+                i.files[0].truncate(cut);
+                i.files[1].clear();
+            },
+            survivors: range(0, 4),
+            reports: vec![(2, |_| 0), (1, |i| i.starts[0][4])],
+            last_file_removed: true,
+        },
+        Case {
+            name: "all-zero last file",
+            damage: |i| i.files[1].fill(0),
+            survivors: range(0, 5),
+            reports: vec![(2, |_| 0)],
+            last_file_removed: true,
+        },
+        Case {
             name: "zeroed tail from a record boundary",
             damage: |i| {
                 let start = i.starts[1][4];
@@ -238,7 +256,14 @@ fn corruption_cases() {
         // The log goes on, and a second recovery sees the same records plus the new one.
         append_durably(&wal, &[record(99, 9)]);
         drop(wal);
-        let (_wal, _, replayed) = open(&fs, dir.path(), options(Durability::Fsync, 1 << 20));
+        let (_wal, again, replayed) = open(&fs, dir.path(), options(Durability::Fsync, 1 << 20));
+        // Repairs hold: only damage in files that were skipped, not cut, is reported again.
+        assert!(
+            again.truncated.iter().all(|cut| recovery.truncated.contains(cut)),
+            "{}: {:?}",
+            case.name,
+            again.truncated
+        );
         let mut expected = expected;
         expected.push(record(99, 9));
         assert_eq!(replayed, expected, "{} (second recovery)", case.name);
