@@ -5,20 +5,21 @@
 //! The directory of log files `<dir>/<20-digit id>.wal`, ids ascending. Each file is a header
 //! (magic, version, file id, checksum) followed by records `[len u32][crc u32][payload]`; the
 //! payloads are opaque bytes to the log (the engine encodes batches of points into them). The
-//! byte layout is in [`format`] and `docs/format/wal.md`.
+//! byte layout is in [`format`](mod@format) and `docs/format/wal.md`.
 //!
-//! - [`format`]: encoding and decoding of headers and records, no I/O.
-//! - [`recovery`]: replay at open, and the rules for torn and corrupt files.
-//! - [`commit`]: group commit, backpressure, failure handling (poison, recoverable ENOSPC).
-//! - [`log_file`]: the file being appended to, and creating new ones.
+//! - [`format`](mod@format): encoding and decoding of headers and records, no I/O.
+//! - `recovery`: replay at open, and the rules for torn and corrupt files.
+//! - `commit`: group commit, backpressure, failure handling (poison, recoverable ENOSPC).
+//! - `log_file`: the file being appended to, and creating new ones.
 //!
 //! # Invariants
 //! - Records are replayed in append order: files by id, records by offset. Files are never
 //!   appended to after recovery, and never rewritten except to cut off a damaged tail at open or
 //!   a failed group after ENOSPC.
 //! - `append` returns a [`WalPosition`]; `wait_durable` returns `Ok` only once the record is
-//!   durable under the configured mode, and after an error no later record is ever reported
-//!   durable unless the error was `NoSpace` (the one recoverable failure, see [`commit`]).
+//!   durable under the configured mode. Once the log is poisoned (failed write or fsync), no
+//!   record that was not durable already is ever reported durable. `NoSpace` is the one
+//!   recoverable failure: only the records of the failed group are lost (see `commit`).
 //! - `rotate` returns an id such that every record appended before the call lies in a file
 //!   with a smaller id: `remove_files_before(id)` then drops exactly those records.
 //!
@@ -115,7 +116,7 @@ pub struct WalRecovery {
     /// Payload bytes replayed (framing not counted).
     pub bytes: u64,
     /// A torn or corrupt tail that was cut off: (file, offset, reason). Also damage in older
-    /// files, whose rest was skipped, and bad headers (offset 0). See [`recovery`] for the rules.
+    /// files, whose rest was skipped, and bad headers (offset 0). See `recovery` for the rules.
     pub truncated: Vec<(PathBuf, u64, String)>,
     /// The new file appends go to; every replayed record lies in a file with a smaller id.
     pub active_file_id: u64,
@@ -139,7 +140,7 @@ impl Wal {
     /// Opens (creating if needed) the log in `dir` and feeds every intact record, oldest first,
     /// to `replay`.
     ///
-    /// Damaged files are repaired or skipped as [`recovery`] describes and listed in
+    /// Damaged files are repaired or skipped as `recovery` describes and listed in
     /// [`WalRecovery::truncated`]. New appends go to a new file. Fails with
     /// [`Error::UnsupportedVersion`] (before replaying anything) if a file has a version this
     /// build cannot read, and with the callback's error if `replay` fails.
