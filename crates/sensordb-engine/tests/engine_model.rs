@@ -12,6 +12,8 @@ enum Op {
     Write(Vec<(u8, i64, i64)>),
     Flush,
     Reopen,
+    /// Stop like a killed process (no flush) and reopen: only the WAL has the buffered points.
+    Crash,
     Read { series: u8, from: i64, len: i64 },
 }
 
@@ -20,6 +22,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         6 => proptest::collection::vec((0u8..4, -200i64..200, any::<i64>()), 1..40).prop_map(Op::Write),
         1 => Just(Op::Flush),
         1 => Just(Op::Reopen),
+        1 => Just(Op::Crash),
         2 => (0u8..4, -250i64..250, 0i64..300).prop_map(|(series, from, len)| Op::Read { series, from, len }),
     ]
 }
@@ -78,6 +81,13 @@ fn run(durability: Durability, ops: Vec<Op>) {
                 assert!(reopened.recovery().problems.is_empty(), "{:?}", reopened.recovery().problems);
                 engine = Some(reopened);
             }
+            Op::Crash if durability == Durability::None => {}
+            Op::Crash => {
+                engine.take().expect("open").abandon();
+                let reopened = Engine::open(dir.path(), options(durability)).expect("reopen after crash");
+                assert!(reopened.recovery().problems.is_empty(), "{:?}", reopened.recovery().problems);
+                engine = Some(reopened);
+            }
             Op::Read { series, from, len } => check_read(e, &ids, &model, series, from, from + len),
         }
     }
@@ -93,6 +103,11 @@ proptest! {
     #[test]
     fn memory_only_engine_matches_the_model(ops in proptest::collection::vec(op_strategy(), 1..30)) {
         run(Durability::None, ops);
+    }
+
+    #[test]
+    fn logged_engine_matches_the_model_across_crashes(ops in proptest::collection::vec(op_strategy(), 1..30)) {
+        run(Durability::Os, ops);
     }
 }
 
