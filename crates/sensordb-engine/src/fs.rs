@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// One open file. All offsets are absolute.
+#[allow(clippy::len_without_is_empty)] // a file's length is a size, not a collection's
 pub trait StorageFile: Send + Sync {
     /// Reads up to `buf.len()` bytes at `offset`; returns 0 at end of file.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;

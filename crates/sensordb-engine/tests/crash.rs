@@ -49,7 +49,7 @@ fn batch_timestamps(round: u64, writer: u32, batch: u64) -> std::ops::Range<i64>
 }
 
 fn durability_of(round: u64) -> Durability {
-    if round % 2 == 0 { Durability::Fsync } else { Durability::Os }
+    if round.is_multiple_of(2) { Durability::Fsync } else { Durability::Os }
 }
 
 #[test]
@@ -81,7 +81,7 @@ fn crash_child() {
 #[test]
 fn sigkill_during_ingest_loses_no_acknowledged_point() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5e50_0db);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x05e5_00db);
     let mut acknowledged: Vec<(u64, u32, u64)> = Vec::new();
     for round in 0..ROUNDS {
         let mut child = Command::new(std::env::current_exe().expect("test binary"))

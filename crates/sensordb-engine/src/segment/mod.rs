@@ -101,7 +101,7 @@ impl IndexEntry {
 
     /// Parses `bytes` (a multiple of 48 long, checksum already verified).
     fn parse_all(bytes: &[u8]) -> Result<Vec<IndexEntry>, String> {
-        if bytes.len() % INDEX_ENTRY_BYTES != 0 {
+        if !bytes.len().is_multiple_of(INDEX_ENTRY_BYTES) {
             return Err(format!("index of {} bytes is not a whole number of entries", bytes.len()));
         }
         bytes

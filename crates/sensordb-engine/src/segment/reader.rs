@@ -104,7 +104,7 @@ type FooterError = (u64, String, u64);
 /// `Ok(None)` when there is no trailer (unsealed); `Err` when a trailer exists but the footer
 /// it points to is damaged (offset, reason, footer offset).
 fn read_footer(scan: &SegmentScan, len: u64) -> std::result::Result<Option<(u64, Vec<IndexEntry>, u64)>, FooterError> {
-    if len < FILE_HEADER_BYTES + TRAILER_BYTES as u64 || len % PAGE_BYTES != 0 {
+    if len < FILE_HEADER_BYTES + TRAILER_BYTES as u64 || !len.is_multiple_of(PAGE_BYTES) {
         return Ok(None);
     }
     let trailer_offset = len - TRAILER_BYTES as u64;
