@@ -31,8 +31,9 @@ pub(crate) enum Delta {
     Auto,
 }
 
-/// Level 4 of 0..=12: measured on sensor-like data it loses under 1% of size against the
-/// default 8 while encoding several times faster, and encode speed is a stated requirement.
+/// Level 4 of 0..=12: on 86,400-value benchmark columns it costs 0.1-1.5% in size against the
+/// default 8 (decimal walk, jittered stamps, float noise) and encodes 15-50% faster; flushes
+/// encode every block, so the speed is worth more than the last percent.
 const COMPRESSION_LEVEL: usize = 4;
 
 /// Appends the pco encoding of `nums` (non-empty, at most [`MAX_N`]) to `out`.
