@@ -259,4 +259,8 @@ fn documented_examples() {
     out.clear();
     encode_values(&ValueColumn::Bytes(vec![Bytes::from_static(b"hi"), Bytes::from_static(b"!")]), &mut out);
     assert_eq!(out, [6, 17, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, b'h', b'i', b'!']);
+    out.clear();
+    let decimals: Vec<f64> = (0..100).map(|i| f64::from(i % 7) / 10.0).collect();
+    encode_values(&ValueColumn::F64(decimals), &mut out);
+    assert_eq!(out[..4], [4, 1, 4, 1], "DECIMAL, d = 1, pco format version 4.1");
 }
