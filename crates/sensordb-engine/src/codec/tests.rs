@@ -92,8 +92,6 @@ fn bytes_column() -> impl Strategy<Value = Vec<Bytes>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
-
     #[test]
     fn f64_round_trip(v in f64_column()) {
         round_trip(&ValueColumn::F64(v));
@@ -161,6 +159,12 @@ proptest! {
         encode_timestamps(&v.iter().map(|x| x.to_bits() as i64).collect::<Vec<_>>(), &mut ts);
         let cut_at = cut.index(ts.len());
         prop_assert!(decode_timestamps(&ts[..cut_at], v.len()).is_err());
+        let at = flip.index(ts.len());
+        ts[at] ^= 0xa5;
+        let last = ts.len() - 1;
+        ts[last - at / 2] ^= 0x3c;
+        let _ = decode_timestamps(&ts, v.len());
+        let _ = decode_values(ValueKind::I64, &ts, v.len());
     }
 }
 
