@@ -67,15 +67,25 @@ pub(crate) fn compress<T: Number>(nums: &[T], delta: Delta, out: &mut Vec<u8>) -
 }
 
 /// Decodes exactly `count` numbers from `input`, which must be exactly one [`compress`] output.
-pub(crate) fn decompress<T: Number + Default>(input: &[u8], count: usize) -> Result<Vec<T>, CodecError> {
+pub(crate) fn decompress<T: Number + Default>(
+    input: &[u8],
+    count: usize,
+) -> Result<Vec<T>, CodecError> {
     if count == 0 || count > MAX_N {
         return Err(CodecError::Invalid(format!("pco column of {count} values")));
     }
     let (file, rest) = FileDecompressor::new(input).map_err(pco_err)?;
     match rest.first() {
-        None => return Err(CodecError::Truncated { needed: input.len() + 1, available: input.len() }),
+        None => {
+            return Err(CodecError::Truncated {
+                needed: input.len() + 1,
+                available: input.len(),
+            })
+        }
         Some(b) if b & MODE_VARIANT_MASK == DICT_MODE_VARIANT => {
-            return Err(CodecError::Invalid("pco dictionary mode is not accepted".into()))
+            return Err(CodecError::Invalid(
+                "pco dictionary mode is not accepted".into(),
+            ))
         }
         Some(_) => {}
     }
@@ -84,11 +94,16 @@ pub(crate) fn decompress<T: Number + Default>(input: &[u8], count: usize) -> Res
     let mut nums = vec![T::default(); count];
     let progress = page.read(&mut nums).map_err(pco_err)?;
     if progress.n_processed != count || !progress.finished {
-        return Err(CodecError::Invalid(format!("pco page gave {} of {count} values", progress.n_processed)));
+        return Err(CodecError::Invalid(format!(
+            "pco page gave {} of {count} values",
+            progress.n_processed
+        )));
     }
     let trailing = page.into_src().len();
     if trailing != 0 {
-        return Err(CodecError::Invalid(format!("{trailing} trailing bytes after pco page")));
+        return Err(CodecError::Invalid(format!(
+            "{trailing} trailing bytes after pco page"
+        )));
     }
     Ok(nums)
 }
@@ -135,7 +150,14 @@ mod tests {
         let mut chunk = file.chunk_compressor(&nums, &config).expect("chunk");
         chunk.write_meta(&mut out).expect("meta");
         chunk.write_page(0, &mut out).expect("page");
-        assert_eq!(out[header_len] & MODE_VARIANT_MASK, DICT_MODE_VARIANT, "pco moved its mode bits");
-        assert!(matches!(decompress::<u64>(&out, nums.len()), Err(CodecError::Invalid(_))));
+        assert_eq!(
+            out[header_len] & MODE_VARIANT_MASK,
+            DICT_MODE_VARIANT,
+            "pco moved its mode bits"
+        );
+        assert!(matches!(
+            decompress::<u64>(&out, nums.len()),
+            Err(CodecError::Invalid(_))
+        ));
     }
 }
