@@ -1,79 +1,125 @@
 //! Column compression: timestamps and values of one block.
 //!
 //! Every encoded column starts with a one-byte encoding tag, so the encoder can choose per block
-//! what pays best and the decoder needs no outside hint. (Placeholder: raw little-endian columns;
-//! the adaptive encoders replace this.)
+//! what pays best (as VictoriaMetrics' lib/encoding does) and the decoder needs no outside hint
+//! beyond the value kind and count the block header already holds. Each kind lives in its own
+//! file with the reasons for its encodings; the byte layouts are specified in
+//! `docs/format/codec.md`, and `tests.rs` freezes them.
+//!
+//! Decoders treat input as untrusted: any bytes give a value or an `Err`, never a panic, and
+//! every allocation is bounded by `count` or by the input's length.
+
+mod bools;
+mod floats;
+mod integers;
+mod payload;
+mod pco_blob;
+#[cfg(test)]
+mod tests;
+mod timestamps;
 
 use crate::error::CodecError;
 use crate::model::{ValueColumn, ValueKind};
-use bytes::Bytes;
 
-const RAW: u8 = 0;
+/// Encoding tags: the first byte of every column. One namespace for all kinds, so a tag names
+/// the same idea everywhere; each kind accepts only the tags listed for it in the spec.
+pub mod tag {
+    /// Fixed-width little-endian values (timestamps, f64, i64, u64).
+    pub const RAW: u8 = 0;
+    /// One value repeated `count` times (f64, i64, u64, bool).
+    pub const CONSTANT: u8 = 1;
+    /// Arithmetic sequence: first value and common difference (timestamps).
+    pub const CONSTANT_DELTA: u8 = 2;
+    /// A pcodec wrapped-format chunk holding all values (timestamps, f64, i64, u64).
+    pub const PCO: u8 = 3;
+    /// f64s that are `k / 10^d`: `d` and a pcodec chunk of the i64 `k`s (f64).
+    pub const DECIMAL: u8 = 4;
+    /// One bit per value (bool).
+    pub const BITPACKED: u8 = 5;
+    /// Lengths column, then the payloads concatenated (bytes).
+    pub const PAYLOAD_RAW: u8 = 6;
+    /// Lengths column, then one LZ4 block of the concatenated payloads (bytes).
+    pub const PAYLOAD_LZ4: u8 = 7;
+}
 
 /// Appends the encoding of `timestamps` (any order, repeats allowed) to `out`.
 pub fn encode_timestamps(timestamps: &[i64], out: &mut Vec<u8>) {
-    out.push(RAW);
-    for t in timestamps {
-        out.extend_from_slice(&t.to_le_bytes());
-    }
+    timestamps::encode(timestamps, out);
 }
 
 /// Decodes `count` timestamps written by [`encode_timestamps`]; `input` is exactly the column.
 pub fn decode_timestamps(input: &[u8], count: usize) -> Result<Vec<i64>, CodecError> {
-    let body = raw_body(input, count * 8)?;
-    Ok(body.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+    timestamps::decode(input, count)
 }
 
 /// Appends the encoding of `values` to `out`.
 pub fn encode_values(values: &ValueColumn, out: &mut Vec<u8>) {
-    out.push(RAW);
     match values {
-        ValueColumn::F64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_bits().to_le_bytes())),
-        ValueColumn::I64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        ValueColumn::U64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        ValueColumn::Bool(v) => v.iter().for_each(|x| out.push(u8::from(*x))),
-        ValueColumn::Bytes(v) => {
-            for x in v {
-                out.extend_from_slice(&(x.len() as u32).to_le_bytes());
-                out.extend_from_slice(x);
-            }
-        }
+        ValueColumn::F64(v) => floats::encode(v, out),
+        ValueColumn::I64(v) => integers::encode(v, out),
+        ValueColumn::U64(v) => integers::encode(v, out),
+        ValueColumn::Bool(v) => bools::encode(v, out),
+        ValueColumn::Bytes(v) => payload::encode(v, out),
     }
 }
 
 /// Decodes `count` values of `kind` written by [`encode_values`]; `input` is exactly the column.
-pub fn decode_values(kind: ValueKind, input: &[u8], count: usize) -> Result<ValueColumn, CodecError> {
-    let u64s = |body: &[u8]| -> Vec<u64> {
-        body.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
-    };
+pub fn decode_values(
+    kind: ValueKind,
+    input: &[u8],
+    count: usize,
+) -> Result<ValueColumn, CodecError> {
     Ok(match kind {
-        ValueKind::F64 => ValueColumn::F64(u64s(raw_body(input, count * 8)?).into_iter().map(f64::from_bits).collect()),
-        ValueKind::I64 => ValueColumn::I64(u64s(raw_body(input, count * 8)?).into_iter().map(|x| x as i64).collect()),
-        ValueKind::U64 => ValueColumn::U64(u64s(raw_body(input, count * 8)?)),
-        ValueKind::Bool => ValueColumn::Bool(raw_body(input, count)?.iter().map(|b| *b != 0).collect()),
-        ValueKind::Bytes => {
-            let mut body = raw_body(input, input.len().saturating_sub(1))?;
-            let mut out = Vec::with_capacity(count);
-            for _ in 0..count {
-                let len = body.get(..4).ok_or(CodecError::Truncated { needed: 4, available: body.len() })?;
-                let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
-                let data = body.get(4..4 + len).ok_or(CodecError::Truncated { needed: 4 + len, available: body.len() })?;
-                out.push(Bytes::copy_from_slice(data));
-                body = &body[4 + len..];
-            }
-            ValueColumn::Bytes(out)
-        }
+        ValueKind::F64 => ValueColumn::F64(floats::decode(input, count)?),
+        ValueKind::I64 => ValueColumn::I64(integers::decode(input, count)?),
+        ValueKind::U64 => ValueColumn::U64(integers::decode(input, count)?),
+        ValueKind::Bool => ValueColumn::Bool(bools::decode(input, count)?),
+        ValueKind::Bytes => ValueColumn::Bytes(payload::decode(input, count)?),
     })
 }
 
-fn raw_body(input: &[u8], len: usize) -> Result<&[u8], CodecError> {
-    match input.first() {
-        Some(&RAW) => {}
-        Some(&tag) => return Err(CodecError::UnknownEncoding(tag)),
-        None => return Err(CodecError::Truncated { needed: 1, available: 0 }),
+fn encode_raw_i64(values: &[i64], out: &mut Vec<u8>) {
+    out.push(tag::RAW);
+    out.reserve(values.len() * 8);
+    for x in values {
+        out.extend_from_slice(&x.to_le_bytes());
     }
-    if input.len() != 1 + len {
-        return Err(CodecError::Invalid(format!("raw column of {} bytes, expected {}", input.len() - 1, len)));
+}
+
+fn decode_raw_i64(body: &[u8], count: usize) -> Result<Vec<i64>, CodecError> {
+    expect_len(
+        body,
+        count
+            .checked_mul(8)
+            .ok_or(CodecError::Invalid("count overflow".into()))?,
+    )?;
+    Ok(body.chunks_exact(8).map(read_i64).collect())
+}
+
+/// The body after the tag must be exactly `len` bytes: shorter is truncation, longer is garbage.
+fn expect_len(body: &[u8], len: usize) -> Result<(), CodecError> {
+    match body.len() {
+        n if n < len => Err(CodecError::Truncated {
+            needed: len + 1,
+            available: n + 1,
+        }),
+        n if n > len => Err(CodecError::Invalid(format!(
+            "{} bytes after a {len}-byte column body",
+            n - len
+        ))),
+        _ => Ok(()),
     }
-    Ok(&input[1..])
+}
+
+/// Little-endian u64 from the first 8 bytes; callers have checked the length.
+fn read_u64(bytes: &[u8]) -> u64 {
+    u64::from_le_bytes(bytes[..8].try_into().expect("BUG: caller checked 8 bytes"))
+}
+
+fn read_i64(bytes: &[u8]) -> i64 {
+    read_u64(bytes) as i64
+}
+
+fn read_u32(bytes: &[u8]) -> u32 {
+    u32::from_le_bytes(bytes[..4].try_into().expect("BUG: caller checked 4 bytes"))
 }
