@@ -33,6 +33,7 @@ pub mod error;
 pub mod filenames;
 pub mod fs;
 pub mod index;
+pub mod inspect;
 pub mod memtable;
 pub mod model;
 pub mod query;

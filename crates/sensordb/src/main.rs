@@ -4,9 +4,12 @@
 //!   the network listeners land it runs a local demo: it writes generated TSBS-IoT-like sensor
 //!   data through the engine, reads it back, prints what it did and keeps the store open until
 //!   Ctrl-C.
+//! - `sensordb inspect`: verifies every block of a data directory, reports damage with file and
+//!   offset, and shows where the bytes go.
 //! - `sensordb bench engine`: in-process engine benchmarks (see `sensordb_bench::engine_bench`).
 
 mod bench_cli;
+mod inspect_cli;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +25,8 @@ struct Cli {
 enum Command {
     /// Open the data directory and serve it.
     Serve(serve::ServeArgs),
+    /// Verify every block of a data directory and show where its bytes go.
+    Inspect(inspect_cli::InspectArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -39,5 +44,6 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve::run(args),
         Command::Bench { which } => bench_cli::run(which),
+        Command::Inspect(args) => inspect_cli::run(args),
     }
 }

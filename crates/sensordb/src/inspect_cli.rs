@@ -1,0 +1,69 @@
+//! `sensordb inspect`: verify every block of a data directory and show where the bytes go.
+
+use sensordb_engine::fs::RealFs;
+use sensordb_engine::inspect::{inspect, EncodingUse};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(clap::Args)]
+pub struct InspectArgs {
+    /// Data directory (not opened by a running server).
+    #[arg(long, default_value = "./data")]
+    data: PathBuf,
+}
+
+fn encoding_name(tag: u8) -> &'static str {
+    use sensordb_engine::codec::tag;
+    match tag {
+        tag::RAW => "raw",
+        tag::CONSTANT => "constant",
+        tag::CONSTANT_DELTA => "constant-delta",
+        tag::PCO => "pco",
+        tag::DECIMAL => "decimal",
+        tag::BITPACKED => "bitpacked",
+        tag::PAYLOAD_RAW => "payload-raw",
+        tag::PAYLOAD_LZ4 => "payload-lz4",
+        _ => "unknown",
+    }
+}
+
+fn print_encodings(title: &str, encodings: &BTreeMap<u8, EncodingUse>) {
+    for (tag, usage) in encodings {
+        println!(
+            "  {title:<10} {:<15} {:>8} columns {:>12} values {:>12} bytes  {:.3} bytes/value",
+            encoding_name(*tag),
+            usage.columns,
+            usage.values,
+            usage.bytes,
+            usage.bytes as f64 / usage.values.max(1) as f64
+        );
+    }
+}
+
+/// Exits with status 1 (via the error) when damage is found.
+pub fn run(args: InspectArgs) -> anyhow::Result<()> {
+    let report = inspect(Arc::new(RealFs), &args.data)?;
+    let points = report.points.max(1) as f64;
+    let total = report.segment_bytes + report.catalog_bytes + report.wal_bytes;
+    println!("{}: {} segments ({} sealed), {} blocks, {} points", args.data.display(), report.segments, report.sealed_segments, report.blocks, report.points);
+    let line = |name: &str, bytes: u64| println!("  {name:<28} {bytes:>14} bytes  {:.4} bytes/point", bytes as f64 / points);
+    line("block headers + checksums", report.block_header_bytes);
+    line("timestamp columns", report.timestamp_column_bytes);
+    line("value columns", report.value_column_bytes);
+    line("indexes (groups + footers)", report.index_bytes);
+    line("other (headers, padding)", report.other_segment_bytes());
+    line("series catalog", report.catalog_bytes);
+    line("write-ahead log", report.wal_bytes);
+    line("total", total);
+    print_encodings("timestamps", &report.timestamp_encodings);
+    print_encodings("values", &report.value_encodings);
+    if report.problems.is_empty() {
+        println!("no damage found");
+        return Ok(());
+    }
+    for (file, offset, what) in &report.problems {
+        println!("DAMAGE {} at offset {offset}: {what}", file.display());
+    }
+    anyhow::bail!("{} damaged spots", report.problems.len())
+}
