@@ -8,7 +8,8 @@
 //! Flush (background thread, or [`Engine::flush`]): swap the active memtable for an empty one
 //! and rotate the WAL (both under the exclusive lock, so every record in older WAL files is in
 //! the frozen memtable or earlier) → encode one block per series (split at
-//! `block_points_max`) into a flush group → append it to the open segment and fsync → publish
+//! `block_points_max`, fields of one row sharing one timestamp record; see [`crate::flush`])
+//! into a flush group → append it to the open segment and fsync → publish
 //! the blocks in the index → drop the frozen memtable → delete the WAL files it covered. The
 //! group records the first WAL file it does not cover, so recovery replays only newer files even
 //! if the deletion never happened.
@@ -24,7 +25,7 @@ use crate::fs::{FileSystem, RealFs};
 use crate::memtable::Memtable;
 use crate::model::{SeriesId, SeriesKey, Timestamp, ValueColumn, ValueKind};
 use crate::query::RangeRead;
-use crate::segment::GroupBuilder;
+use crate::flush::encode_group;
 use crate::store::{BlockStore, SegmentStore, SegmentStoreOptions, StoreStats};
 use crate::wal::{Durability, Wal, WalOptions};
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -508,7 +509,7 @@ impl Inner {
             }
             (memtables.frozen.clone().expect("BUG: frozen memtable vanished"), memtables.frozen_wal_checkpoint)
         };
-        let group = encode_group(&frozen, self.options.block_points_max);
+        let group = encode_group(&frozen, &self.catalog, self.options.block_points_max);
         if !group.is_empty() {
             let sequence = self.sequence.load(Ordering::SeqCst) + 1;
             self.store.put_group(group, sequence, wal_checkpoint)?;
@@ -526,25 +527,6 @@ impl Inner {
         }
         Ok(true)
     }
-}
-
-/// Encodes every series of `memtable` into blocks of at most `block_points_max` points.
-fn encode_group(memtable: &Memtable, block_points_max: usize) -> GroupBuilder {
-    let mut group = GroupBuilder::new();
-    for series in memtable.resolved_series() {
-        let count = series.timestamps.len();
-        let mut start = 0;
-        while start < count {
-            let end = (start + block_points_max).min(count);
-            if start == 0 && end == count {
-                group.add_block(series.series, &series.timestamps, &series.values);
-            } else {
-                group.add_block(series.series, &series.timestamps[start..end], &series.values.slice(start..end));
-            }
-            start = end;
-        }
-    }
-    group
 }
 
 /// Deletes WAL files whose records are all in segments already.

@@ -31,6 +31,7 @@ pub mod codec;
 pub mod engine;
 pub mod error;
 pub mod filenames;
+pub mod flush;
 pub mod fs;
 pub mod index;
 pub mod inspect;

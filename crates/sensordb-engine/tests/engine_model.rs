@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 enum Op {
     /// (series index, timestamp, value bits)
     Write(Vec<(u8, i64, i64)>),
+    /// Both fields of a row (series 2r and 2r+1) at the same timestamps, as line protocol does.
+    WriteRows(Vec<(u8, i64, i64)>),
     Flush,
     Reopen,
     /// Stop like a killed process (no flush) and reopen: only the WAL has the buffered points.
@@ -19,7 +21,8 @@ enum Op {
 
 fn op_strategy() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => proptest::collection::vec((0u8..4, -200i64..200, any::<i64>()), 1..40).prop_map(Op::Write),
+        3 => proptest::collection::vec((0u8..4, -200i64..200, any::<i64>()), 1..40).prop_map(Op::Write),
+        3 => proptest::collection::vec((0u8..2, -200i64..200, any::<i64>()), 1..60).prop_map(Op::WriteRows),
         1 => Just(Op::Flush),
         1 => Just(Op::Reopen),
         1 => Just(Op::Crash),
@@ -38,8 +41,9 @@ fn options(durability: Durability) -> EngineOptions {
     }
 }
 
+/// Series 2r and 2r+1 are two fields of row r, so flushes share their timestamps.
 fn key(series: u8) -> SeriesKey {
-    SeriesKey::new("m", [("sensor", format!("s{series}"))], "value").expect("valid key")
+    SeriesKey::new("m", [("sensor", format!("s{}", series / 2))], format!("f{}", series % 2)).expect("valid key")
 }
 
 fn check_read(engine: &Engine, ids: &[SeriesId], model: &BTreeMap<(u8, i64), i64>, series: u8, from: i64, to: i64) {
@@ -71,6 +75,17 @@ fn run(durability: Durability, ops: Vec<Op>) {
                 for (series, t, v) in points {
                     batch.push(ids[series as usize], t, Value::I64(v)).expect("push");
                     model.insert((series, t), v);
+                }
+                e.write(&batch).expect("write");
+            }
+            Op::WriteRows(rows) => {
+                let mut batch = WriteBatch::new();
+                for (row, t, v) in rows {
+                    for series in [2 * row, 2 * row + 1] {
+                        let value = v.wrapping_add(i64::from(series));
+                        batch.push(ids[series as usize], t, Value::I64(value)).expect("push");
+                        model.insert((series, t), value);
+                    }
                 }
                 e.write(&batch).expect("write");
             }

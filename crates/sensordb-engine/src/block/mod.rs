@@ -9,7 +9,7 @@
 //! offset size  field
 //!      0    1  block format version (1)
 //!      1    1  value kind (model::ValueKind tag)
-//!      2    2  flags (reserved, 0)
+//!      2    2  flags: bit 0 = timestamps shared (see below), other bits 0
 //!      4    4  series id                      u32 LE
 //!      8    4  point count (≥ 1)              u32 LE
 //!     12    8  min timestamp (ns)             i64 LE
@@ -25,17 +25,37 @@
 //! ```
 //! Points in a block are sorted by timestamp with no repeated timestamp: repeats are resolved
 //! (last write wins) before a block is built.
+//!
+//! ## Shared timestamps
+//! The fields of one row (same measurement and tag set) are usually sampled at the same
+//! instants, so a flush stores their union once, in a *shared timestamp record* in front of the
+//! row's blocks, and each block refers to it. With flag bit 0 set, a block's timestamp column is
+//! a reference instead of a codec column:
+//! ```text
+//!   0  4  distance: bytes from the start of the shared record to the start of this block  u32 LE
+//!   4  4  length of the shared record in bytes                                           u32 LE
+//!   8  …  varint M: how many of the record's timestamps this block does not have, then M varints:
+//!         the first missing position, then for each further one (position - previous - 1)
+//! ```
+//! The block's timestamps are the record's, minus the missing positions. The shared record:
+//! ```text
+//!   0  4  timestamp count N                  u32 LE
+//!   4  …  timestamp column (codec), N stamps
+//!  end 4  CRC32C of everything before it     u32 LE
+//! ```
 
 mod stats;
 
 pub use stats::ValueStats;
 
-use crate::checksum::{crc32c, LeReader};
+use crate::checksum::{crc32c, get_varint, put_varint, LeReader};
 use crate::codec;
 use crate::error::CodecError;
 use crate::model::{SeriesId, Timestamp, ValueColumn, ValueKind};
 
 pub const BLOCK_FORMAT_VERSION: u8 = 1;
+/// Flag bit: the timestamp column is a reference to a shared timestamp record.
+pub const FLAG_SHARED_TIMESTAMPS: u16 = 1;
 pub const HEADER_BYTES: usize = 60;
 pub const CHECKSUM_BYTES: usize = 4;
 
@@ -43,6 +63,7 @@ pub const CHECKSUM_BYTES: usize = 4;
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockHeader {
     pub kind: ValueKind,
+    pub flags: u16,
     pub series: SeriesId,
     pub count: u32,
     pub min_timestamp: Timestamp,
@@ -78,11 +99,25 @@ pub enum BlockError {
     Column(#[from] CodecError),
     #[error("decoded block breaks an invariant: {0}")]
     Invariant(&'static str),
+    #[error("shared timestamp record: {0}")]
+    SharedTimestamps(String),
 }
 
-/// Encodes one block from points already sorted by timestamp without repeats.
-/// Panics (a bug in the caller) when that precondition does not hold.
-pub fn encode(series: SeriesId, timestamps: &[Timestamp], values: &ValueColumn, out: &mut Vec<u8>) {
+/// Where a block's timestamps are stored.
+#[derive(Clone, Copy, Debug)]
+pub enum TimestampColumn<'a> {
+    /// In the block itself.
+    Inline,
+    /// In a shared timestamp record that starts `distance` bytes before the block and is
+    /// `length` bytes long; the block has all its timestamps except those at `missing`
+    /// positions (strictly increasing).
+    Shared { distance: u32, length: u32, missing: &'a [u32] },
+}
+
+/// Encodes one block from points already sorted by timestamp without repeats; with
+/// [`TimestampColumn::Shared`] the caller guarantees that the shared record minus the missing
+/// positions equals `timestamps`. Panics (a bug in the caller) when a precondition does not hold.
+pub fn encode(series: SeriesId, timestamps: &[Timestamp], values: &ValueColumn, column: TimestampColumn<'_>, out: &mut Vec<u8>) {
     assert!(!timestamps.is_empty(), "BUG: empty block");
     assert_eq!(timestamps.len(), values.len(), "BUG: column lengths differ");
     assert!(timestamps.len() <= u32::MAX as usize, "BUG: block too large");
@@ -90,12 +125,36 @@ pub fn encode(series: SeriesId, timestamps: &[Timestamp], values: &ValueColumn, 
     let start = out.len();
     out.resize(start + HEADER_BYTES, 0);
     let timestamps_start = out.len();
-    codec::encode_timestamps(timestamps, out);
+    let flags = match column {
+        TimestampColumn::Inline => {
+            codec::encode_timestamps(timestamps, out);
+            0
+        }
+        TimestampColumn::Shared { distance, length, missing } => {
+            out.extend_from_slice(&distance.to_le_bytes());
+            out.extend_from_slice(&length.to_le_bytes());
+            put_varint(out, missing.len() as u64);
+            let mut previous: Option<u32> = None;
+            for &position in missing {
+                let gap = match previous {
+                    None => position,
+                    Some(p) => {
+                        assert!(position > p, "BUG: missing positions not increasing");
+                        position - p - 1
+                    }
+                };
+                put_varint(out, u64::from(gap));
+                previous = Some(position);
+            }
+            FLAG_SHARED_TIMESTAMPS
+        }
+    };
     let values_start = out.len();
     codec::encode_values(values, out);
     let end = out.len();
     let header = BlockHeader {
         kind: values.kind(),
+        flags,
         series,
         count: timestamps.len() as u32,
         min_timestamp: timestamps[0],
@@ -113,7 +172,7 @@ impl BlockHeader {
     fn write(&self, out: &mut [u8]) {
         out[0] = BLOCK_FORMAT_VERSION;
         out[1] = self.kind as u8;
-        out[2..4].copy_from_slice(&0u16.to_le_bytes());
+        out[2..4].copy_from_slice(&self.flags.to_le_bytes());
         out[4..8].copy_from_slice(&self.series.0.to_le_bytes());
         out[8..12].copy_from_slice(&self.count.to_le_bytes());
         out[12..20].copy_from_slice(&self.min_timestamp.to_le_bytes());
@@ -144,9 +203,13 @@ impl BlockHeader {
         let kind_tag = r.u8().ok_or(BlockError::TooShort(block.len()))?;
         let kind = ValueKind::try_from(kind_tag).map_err(BlockError::Kind)?;
         let short = || BlockError::TooShort(block.len());
-        let _flags = r.u16().ok_or_else(short)?;
+        let flags = r.u16().ok_or_else(short)?;
+        if flags & !FLAG_SHARED_TIMESTAMPS != 0 {
+            return Err(BlockError::Invariant("unknown flag bits"));
+        }
         let header = BlockHeader {
             kind,
+            flags,
             series: SeriesId(r.u32().ok_or_else(short)?),
             count: r.u32().ok_or_else(short)?,
             min_timestamp: r.i64().ok_or_else(short)?,
@@ -173,13 +236,29 @@ impl BlockHeader {
     }
 }
 
-/// Verifies and decodes a whole block.
+/// Verifies and decodes a block whose timestamps are inline.
 pub fn decode(block: &[u8]) -> Result<Block, BlockError> {
+    decode_with_shared(block, &mut |_, _| Err(BlockError::SharedTimestamps("no shared timestamp record available".into())))
+}
+
+/// Verifies and decodes a block; `load_shared(distance, length)` returns the timestamps of the
+/// shared record a block with [`FLAG_SHARED_TIMESTAMPS`] refers to.
+pub fn decode_with_shared(
+    block: &[u8],
+    load_shared: &mut dyn FnMut(u32, u32) -> Result<Vec<Timestamp>, BlockError>,
+) -> Result<Block, BlockError> {
     let header = BlockHeader::verified(block)?;
     let timestamps_end = HEADER_BYTES + header.timestamp_column_bytes as usize;
     let values_end = timestamps_end + header.value_column_bytes as usize;
     let count = header.count as usize;
-    let timestamps = codec::decode_timestamps(&block[HEADER_BYTES..timestamps_end], count)?;
+    let column = &block[HEADER_BYTES..timestamps_end];
+    let timestamps = if header.flags & FLAG_SHARED_TIMESTAMPS == 0 {
+        codec::decode_timestamps(column, count)?
+    } else {
+        let (distance, length, missing) = parse_shared_reference(column)?;
+        let shared = load_shared(distance, length)?;
+        remove_positions(shared, &missing, count)?
+    };
     let values = codec::decode_values(header.kind, &block[timestamps_end..values_end], count)?;
     if timestamps.len() != count || values.len() != count {
         return Err(BlockError::Invariant("decoded column length differs from count"));
@@ -188,6 +267,85 @@ pub fn decode(block: &[u8]) -> Result<Block, BlockError> {
         return Err(BlockError::Invariant("time range differs from header"));
     }
     Ok(Block { header, timestamps, values })
+}
+
+fn parse_shared_reference(column: &[u8]) -> Result<(u32, u32, Vec<u32>), BlockError> {
+    let bad = |what: &str| BlockError::SharedTimestamps(what.to_string());
+    let mut r = LeReader::new(column);
+    let distance = r.u32().ok_or_else(|| bad("reference truncated"))?;
+    let length = r.u32().ok_or_else(|| bad("reference truncated"))?;
+    let mut position = r.position();
+    let count = get_varint(column, &mut position).ok_or_else(|| bad("missing count truncated"))?;
+    // Every position takes at least one byte.
+    if count > (column.len() - position) as u64 {
+        return Err(bad("implausible missing count"));
+    }
+    let mut missing = Vec::with_capacity(count as usize);
+    let mut next = 0u64;
+    for _ in 0..count {
+        let gap = get_varint(column, &mut position).ok_or_else(|| bad("missing position truncated"))?;
+        let at = next.checked_add(gap).filter(|&p| p <= u64::from(u32::MAX)).ok_or_else(|| bad("missing position out of range"))?;
+        missing.push(at as u32);
+        next = at + 1;
+    }
+    if position != column.len() {
+        return Err(bad("trailing bytes after the reference"));
+    }
+    Ok((distance, length, missing))
+}
+
+/// `shared` without the entries at `missing` (increasing), which must leave `count` stamps.
+fn remove_positions(shared: Vec<Timestamp>, missing: &[u32], count: usize) -> Result<Vec<Timestamp>, BlockError> {
+    if missing.last().is_some_and(|&last| last as usize >= shared.len()) || shared.len() - missing.len() != count {
+        return Err(BlockError::SharedTimestamps(format!(
+            "record of {} stamps minus {} missing does not give {count}",
+            shared.len(),
+            missing.len()
+        )));
+    }
+    if missing.is_empty() {
+        return Ok(shared);
+    }
+    let mut out = Vec::with_capacity(count);
+    let mut skip = missing.iter().peekable();
+    for (i, t) in shared.into_iter().enumerate() {
+        if skip.peek().is_some_and(|&&m| m as usize == i) {
+            skip.next();
+        } else {
+            out.push(t);
+        }
+    }
+    Ok(out)
+}
+
+/// Appends a shared timestamp record; `timestamps` sorted without repeats.
+pub fn encode_shared_timestamps(timestamps: &[Timestamp], out: &mut Vec<u8>) {
+    assert!(!timestamps.is_empty() && timestamps.len() <= u32::MAX as usize, "BUG: bad shared timestamp record size");
+    let start = out.len();
+    out.extend_from_slice(&(timestamps.len() as u32).to_le_bytes());
+    codec::encode_timestamps(timestamps, out);
+    let checksum = crc32c(&out[start..]);
+    out.extend_from_slice(&checksum.to_le_bytes());
+}
+
+/// Verifies and decodes a shared timestamp record.
+pub fn decode_shared_timestamps(record: &[u8]) -> Result<Vec<Timestamp>, BlockError> {
+    let bad = |what: String| BlockError::SharedTimestamps(what);
+    if record.len() < 8 {
+        return Err(bad(format!("record of {} bytes is too short", record.len())));
+    }
+    let (body, stored) = record.split_at(record.len() - CHECKSUM_BYTES);
+    let stored = u32::from_le_bytes(stored.try_into().expect("4 bytes"));
+    let computed = crc32c(body);
+    if stored != computed {
+        return Err(bad(format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")));
+    }
+    let count = u32::from_le_bytes(body[..4].try_into().expect("4 bytes")) as usize;
+    // A column needs at least 17 bytes for any count above a handful; bound the allocation.
+    if count > body.len().saturating_mul(64).max(1 << 16) {
+        return Err(bad(format!("implausible count {count}")));
+    }
+    Ok(codec::decode_timestamps(&body[4..], count)?)
 }
 
 #[cfg(test)]
@@ -213,7 +371,7 @@ mod tests {
         ];
         for values in columns {
             let mut out = Vec::new();
-            encode(SeriesId(9), &timestamps, &values, &mut out);
+            encode(SeriesId(9), &timestamps, &values, TimestampColumn::Inline, &mut out);
             let block = decode(&out).expect("decodes");
             assert_eq!(block.header.series, SeriesId(9));
             assert_eq!(block.header.count, 4);
@@ -232,7 +390,7 @@ mod tests {
     fn every_flipped_byte_is_detected() {
         let (timestamps, values) = sample();
         let mut out = Vec::new();
-        encode(SeriesId(1), &timestamps, &values, &mut out);
+        encode(SeriesId(1), &timestamps, &values, TimestampColumn::Inline, &mut out);
         for position in (0..out.len()).step_by(7) {
             let mut damaged = out.clone();
             damaged[position] ^= 0x40;
@@ -244,7 +402,7 @@ mod tests {
     fn truncated_blocks_are_rejected() {
         let (timestamps, values) = sample();
         let mut out = Vec::new();
-        encode(SeriesId(1), &timestamps, &values, &mut out);
+        encode(SeriesId(1), &timestamps, &values, TimestampColumn::Inline, &mut out);
         for len in [0, 10, HEADER_BYTES, out.len() - 1] {
             assert!(decode(&out[..len]).is_err());
         }
@@ -253,7 +411,7 @@ mod tests {
     #[test]
     fn header_statistics_describe_the_values() {
         let mut out = Vec::new();
-        encode(SeriesId(3), &[1, 2, 3], &ValueColumn::F64(vec![2.0, f64::NAN, -1.0]), &mut out);
+        encode(SeriesId(3), &[1, 2, 3], &ValueColumn::F64(vec![2.0, f64::NAN, -1.0]), TimestampColumn::Inline, &mut out);
         let header = BlockHeader::verified(&out).expect("valid");
         assert_eq!(header.stats.min_f64(ValueKind::F64), Some(-1.0));
         assert_eq!(header.stats.max_f64(ValueKind::F64), Some(2.0));
@@ -261,8 +419,36 @@ mod tests {
     }
 
     #[test]
+    fn shared_timestamps_are_the_record_minus_the_missing_positions() {
+        let shared: Vec<i64> = (0..100).map(|i| i * 10).collect();
+        let mut record = Vec::new();
+        encode_shared_timestamps(&shared, &mut record);
+        let missing = [0u32, 5, 6, 99];
+        let own: Vec<i64> = shared.iter().enumerate().filter(|(i, _)| !missing.contains(&(*i as u32))).map(|(_, &t)| t).collect();
+        let values = ValueColumn::I64(own.iter().map(|t| t * 2).collect());
+        let mut block = Vec::new();
+        let column = TimestampColumn::Shared { distance: 4242, length: record.len() as u32, missing: &missing };
+        encode(SeriesId(5), &own, &values, column, &mut block);
+        let mut asked = None;
+        let decoded = decode_with_shared(&block, &mut |distance, length| {
+            asked = Some((distance, length));
+            decode_shared_timestamps(&record)
+        })
+        .expect("decodes");
+        assert_eq!(asked, Some((4242, record.len() as u32)));
+        assert_eq!(decoded.timestamps, own);
+        assert_eq!(decoded.values, values);
+        assert!(decode(&block).is_err(), "a shared block cannot decode without its record");
+        let mut damaged = record.clone();
+        damaged[5] ^= 1;
+        assert!(decode_with_shared(&block, &mut |_, _| decode_shared_timestamps(&damaged)).is_err());
+        let fewer: Vec<i64> = shared[..50].to_vec();
+        assert!(decode_with_shared(&block, &mut |_, _| Ok(fewer.clone())).is_err(), "a record of the wrong size is caught");
+    }
+
+    #[test]
     #[should_panic(expected = "BUG")]
     fn empty_blocks_are_a_bug() {
-        encode(SeriesId(1), &[], &ValueColumn::F64(vec![]), &mut Vec::new());
+        encode(SeriesId(1), &[], &ValueColumn::F64(vec![]), TimestampColumn::Inline, &mut Vec::new());
     }
 }

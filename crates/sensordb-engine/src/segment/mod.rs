@@ -57,7 +57,7 @@ mod reader;
 mod writer;
 
 pub use reader::{read_block, scan_segment, SegmentScan};
-pub use writer::{GroupBuilder, SegmentWriter};
+pub use writer::{GroupBuilder, SegmentWriter, SharedTimestamps};
 
 use crate::checksum::LeReader;
 use crate::model::{SeriesId, Timestamp, ValueKind};

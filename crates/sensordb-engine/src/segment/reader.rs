@@ -207,7 +207,18 @@ fn parse_group(scan: &SegmentScan, header: &[u8; GROUP_HEADER_BYTES], offset: u6
 pub fn read_block(path: &Path, file: &dyn StorageFile, entry: &IndexEntry) -> Result<Block> {
     let mut bytes = vec![0u8; entry.length as usize];
     file.read_exact_at(&mut bytes, entry.offset).map_err(|e| Error::io(path, e))?;
-    let block = block::decode(&bytes).map_err(|e| Error::corruption(path, entry.offset, e.to_string()))?;
+    let mut load_shared = |distance: u32, length: u32| {
+        let start = entry.offset.checked_sub(u64::from(distance)).filter(|&s| s >= FILE_HEADER_BYTES);
+        let start = start.ok_or_else(|| block::BlockError::SharedTimestamps(format!("reference {distance} bytes back leaves the file")))?;
+        if length > distance {
+            return Err(block::BlockError::SharedTimestamps(format!("record of {length} bytes overlaps the block {distance} bytes after it")));
+        }
+        let mut record = vec![0u8; length as usize];
+        file.read_exact_at(&mut record, start).map_err(|e| block::BlockError::SharedTimestamps(format!("unreadable at offset {start}: {e}")))?;
+        block::decode_shared_timestamps(&record)
+            .map_err(|e| block::BlockError::SharedTimestamps(format!("at offset {start}: {e}")))
+    };
+    let block = block::decode_with_shared(&bytes, &mut load_shared).map_err(|e| Error::corruption(path, entry.offset, e.to_string()))?;
     let header = &block.header;
     if header.series != entry.series
         || header.count != entry.count

@@ -10,6 +10,13 @@ use crate::model::ValueColumn;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Where a shared timestamp record sits in a group being built.
+#[derive(Clone, Copy, Debug)]
+pub struct SharedTimestamps {
+    start: usize,
+    length: u32,
+}
+
 /// The blocks of one flush, encoded into one buffer ready to be appended.
 pub struct GroupBuilder {
     buffer: Vec<u8>,
@@ -28,10 +35,34 @@ impl GroupBuilder {
         GroupBuilder { buffer: vec![0; GROUP_HEADER_BYTES], entries: Vec::new() }
     }
 
-    /// Encodes one block; points sorted by timestamp without repeats.
+    /// Encodes one block with inline timestamps; points sorted by timestamp without repeats.
     pub fn add_block(&mut self, series: SeriesId, timestamps: &[Timestamp], values: &ValueColumn) {
+        self.add_block_with(series, timestamps, values, block::TimestampColumn::Inline);
+    }
+
+    /// Appends a shared timestamp record for the blocks of one row that follow.
+    pub fn add_shared_timestamps(&mut self, timestamps: &[Timestamp]) -> SharedTimestamps {
         let start = self.buffer.len();
-        block::encode(series, timestamps, values, &mut self.buffer);
+        block::encode_shared_timestamps(timestamps, &mut self.buffer);
+        SharedTimestamps { start, length: u32::try_from(self.buffer.len() - start).expect("BUG: record over 4 GiB") }
+    }
+
+    /// Encodes one block whose timestamps are `shared` minus the positions in `missing`.
+    pub fn add_block_sharing(
+        &mut self,
+        series: SeriesId,
+        timestamps: &[Timestamp],
+        values: &ValueColumn,
+        shared: SharedTimestamps,
+        missing: &[u32],
+    ) {
+        let distance = u32::try_from(self.buffer.len() - shared.start).expect("BUG: shared record too far back");
+        self.add_block_with(series, timestamps, values, block::TimestampColumn::Shared { distance, length: shared.length, missing });
+    }
+
+    fn add_block_with(&mut self, series: SeriesId, timestamps: &[Timestamp], values: &ValueColumn, column: block::TimestampColumn<'_>) {
+        let start = self.buffer.len();
+        block::encode(series, timestamps, values, column, &mut self.buffer);
         self.entries.push(IndexEntry {
             series,
             kind: values.kind(),

@@ -1,0 +1,114 @@
+//! Turning a frozen memtable into a flush group: rows, shared timestamps, block splitting.
+//!
+//! Series are grouped into *rows* (same measurement and tag set: the fields of one line of line
+//! protocol). A row of several series gets the union of its series' timestamps cut into windows
+//! of at most `block_points_max` stamps; per window the union is stored once as a shared
+//! timestamp record and each series' block refers to it, listing the positions it lacks. A block
+//! that lacks more than an eighth of the window stores its own timestamps instead, since the
+//! list of missing positions would then cost more than it saves. Single-series rows store their
+//! timestamps inline, split every `block_points_max` points.
+
+use crate::catalog::Catalog;
+use crate::memtable::{Memtable, ResolvedSeries};
+use crate::model::{SeriesKey, Timestamp};
+use crate::segment::{GroupBuilder, SharedTimestamps};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Encodes every series of `memtable` into one flush group.
+pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: usize) -> GroupBuilder {
+    assert!(block_points_max > 0, "BUG: block_points_max must be positive");
+    let series = memtable.resolved_series();
+    let keys: Vec<Option<Arc<SeriesKey>>> = series.iter().map(|s| catalog.get(s.series).map(|e| e.key)).collect();
+    let mut row_of: HashMap<(&str, &[(String, String)]), usize> = HashMap::new();
+    let mut rows: Vec<Vec<&ResolvedSeries>> = Vec::new();
+    for (resolved, key) in series.iter().zip(&keys) {
+        let row = match key {
+            Some(key) => *row_of.entry((key.measurement(), key.tags())).or_insert_with(|| {
+                rows.push(Vec::new());
+                rows.len() - 1
+            }),
+            None => {
+                rows.push(Vec::new());
+                rows.len() - 1
+            }
+        };
+        rows[row].push(resolved);
+    }
+    let mut group = GroupBuilder::new();
+    for row in rows {
+        if row.len() == 1 {
+            add_inline(&mut group, row[0], block_points_max);
+        } else {
+            add_row(&mut group, &row, block_points_max);
+        }
+    }
+    group
+}
+
+fn add_inline(group: &mut GroupBuilder, series: &ResolvedSeries, block_points_max: usize) {
+    let count = series.timestamps.len();
+    if count <= block_points_max {
+        group.add_block(series.series, &series.timestamps, &series.values);
+        return;
+    }
+    for start in (0..count).step_by(block_points_max) {
+        let end = (start + block_points_max).min(count);
+        group.add_block(series.series, &series.timestamps[start..end], &series.values.slice(start..end));
+    }
+}
+
+fn add_row(group: &mut GroupBuilder, row: &[&ResolvedSeries], block_points_max: usize) {
+    let mut union: Vec<Timestamp> = row.iter().flat_map(|s| s.timestamps.iter().copied()).collect();
+    union.sort_unstable();
+    union.dedup();
+    let mut missing = Vec::new();
+    for window in union.chunks(block_points_max) {
+        let (low, high) = (window[0], window[window.len() - 1]);
+        let mut shared: Option<SharedTimestamps> = None;
+        for series in row {
+            let start = series.timestamps.partition_point(|&t| t < low);
+            let end = series.timestamps.partition_point(|&t| t <= high);
+            if start == end {
+                continue;
+            }
+            let own = &series.timestamps[start..end];
+            let values = if start == 0 && end == series.timestamps.len() { series.values.clone() } else { series.values.slice(start..end) };
+            missing_positions(window, own, &mut missing);
+            if missing.len() * 8 > window.len() {
+                group.add_block(series.series, own, &values);
+                continue;
+            }
+            let record = *shared.get_or_insert_with(|| group.add_shared_timestamps(window));
+            group.add_block_sharing(series.series, own, &values, record, &missing);
+        }
+    }
+}
+
+/// Positions of `window` (sorted, unique) that `own` (a sorted subset of it) lacks.
+fn missing_positions(window: &[Timestamp], own: &[Timestamp], out: &mut Vec<u32>) {
+    out.clear();
+    let mut own = own.iter().peekable();
+    for (position, t) in window.iter().enumerate() {
+        if own.peek() == Some(&t) {
+            own.next();
+        } else {
+            out.push(position as u32);
+        }
+    }
+    debug_assert!(own.next().is_none(), "BUG: a series has a timestamp outside its row's union");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_positions_are_the_gaps_of_a_subset() {
+        let mut out = Vec::new();
+        missing_positions(&[1, 2, 3, 4, 5], &[2, 3, 5], &mut out);
+        assert_eq!(out, vec![0, 3]);
+        missing_positions(&[1, 2], &[1, 2], &mut out);
+        assert!(out.is_empty());
+    }
+}
