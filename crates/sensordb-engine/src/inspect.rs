@@ -9,9 +9,13 @@ use crate::block::{BlockHeader, HEADER_BYTES};
 use crate::error::{Error, Result};
 use crate::filenames::{catalog_path, parse_numbered_file, segment_dir, wal_dir, SEGMENT_EXTENSION};
 use crate::fs::FileSystem;
-use crate::segment::{read_block, scan_segment, INDEX_ENTRY_BYTES};
+use crate::segment::{read_block, scan_segment, IndexEntry};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// Pseudo encoding tag under which [`InspectReport::timestamp_encodings`] counts references to
+/// shared timestamp records (the records themselves count as other segment bytes).
+pub const SHARED_REFERENCE_TAG: u8 = 0xfe;
 
 /// Bytes and counts of one column encoding.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,7 +48,8 @@ pub struct InspectReport {
 }
 
 impl InspectReport {
-    /// Everything else in segment files: file headers, group headers, trailers, padding.
+    /// Everything else in segment files: shared timestamp records, file headers, group headers,
+    /// trailers, padding.
     pub fn other_segment_bytes(&self) -> u64 {
         self.segment_bytes.saturating_sub(self.block_header_bytes + self.timestamp_column_bytes + self.value_column_bytes + self.index_bytes)
     }
@@ -83,7 +88,10 @@ pub fn inspect(fs: std::sync::Arc<dyn FileSystem>, data_dir: &Path) -> Result<In
         report.segments += 1;
         report.sealed_segments += usize::from(scan.sealed);
         report.segment_bytes += scan.file.len().map_err(|e| Error::io(&path, e))?;
-        report.index_bytes += (scan.entries.len() * INDEX_ENTRY_BYTES * if scan.sealed { 2 } else { 1 }) as u64;
+        // Group indexes plus the footer repeat the same list; its encoded size is close enough.
+        let mut list = Vec::new();
+        IndexEntry::encode_list(&scan.entries, &mut list);
+        report.index_bytes += list.len() as u64 * if scan.sealed { 2 } else { 1 };
         for (offset, what) in &scan.problems {
             report.problems.push((path.clone(), *offset, what.clone()));
         }
@@ -110,7 +118,14 @@ pub fn inspect(fs: std::sync::Arc<dyn FileSystem>, data_dir: &Path) -> Result<In
                 usage.bytes += column.len() as u64;
                 usage.values += u64::from(header.count);
             };
-            tally(&mut report.timestamp_encodings, &bytes[HEADER_BYTES..HEADER_BYTES + timestamps_len]);
+            let timestamps = &bytes[HEADER_BYTES..HEADER_BYTES + timestamps_len];
+            if header.flags & crate::block::FLAG_SHARED_TIMESTAMPS != 0 {
+                tally(&mut report.timestamp_encodings, &[SHARED_REFERENCE_TAG]);
+                let usage = report.timestamp_encodings.entry(SHARED_REFERENCE_TAG).or_default();
+                usage.bytes += timestamps_len as u64 - 1;
+            } else {
+                tally(&mut report.timestamp_encodings, timestamps);
+            }
             let values_end = HEADER_BYTES + timestamps_len + header.value_column_bytes as usize;
             tally(&mut report.value_encodings, &bytes[HEADER_BYTES + timestamps_len..values_end]);
         }

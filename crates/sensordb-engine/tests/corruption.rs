@@ -93,7 +93,7 @@ fn a_damaged_footer_is_reported_and_all_data_still_reads() {
     engine.close().expect("close");
     let segment = files(dir.path(), "segments").pop().expect("a segment");
     let len = std::fs::metadata(&segment).expect("meta").len();
-    let trailer = std::fs::read(&segment).expect("read")[len as usize - 32..].to_vec();
+    let trailer = std::fs::read(&segment).expect("read")[len as usize - 40..].to_vec();
     let footer_offset = u64::from_le_bytes(trailer[..8].try_into().expect("8 bytes"));
     flip(&segment, footer_offset + 10);
     let engine = Engine::open(dir.path(), options()).expect("reopen");

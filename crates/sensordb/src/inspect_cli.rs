@@ -24,6 +24,7 @@ fn encoding_name(tag: u8) -> &'static str {
         tag::BITPACKED => "bitpacked",
         tag::PAYLOAD_RAW => "payload-raw",
         tag::PAYLOAD_LZ4 => "payload-lz4",
+        sensordb_engine::inspect::SHARED_REFERENCE_TAG => "shared-ref",
         _ => "unknown",
     }
 }
@@ -52,7 +53,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
     line("timestamp columns", report.timestamp_column_bytes);
     line("value columns", report.value_column_bytes);
     line("indexes (groups + footers)", report.index_bytes);
-    line("other (headers, padding)", report.other_segment_bytes());
+    line("shared stamps, headers, pad", report.other_segment_bytes());
     line("series catalog", report.catalog_bytes);
     line("write-ahead log", report.wal_bytes);
     line("total", total);

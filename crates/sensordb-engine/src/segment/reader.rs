@@ -112,15 +112,15 @@ fn read_footer(scan: &SegmentScan, len: u64) -> std::result::Result<Option<(u64,
     if scan.file.read_exact_at(&mut trailer, trailer_offset).is_err() {
         return Ok(None);
     }
-    let stored = u32::from_le_bytes(trailer[28..32].try_into().expect("4 bytes"));
-    if &trailer[24..28] != TRAILER_MAGIC || stored != crc32c(&trailer[..28]) {
+    let stored = u32::from_le_bytes(trailer[36..40].try_into().expect("4 bytes"));
+    if &trailer[32..36] != TRAILER_MAGIC || stored != crc32c(&trailer[..36]) {
         return Ok(None);
     }
     let footer_offset = u64::from_le_bytes(trailer[0..8].try_into().expect("8 bytes"));
-    let count = u32::from_le_bytes(trailer[8..12].try_into().expect("4 bytes")) as u64;
-    let footer_checksum = u32::from_le_bytes(trailer[12..16].try_into().expect("4 bytes"));
-    let wal_checkpoint = u64::from_le_bytes(trailer[16..24].try_into().expect("8 bytes"));
-    let footer_len = count * INDEX_ENTRY_BYTES as u64;
+    let footer_len = u64::from_le_bytes(trailer[8..16].try_into().expect("8 bytes"));
+    let count = u32::from_le_bytes(trailer[16..20].try_into().expect("4 bytes")) as usize;
+    let footer_checksum = u32::from_le_bytes(trailer[20..24].try_into().expect("4 bytes"));
+    let wal_checkpoint = u64::from_le_bytes(trailer[24..32].try_into().expect("8 bytes"));
     if footer_offset < FILE_HEADER_BYTES || footer_offset.saturating_add(footer_len) > trailer_offset {
         return Err((trailer_offset, "trailer points outside the file".into(), trailer_offset));
     }
@@ -131,7 +131,10 @@ fn read_footer(scan: &SegmentScan, len: u64) -> std::result::Result<Option<(u64,
     if crc32c(&footer) != footer_checksum {
         return Err((footer_offset, "footer checksum mismatch".into(), footer_offset));
     }
-    let entries = IndexEntry::parse_all(&footer).map_err(|reason| (footer_offset, reason, footer_offset))?;
+    let entries = IndexEntry::decode_list(&footer).map_err(|reason| (footer_offset, reason, footer_offset))?;
+    if entries.len() != count {
+        return Err((footer_offset, format!("footer lists {} blocks, trailer says {count}", entries.len()), footer_offset));
+    }
     Ok(Some((footer_offset, entries, wal_checkpoint)))
 }
 
@@ -183,7 +186,7 @@ fn parse_group(scan: &SegmentScan, header: &[u8; GROUP_HEADER_BYTES], offset: u6
     let count = u32::from_le_bytes(header[32..36].try_into().expect("4 bytes")) as u64;
     let index_checksum = u32::from_le_bytes(header[36..40].try_into().expect("4 bytes"));
     let index_offset = offset + GROUP_HEADER_BYTES as u64 + blocks_bytes;
-    let index_len = count * INDEX_ENTRY_BYTES as u64;
+    let index_len = field(40);
     let Some(group_end) = index_offset.checked_add(index_len).map(|end| align_up(end, PAGE_BYTES)) else {
         return Ok(None);
     };
@@ -195,7 +198,10 @@ fn parse_group(scan: &SegmentScan, header: &[u8; GROUP_HEADER_BYTES], offset: u6
     if crc32c(&index) != index_checksum {
         return Ok(None);
     }
-    let Ok(entries) = IndexEntry::parse_all(&index) else { return Ok(None) };
+    let Ok(entries) = IndexEntry::decode_list(&index) else { return Ok(None) };
+    if entries.len() as u64 != count {
+        return Ok(None);
+    }
     let inside = |e: &IndexEntry| e.offset >= offset + GROUP_HEADER_BYTES as u64 && e.offset + u64::from(e.length) <= index_offset;
     if !entries.iter().all(inside) {
         return Ok(None);

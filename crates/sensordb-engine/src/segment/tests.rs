@@ -148,3 +148,56 @@ fn a_file_without_a_complete_header_is_reported_empty() {
     assert!(scan.entries.is_empty());
     assert_eq!(scan.end, 0);
 }
+
+mod index_list {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn entries() -> impl Strategy<Value = Vec<IndexEntry>> {
+        proptest::collection::vec((any::<u32>(), 1u32.., 0u64..3, 0u64..5000, 1u32..100_000, any::<i64>(), 0u64..(1 << 40)), 0..50).prop_map(|raw| {
+            let (mut sequence, mut end) = (0u64, 4096u64);
+            raw.into_iter()
+                .map(|(series, count, sequence_step, gap, length, min_timestamp, span)| {
+                    sequence += sequence_step;
+                    let offset = end + gap;
+                    end = offset + u64::from(length);
+                    let max_timestamp = min_timestamp.saturating_add(span as i64);
+                    IndexEntry { series: SeriesId(series), kind: ValueKind::F64, count, length, offset, min_timestamp, max_timestamp, sequence }
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn index_lists_round_trip(list in entries()) {
+            let mut bytes = Vec::new();
+            IndexEntry::encode_list(&list, &mut bytes);
+            prop_assert_eq!(IndexEntry::decode_list(&bytes).expect("decodes"), list);
+        }
+
+        #[test]
+        fn damaged_index_lists_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = IndexEntry::decode_list(&bytes);
+        }
+    }
+
+    #[test]
+    fn a_typical_entry_takes_well_under_twenty_bytes() {
+        let list: Vec<IndexEntry> = (0..100u32)
+            .map(|i| IndexEntry {
+                series: SeriesId(i + 1),
+                kind: ValueKind::F64,
+                count: 8640,
+                length: 6000,
+                offset: 4096 + 64 + u64::from(i) * 6000,
+                min_timestamp: 1_451_606_400_000_000_000,
+                max_timestamp: 1_451_606_400_000_000_000 + 86_390_000_000_000,
+                sequence: 7,
+            })
+            .collect();
+        let mut bytes = Vec::new();
+        IndexEntry::encode_list(&list, &mut bytes);
+        assert!(bytes.len() < 100 * 20, "{} bytes for 100 entries", bytes.len());
+    }
+}

@@ -92,9 +92,8 @@ impl GroupBuilder {
             entry.sequence = sequence;
         }
         let index_start = self.buffer.len();
-        for entry in &self.entries {
-            entry.write(&mut self.buffer);
-        }
+        IndexEntry::encode_list(&self.entries, &mut self.buffer);
+        let index_bytes = (self.buffer.len() - index_start) as u64;
         let index_checksum = crc32c(&self.buffer[index_start..]);
         let header = &mut self.buffer[..GROUP_HEADER_BYTES];
         header[0..8].copy_from_slice(GROUP_MAGIC);
@@ -103,6 +102,7 @@ impl GroupBuilder {
         header[24..32].copy_from_slice(&blocks_bytes.to_le_bytes());
         header[32..36].copy_from_slice(&(self.entries.len() as u32).to_le_bytes());
         header[36..40].copy_from_slice(&index_checksum.to_le_bytes());
+        header[40..48].copy_from_slice(&index_bytes.to_le_bytes());
         let header_checksum = crc32c(&header[..60]);
         header[60..64].copy_from_slice(&header_checksum.to_le_bytes());
         let padded = align_up(self.buffer.len() as u64, PAGE_BYTES) as usize;
@@ -202,15 +202,15 @@ impl SegmentWriter {
 
     /// Writes the footer and trailer. The segment is complete afterwards.
     pub fn seal(self) -> Result<()> {
-        let mut footer = Vec::with_capacity(self.entries.len() * INDEX_ENTRY_BYTES + PAGE_BYTES as usize);
-        for entry in &self.entries {
-            entry.write(&mut footer);
-        }
+        let mut footer = Vec::with_capacity(self.entries.len() * 16 + PAGE_BYTES as usize);
+        IndexEntry::encode_list(&self.entries, &mut footer);
+        let footer_bytes = footer.len() as u64;
         let footer_checksum = crc32c(&footer);
         let total = align_up((footer.len() + TRAILER_BYTES) as u64, PAGE_BYTES) as usize;
         footer.resize(total - TRAILER_BYTES, 0);
         let trailer_start = footer.len();
         footer.extend_from_slice(&self.end.to_le_bytes());
+        footer.extend_from_slice(&footer_bytes.to_le_bytes());
         footer.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
         footer.extend_from_slice(&footer_checksum.to_le_bytes());
         footer.extend_from_slice(&self.wal_checkpoint.to_le_bytes());
