@@ -37,6 +37,8 @@ pub struct EngineBenchConfig {
     pub payload_total_bytes: u64,
     pub startup_gib: f64,
     pub memtable_bytes_max: usize,
+    /// Line protocol to load instead of generated rows (e.g. `tsbs_generate_data` output).
+    pub input_file: Option<PathBuf>,
 }
 
 impl Default for EngineBenchConfig {
@@ -53,6 +55,7 @@ impl Default for EngineBenchConfig {
             payload_total_bytes: 2 << 30,
             startup_gib: 10.0,
             memtable_bytes_max: 1 << 30,
+            input_file: None,
         }
     }
 }
@@ -106,14 +109,25 @@ pub fn directory_bytes(dir: &Path) -> u64 {
 
 /// Generates the TSBS rows and cuts them into per-writer batches (writer = truck id % threads).
 fn prepare_batches(engine: &Engine, config: &EngineBenchConfig) -> Result<(Vec<Vec<WriteBatch>>, u64), String> {
-    let tsbs = TsbsConfig { scale: config.scale, seed: config.seed, ..TsbsConfig::default() }
-        .with_duration(i64::from(config.hours) * 3_600_000_000_000);
+    let rows: Box<dyn Iterator<Item = Result<crate::row::Row, String>>> = match &config.input_file {
+        Some(path) => {
+            let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let reader = crate::line_protocol::LineProtocolReader::new(std::io::BufReader::with_capacity(1 << 20, file));
+            Box::new(reader.map(|row| row.map_err(|e| e.to_string())))
+        }
+        None => {
+            let tsbs = TsbsConfig { scale: config.scale, seed: config.seed, ..TsbsConfig::default() }
+                .with_duration(i64::from(config.hours) * 3_600_000_000_000);
+            Box::new(TsbsGenerator::new(tsbs).map(Ok))
+        }
+    };
     let mut ids: SeriesMap<SeriesId> = SeriesMap::new();
     let threads = config.threads.max(1);
     let mut per_writer: Vec<Vec<WriteBatch>> = vec![Vec::new(); threads];
     let mut current: Vec<WriteBatch> = vec![WriteBatch::new(); threads];
     let mut points = 0u64;
-    for row in TsbsGenerator::new(tsbs) {
+    for row in rows {
+        let row = row?;
         let writer = row.tags.id as usize % threads;
         for (field, value) in &row.fields {
             let kind = value.kind();

@@ -43,6 +43,10 @@ pub struct EngineArgs {
     /// MiB written per payload size.
     #[arg(long, default_value_t = 2048)]
     payload_mib: u64,
+    /// Load this line-protocol file (e.g. from scripts/tsbs-data) in the ingest part instead of
+    /// generating rows.
+    #[arg(long)]
+    file: Option<PathBuf>,
     /// GiB of data for the start-up measurement.
     #[arg(long, default_value_t = 10.0)]
     startup_gib: f64,
@@ -67,6 +71,7 @@ fn engine(args: EngineArgs) -> anyhow::Result<()> {
         payload_sizes: args.payload_sizes.clone(),
         payload_total_bytes: args.payload_mib << 20,
         startup_gib: args.startup_gib,
+        input_file: args.file.clone(),
         ..EngineBenchConfig::default()
     };
     let wants = |part: &str| args.parts.iter().any(|p| p == part);
@@ -75,8 +80,10 @@ fn engine(args: EngineArgs) -> anyhow::Result<()> {
             let config = EngineBenchConfig { durability, ..base.clone() };
             let f = engine_bench::ingest(&config).map_err(|e| anyhow!(e))?;
             println!(
-                "ingest durability={durability:?} threads={} scale={} hours={}: {} points, {} series, {:.2} s wall, {:.2} s CPU, {:.0} points/s, {:.0} points per CPU-second, {} bytes on disk = {:.3} bytes/value ({} blocks, {} segments)",
-                config.threads, config.scale, config.hours, f.points, f.series, f.wall.as_secs_f64(), f.cpu.as_secs_f64(),
+                "ingest durability={durability:?} threads={} source={}: {} points, {} series, {:.2} s wall, {:.2} s CPU, {:.0} points/s, {:.0} points per CPU-second, {} bytes on disk = {:.3} bytes/value ({} blocks, {} segments)",
+                config.threads,
+                config.input_file.as_ref().map_or_else(|| format!("generated scale={} hours={}", config.scale, config.hours), |f| f.display().to_string()),
+                f.points, f.series, f.wall.as_secs_f64(), f.cpu.as_secs_f64(),
                 f.points_per_second, f.points_per_cpu_second, f.bytes_on_disk, f.bytes_per_value, f.stats.store.blocks, f.stats.store.segments
             );
         }
