@@ -5,23 +5,36 @@
 //! durable in the catalog before any WAL record that names it is acknowledged, so recovery never
 //! meets an id it cannot resolve.
 //!
+//! File layout (all fixed-width integers little-endian; varints are unsigned LEB128; full
+//! description in `docs/format/catalog.md`):
 //! ```text
 //! file header (16 bytes)
 //!   0  8  magic "SDBCATLG"
-//!   8  2  format version (1)            u16 LE
-//!  10  2  reserved (0)
-//!  12  4  CRC32C of bytes [0, 12)        u32 LE
-//! record (repeated)
-//!   0  4  length L of the body           u32 LE
-//!   4  4  CRC32C of length + body        u32 LE
-//!   8  4  series id                      u32 LE
-//!  12  1  value kind
-//!  13  L-5 series key, canonical text (model::SeriesKey::canonical), UTF-8
+//!   8  2  format version (1)                          u16 LE
+//!  10  2  reserved (0)                                u16 LE
+//!  12  4  CRC32C of bytes [0, 12)                     u32 LE
+//! record (repeated, back to back, no padding)
+//!   0  n  length L of the body (n = 1..=3 bytes)      varint
+//!   n  4  CRC32C of the n length bytes + the body     u32 LE
+//! n+4  L  body:
+//!           series id                                 varint
+//!           value kind                                u8
+//!           P: bytes of the key text shared with the
+//!              previous record's key text (0 first)   varint
+//!           suffix: key text bytes [P, end)           L - (bytes above)
 //! ```
+//! The key text is the canonical form (model::SeriesKey::canonical), UTF-8: the previous record's
+//! text cut at P, then the suffix. Writers cut P back to a character boundary, readers validate
+//! the joined text as UTF-8.
+//!
 //! A torn or corrupt tail is cut off at the last good record on open and reported; ids are
 //! checked to be dense, so a lost record in the middle is detected instead of misnumbering.
+//! Since each key is stored relative to the one before it, a damaged record also loses every
+//! later record (they cannot be decoded without it): that is the price of prefix sharing.
 
-use crate::checksum::{crc32c, LeReader};
+mod record;
+
+use crate::checksum::crc32c;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, StorageFile};
 use crate::model::{SeriesId, SeriesKey, ValueKind};
@@ -33,7 +46,6 @@ use std::sync::Arc;
 const MAGIC: &[u8; 8] = b"SDBCATLG";
 const FORMAT_VERSION: u16 = 1;
 const HEADER_BYTES: u64 = 16;
-const RECORD_HEADER_BYTES: usize = 8;
 /// Longest series key accepted, in bytes.
 pub const SERIES_KEY_BYTES_MAX: usize = 64 * 1024;
 
@@ -57,8 +69,16 @@ pub struct Catalog {
     file: Arc<dyn StorageFile>,
     sync_on_create: bool,
     state: RwLock<State>,
-    /// Serialises appends; holds the end offset of the file.
-    append: Mutex<u64>,
+    /// Serialises appends.
+    append: Mutex<Tail>,
+}
+
+/// Where the next record goes and what it is encoded against.
+struct Tail {
+    /// End offset of the last whole record.
+    end: u64,
+    /// Key text of the last record in the file (empty when there is none).
+    last_text: String,
 }
 
 /// What opening the catalog found wrong and repaired.
@@ -91,7 +111,7 @@ impl Catalog {
             file
         };
         let bytes = file.read_all().map_err(io)?;
-        let (state, end, recovery) = Self::parse(path, &bytes)?;
+        let (state, tail, recovery) = Self::parse(path, &bytes)?;
         if let Some((offset, reason)) = &recovery.truncated_at {
             tracing::warn!(file = %path.display(), offset, reason = %reason, "catalog tail cut off");
             file.set_len(*offset).map_err(io)?;
@@ -102,12 +122,12 @@ impl Catalog {
             file,
             sync_on_create,
             state: RwLock::new(state),
-            append: Mutex::new(end),
+            append: Mutex::new(tail),
         };
         Ok((catalog, recovery))
     }
 
-    fn parse(path: &Path, bytes: &[u8]) -> Result<(State, u64, CatalogRecovery)> {
+    fn parse(path: &Path, bytes: &[u8]) -> Result<(State, Tail, CatalogRecovery)> {
         let header = bytes
             .get(..HEADER_BYTES as usize)
             .ok_or_else(|| Error::corruption(path, 0, "catalog header truncated"))?;
@@ -120,19 +140,26 @@ impl Catalog {
         }
         let mut state = State { by_key: HashMap::new(), by_id: Vec::new() };
         let mut offset = HEADER_BYTES as usize;
+        let mut last_text = String::new();
         let mut recovery = CatalogRecovery::default();
         while offset < bytes.len() {
-            match Self::parse_record(&bytes[offset..]) {
-                Ok((entry, len)) => {
-                    if entry.id.0 as usize != state.by_id.len() + 1 {
+            let parsed = record::decode(&bytes[offset..], &last_text).and_then(|(record, len)| {
+                let key = SeriesKey::parse(&record.text).map_err(|e| e.to_string())?;
+                Ok((record, key, len))
+            });
+            match parsed {
+                Ok((record, key, len)) => {
+                    if record.id as usize != state.by_id.len() + 1 {
                         return Err(Error::corruption(
                             path,
                             offset as u64,
-                            format!("series id {} out of sequence (expected {})", entry.id.0, state.by_id.len() + 1),
+                            format!("series id {} out of sequence (expected {})", record.id, state.by_id.len() + 1),
                         ));
                     }
+                    let entry = SeriesEntry { id: SeriesId(record.id), key: Arc::new(key), kind: record.kind };
                     state.by_key.insert(entry.key.clone(), entry.id);
                     state.by_id.push(entry);
+                    last_text = record.text;
                     offset += len;
                 }
                 Err(reason) => {
@@ -141,28 +168,7 @@ impl Catalog {
                 }
             }
         }
-        Ok((state, offset as u64, recovery))
-    }
-
-    fn parse_record(bytes: &[u8]) -> std::result::Result<(SeriesEntry, usize), String> {
-        let mut r = LeReader::new(bytes);
-        let len = r.u32().ok_or("record header truncated")? as usize;
-        let stored = r.u32().ok_or("record header truncated")?;
-        if !(5..=SERIES_KEY_BYTES_MAX + 5).contains(&len) {
-            return Err(format!("implausible record length {len}"));
-        }
-        let body = r.take(len).ok_or("record body truncated")?;
-        let mut checked = Vec::with_capacity(4 + len);
-        checked.extend_from_slice(&(len as u32).to_le_bytes());
-        checked.extend_from_slice(body);
-        if crc32c(&checked) != stored {
-            return Err("record checksum mismatch".into());
-        }
-        let id = u32::from_le_bytes(body[..4].try_into().map_err(|_| "short id")?);
-        let kind = ValueKind::try_from(body[4]).map_err(|tag| format!("unknown value kind {tag}"))?;
-        let text = std::str::from_utf8(&body[5..]).map_err(|_| "series key is not UTF-8")?;
-        let key = SeriesKey::parse(text).map_err(|e| e.to_string())?;
-        Ok((SeriesEntry { id: SeriesId(id), key: Arc::new(key), kind }, RECORD_HEADER_BYTES + len))
+        Ok((state, Tail { end: offset as u64, last_text }, recovery))
     }
 
     /// The id of `key`, creating the series with `kind` if it is new. Fails when the series
@@ -171,7 +177,7 @@ impl Catalog {
         if let Some(id) = self.lookup(key, kind)? {
             return Ok(id);
         }
-        let mut end = self.append.lock();
+        let mut tail = self.append.lock();
         // Another thread may have created it while we waited for the append lock.
         if let Some(id) = self.lookup(key, kind)? {
             return Ok(id);
@@ -181,25 +187,25 @@ impl Catalog {
             return Err(Error::RecordTooLarge { len: text.len(), limit: SERIES_KEY_BYTES_MAX });
         }
         let id = SeriesId(u32::try_from(self.state.read().by_id.len() + 1).map_err(|_| Error::Poisoned("series id space exhausted".into()))?);
-        let mut record = Vec::with_capacity(RECORD_HEADER_BYTES + 5 + text.len());
-        let len = (5 + text.len()) as u32;
-        record.extend_from_slice(&len.to_le_bytes());
-        record.extend_from_slice(&[0; 4]);
-        record.extend_from_slice(&id.0.to_le_bytes());
-        record.push(kind as u8);
-        record.extend_from_slice(text.as_bytes());
-        let checksum = crc32c(&[&record[..4], &record[8..]].concat());
-        record[4..8].copy_from_slice(&checksum.to_le_bytes());
+        let mut bytes = Vec::with_capacity(16 + text.len());
+        record::encode(&mut bytes, id.0, kind, &tail.last_text, &text);
         let io = |e| Error::io(&self.path, e);
-        if let Err(e) = self.file.write_all_at(&record, *end) {
-            // Cut off whatever part was written so the next append starts on a record boundary.
-            let _ = self.file.set_len(*end);
+        let written = self.file.write_all_at(&bytes, tail.end).and_then(|()| {
+            if self.sync_on_create {
+                self.file.sync_data()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = written {
+            // Cut off whatever part was written so the next append starts on a record boundary;
+            // the tail (end and last key text) stays where it was, so the next record is encoded
+            // against the last record that is really in the file.
+            let _ = self.file.set_len(tail.end);
             return Err(io(e));
         }
-        if self.sync_on_create {
-            self.file.sync_data().map_err(io)?;
-        }
-        *end += record.len() as u64;
+        tail.end += bytes.len() as u64;
+        tail.last_text = text;
         let key = Arc::new(key.clone());
         let mut state = self.state.write();
         state.by_key.insert(key.clone(), id);
@@ -256,7 +262,7 @@ impl Catalog {
 
     /// Bytes on disk.
     pub fn file_bytes(&self) -> u64 {
-        *self.append.lock()
+        self.append.lock().end
     }
 }
 
