@@ -511,6 +511,9 @@ impl Inner {
         };
         let group = encode_group(&frozen, &self.catalog, self.options.block_points_max);
         if !group.is_empty() {
+            if self.options.durability != Durability::None {
+                self.catalog.sync()?;
+            }
             let sequence = self.sequence.load(Ordering::SeqCst) + 1;
             self.store.put_group(group, sequence, wal_checkpoint)?;
             self.sequence.store(sequence, Ordering::SeqCst);

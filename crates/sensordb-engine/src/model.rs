@@ -97,14 +97,30 @@ pub struct Point {
     pub value: Value,
 }
 
-/// Values of one kind, column-wise: the unit the codecs compress.
-#[derive(Clone, Debug, PartialEq)]
+/// Values of one kind, column-wise: the unit the codecs compress. Equality of floats is bitwise,
+/// as for [`Value`].
+#[derive(Clone, Debug)]
 pub enum ValueColumn {
     F64(Vec<f64>),
     I64(Vec<i64>),
     U64(Vec<u64>),
     Bool(Vec<bool>),
     Bytes(Vec<Bytes>),
+}
+
+impl PartialEq for ValueColumn {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ValueColumn::F64(a), ValueColumn::F64(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            (ValueColumn::I64(a), ValueColumn::I64(b)) => a == b,
+            (ValueColumn::U64(a), ValueColumn::U64(b)) => a == b,
+            (ValueColumn::Bool(a), ValueColumn::Bool(b)) => a == b,
+            (ValueColumn::Bytes(a), ValueColumn::Bytes(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 impl ValueColumn {

@@ -286,11 +286,11 @@ fn encodings_are_frozen() {
         .collect();
     let expected = [
         "ts constant delta: tag 2 len 17 crc 1046dcee",
-        "ts pco: tag 3 len 62 crc 0ad804e4",
+        "ts pco: tag 3 len 62 crc dfb789db",
         "ts raw: tag 0 len 25 crc b6f97953",
         "f64 constant: tag 1 len 9 crc 98e13f3c",
         "f64 decimal: tag 4 len 57 crc db4c0e16",
-        "f64 pco: tag 3 len 53 crc 45de4361",
+        "f64 pco: tag 3 len 54 crc 875bf7ec",
         "f64 raw: tag 0 len 17 crc fb2e109d",
         "i64 constant: tag 1 len 9 crc 38f13f85",
         "i64 raw: tag 0 len 17 crc 3a3c6437",
