@@ -5,7 +5,7 @@
 //! Run it on a directory no engine has open (it does not take the directory lock, but it also
 //! never writes: segments are opened through a read-only view).
 
-use crate::block::{BlockHeader, HEADER_BYTES};
+use crate::block::BlockHeader;
 use crate::error::{Error, Result};
 use crate::filenames::{catalog_path, parse_numbered_file, segment_dir, wal_dir, SEGMENT_EXTENSION};
 use crate::fs::FileSystem;
@@ -109,7 +109,8 @@ pub fn inspect(fs: std::sync::Arc<dyn FileSystem>, data_dir: &Path) -> Result<In
             scan.file.read_exact_at(&mut bytes, entry.offset).map_err(|e| Error::io(&path, e))?;
             let Ok(header) = BlockHeader::verified(&bytes) else { continue };
             let timestamps_len = header.timestamp_column_bytes as usize;
-            report.block_header_bytes += (HEADER_BYTES + crate::block::CHECKSUM_BYTES) as u64;
+            let header_len = header.header_bytes as usize;
+            report.block_header_bytes += (header_len + crate::block::CHECKSUM_BYTES) as u64;
             report.timestamp_column_bytes += timestamps_len as u64;
             report.value_column_bytes += u64::from(header.value_column_bytes);
             let tally = |map: &mut BTreeMap<u8, EncodingUse>, column: &[u8]| {
@@ -118,7 +119,7 @@ pub fn inspect(fs: std::sync::Arc<dyn FileSystem>, data_dir: &Path) -> Result<In
                 usage.bytes += column.len() as u64;
                 usage.values += u64::from(header.count);
             };
-            let timestamps = &bytes[HEADER_BYTES..HEADER_BYTES + timestamps_len];
+            let timestamps = &bytes[header_len..header_len + timestamps_len];
             if header.flags & crate::block::FLAG_SHARED_TIMESTAMPS != 0 {
                 tally(&mut report.timestamp_encodings, &[SHARED_REFERENCE_TAG]);
                 let usage = report.timestamp_encodings.entry(SHARED_REFERENCE_TAG).or_default();
@@ -126,8 +127,8 @@ pub fn inspect(fs: std::sync::Arc<dyn FileSystem>, data_dir: &Path) -> Result<In
             } else {
                 tally(&mut report.timestamp_encodings, timestamps);
             }
-            let values_end = HEADER_BYTES + timestamps_len + header.value_column_bytes as usize;
-            tally(&mut report.value_encodings, &bytes[HEADER_BYTES + timestamps_len..values_end]);
+            let values_end = header_len + timestamps_len + header.value_column_bytes as usize;
+            tally(&mut report.value_encodings, &bytes[header_len + timestamps_len..values_end]);
         }
     }
     Ok(report)

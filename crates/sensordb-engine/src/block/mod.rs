@@ -6,23 +6,25 @@
 //! on its own is verified before any column is decoded.
 //!
 //! ```text
-//! offset size  field
-//!      0    1  block format version (1)
-//!      1    1  value kind (model::ValueKind tag)
-//!      2    2  flags: bit 0 = timestamps shared (see below), other bits 0
-//!      4    4  series id                      u32 LE
-//!      8    4  point count (≥ 1)              u32 LE
-//!     12    8  min timestamp (ns)             i64 LE
-//!     20    8  max timestamp (ns)             i64 LE
-//!     28    8  min value  (see ValueStats)    8 bytes LE
-//!     36    8  max value                      8 bytes LE
-//!     44    8  sum of values                  f64 LE
-//!     52    4  timestamp column length T      u32 LE
-//!     56    4  value column length V          u32 LE
-//!     60    T  timestamp column (codec)
-//!   60+T    V  value column (codec)
-//! 60+T+V    4  CRC32C of bytes [0, 60+T+V)    u32 LE
+//! size  field                                   (varints: unsigned LEB128)
+//!    1  block format version (1)
+//!    1  value kind (model::ValueKind tag)
+//!    1  flags: bit 0 = timestamps shared (see below), other bits 0
+//!    v  series id                               varint
+//!    v  point count N (≥ 1)                     varint
+//!    8  min timestamp (ns)                      i64 LE
+//!    v  max timestamp − min timestamp           varint
+//!    8  min value  (see ValueStats)             8 bytes LE
+//!    8  max value                               8 bytes LE
+//!    8  sum of values                           f64 LE
+//!    v  timestamp column length T               varint
+//!    v  value column length V                   varint
+//!    T  timestamp column (codec, or a shared reference)
+//!    V  value column (codec)
+//!    4  CRC32C of every byte before it          u32 LE
 //! ```
+//! The header takes 40-50 bytes: on the small blocks that out-of-order data and rare series
+//! make, fixed-width fields were a visible share of the bytes per value.
 //! Points in a block are sorted by timestamp with no repeated timestamp: repeats are resolved
 //! (last write wins) before a block is built.
 //!
@@ -55,15 +57,17 @@ use crate::model::{SeriesId, Timestamp, ValueColumn, ValueKind};
 
 pub const BLOCK_FORMAT_VERSION: u8 = 1;
 /// Flag bit: the timestamp column is a reference to a shared timestamp record.
-pub const FLAG_SHARED_TIMESTAMPS: u16 = 1;
-pub const HEADER_BYTES: usize = 60;
+pub const FLAG_SHARED_TIMESTAMPS: u8 = 1;
+/// Smallest possible header: three bytes, five one-byte varints, three 8-byte fields and the
+/// 8-byte min timestamp.
+pub const HEADER_BYTES_MIN: usize = 3 + 5 + 32;
 pub const CHECKSUM_BYTES: usize = 4;
 
 /// The fixed-size part of a block.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockHeader {
     pub kind: ValueKind,
-    pub flags: u16,
+    pub flags: u8,
     pub series: SeriesId,
     pub count: u32,
     pub min_timestamp: Timestamp,
@@ -71,6 +75,8 @@ pub struct BlockHeader {
     pub stats: ValueStats,
     pub timestamp_column_bytes: u32,
     pub value_column_bytes: u32,
+    /// Length of the encoded header: the timestamp column starts here.
+    pub header_bytes: u32,
 }
 
 /// A decoded block.
@@ -122,18 +128,16 @@ pub fn encode(series: SeriesId, timestamps: &[Timestamp], values: &ValueColumn, 
     assert_eq!(timestamps.len(), values.len(), "BUG: column lengths differ");
     assert!(timestamps.len() <= u32::MAX as usize, "BUG: block too large");
     debug_assert!(timestamps.windows(2).all(|w| w[0] < w[1]), "BUG: block timestamps not strictly increasing");
-    let start = out.len();
-    out.resize(start + HEADER_BYTES, 0);
-    let timestamps_start = out.len();
+    let mut columns = Vec::with_capacity(64 + timestamps.len() * 2);
     let flags = match column {
         TimestampColumn::Inline => {
-            codec::encode_timestamps(timestamps, out);
+            codec::encode_timestamps(timestamps, &mut columns);
             0
         }
         TimestampColumn::Shared { distance, length, missing } => {
-            out.extend_from_slice(&distance.to_le_bytes());
-            out.extend_from_slice(&length.to_le_bytes());
-            put_varint(out, missing.len() as u64);
+            columns.extend_from_slice(&distance.to_le_bytes());
+            columns.extend_from_slice(&length.to_le_bytes());
+            put_varint(&mut columns, missing.len() as u64);
             let mut previous: Option<u32> = None;
             for &position in missing {
                 let gap = match previous {
@@ -143,15 +147,14 @@ pub fn encode(series: SeriesId, timestamps: &[Timestamp], values: &ValueColumn, 
                         position - p - 1
                     }
                 };
-                put_varint(out, u64::from(gap));
+                put_varint(&mut columns, u64::from(gap));
                 previous = Some(position);
             }
             FLAG_SHARED_TIMESTAMPS
         }
     };
-    let values_start = out.len();
-    codec::encode_values(values, out);
-    let end = out.len();
+    let timestamp_column_bytes = columns.len();
+    codec::encode_values(values, &mut columns);
     let header = BlockHeader {
         kind: values.kind(),
         flags,
@@ -160,33 +163,38 @@ pub fn encode(series: SeriesId, timestamps: &[Timestamp], values: &ValueColumn, 
         min_timestamp: timestamps[0],
         max_timestamp: timestamps[timestamps.len() - 1],
         stats: ValueStats::of(values),
-        timestamp_column_bytes: u32::try_from(values_start - timestamps_start).expect("BUG: column over 4 GiB"),
-        value_column_bytes: u32::try_from(end - values_start).expect("BUG: column over 4 GiB"),
+        timestamp_column_bytes: u32::try_from(timestamp_column_bytes).expect("BUG: column over 4 GiB"),
+        value_column_bytes: u32::try_from(columns.len() - timestamp_column_bytes).expect("BUG: column over 4 GiB"),
+        // Only meaningful for parsed headers; `write` derives the layout itself.
+        header_bytes: 0,
     };
-    header.write(&mut out[start..start + HEADER_BYTES]);
+    let start = out.len();
+    header.write(out);
+    out.extend_from_slice(&columns);
     let checksum = crc32c(&out[start..]);
     out.extend_from_slice(&checksum.to_le_bytes());
 }
 
 impl BlockHeader {
-    fn write(&self, out: &mut [u8]) {
-        out[0] = BLOCK_FORMAT_VERSION;
-        out[1] = self.kind as u8;
-        out[2..4].copy_from_slice(&self.flags.to_le_bytes());
-        out[4..8].copy_from_slice(&self.series.0.to_le_bytes());
-        out[8..12].copy_from_slice(&self.count.to_le_bytes());
-        out[12..20].copy_from_slice(&self.min_timestamp.to_le_bytes());
-        out[20..28].copy_from_slice(&self.max_timestamp.to_le_bytes());
-        out[28..36].copy_from_slice(&self.stats.min_bits.to_le_bytes());
-        out[36..44].copy_from_slice(&self.stats.max_bits.to_le_bytes());
-        out[44..52].copy_from_slice(&self.stats.sum.to_le_bytes());
-        out[52..56].copy_from_slice(&self.timestamp_column_bytes.to_le_bytes());
-        out[56..60].copy_from_slice(&self.value_column_bytes.to_le_bytes());
+    fn write(&self, out: &mut Vec<u8>) {
+        debug_assert!(self.max_timestamp >= self.min_timestamp, "BUG: time range reversed");
+        out.push(BLOCK_FORMAT_VERSION);
+        out.push(self.kind as u8);
+        out.push(self.flags);
+        put_varint(out, u64::from(self.series.0));
+        put_varint(out, u64::from(self.count));
+        out.extend_from_slice(&self.min_timestamp.to_le_bytes());
+        put_varint(out, self.max_timestamp.wrapping_sub(self.min_timestamp) as u64);
+        out.extend_from_slice(&self.stats.min_bits.to_le_bytes());
+        out.extend_from_slice(&self.stats.max_bits.to_le_bytes());
+        out.extend_from_slice(&self.stats.sum.to_le_bytes());
+        put_varint(out, u64::from(self.timestamp_column_bytes));
+        put_varint(out, u64::from(self.value_column_bytes));
     }
 
     /// Parses the header of `block` after checking the block's checksum and length.
     pub fn verified(block: &[u8]) -> Result<BlockHeader, BlockError> {
-        if block.len() < HEADER_BYTES + CHECKSUM_BYTES {
+        if block.len() < HEADER_BYTES_MIN + CHECKSUM_BYTES {
             return Err(BlockError::TooShort(block.len()));
         }
         let (body, stored) = block.split_at(block.len() - CHECKSUM_BYTES);
@@ -195,37 +203,48 @@ impl BlockHeader {
         if stored != computed {
             return Err(BlockError::Checksum { stored, computed });
         }
-        let mut r = LeReader::new(body);
-        let version = r.u8().ok_or(BlockError::TooShort(block.len()))?;
+        let short = || BlockError::TooShort(block.len());
+        let version = body[0];
         if version != BLOCK_FORMAT_VERSION {
             return Err(BlockError::Version(version));
         }
-        let kind_tag = r.u8().ok_or(BlockError::TooShort(block.len()))?;
-        let kind = ValueKind::try_from(kind_tag).map_err(BlockError::Kind)?;
-        let short = || BlockError::TooShort(block.len());
-        let flags = r.u16().ok_or_else(short)?;
+        let kind = ValueKind::try_from(body[1]).map_err(BlockError::Kind)?;
+        let flags = body[2];
         if flags & !FLAG_SHARED_TIMESTAMPS != 0 {
             return Err(BlockError::Invariant("unknown flag bits"));
         }
+        let mut position = 3;
+        let varint = |position: &mut usize| get_varint(body, position).ok_or_else(short);
+        let fixed = |position: &mut usize| -> Result<u64, BlockError> {
+            let bytes = body.get(*position..*position + 8).ok_or_else(short)?;
+            *position += 8;
+            Ok(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+        };
+        let series = u32::try_from(varint(&mut position)?).map_err(|_| BlockError::Invariant("series id out of range"))?;
+        let count = u32::try_from(varint(&mut position)?).map_err(|_| BlockError::Invariant("count out of range"))?;
+        let min_timestamp = fixed(&mut position)? as i64;
+        let span = varint(&mut position)?;
+        let max_timestamp = i64::try_from(span)
+            .ok()
+            .and_then(|span| min_timestamp.checked_add(span))
+            .ok_or(BlockError::Invariant("time span out of range"))?;
+        let stats = ValueStats { min_bits: fixed(&mut position)?, max_bits: fixed(&mut position)?, sum: f64::from_bits(fixed(&mut position)?) };
+        let column_length = |value: u64| u32::try_from(value).map_err(|_| BlockError::Invariant("column length out of range"));
+        let timestamp_column_bytes = column_length(varint(&mut position)?)?;
+        let value_column_bytes = column_length(varint(&mut position)?)?;
         let header = BlockHeader {
             kind,
             flags,
-            series: SeriesId(r.u32().ok_or_else(short)?),
-            count: r.u32().ok_or_else(short)?,
-            min_timestamp: r.i64().ok_or_else(short)?,
-            max_timestamp: r.i64().ok_or_else(short)?,
-            stats: ValueStats {
-                min_bits: r.u64().ok_or_else(short)?,
-                max_bits: r.u64().ok_or_else(short)?,
-                sum: f64::from_bits(r.u64().ok_or_else(short)?),
-            },
-            timestamp_column_bytes: r.u32().ok_or_else(short)?,
-            value_column_bytes: r.u32().ok_or_else(short)?,
+            series: SeriesId(series),
+            count,
+            min_timestamp,
+            max_timestamp,
+            stats,
+            timestamp_column_bytes,
+            value_column_bytes,
+            header_bytes: position as u32,
         };
-        let declared = HEADER_BYTES
-            + header.timestamp_column_bytes as usize
-            + header.value_column_bytes as usize
-            + CHECKSUM_BYTES;
+        let declared = position + timestamp_column_bytes as usize + value_column_bytes as usize + CHECKSUM_BYTES;
         if declared != block.len() {
             return Err(BlockError::Length { declared, actual: block.len() });
         }
@@ -248,10 +267,11 @@ pub fn decode_with_shared(
     load_shared: &mut dyn FnMut(u32, u32) -> Result<Vec<Timestamp>, BlockError>,
 ) -> Result<Block, BlockError> {
     let header = BlockHeader::verified(block)?;
-    let timestamps_end = HEADER_BYTES + header.timestamp_column_bytes as usize;
+    let timestamps_start = header.header_bytes as usize;
+    let timestamps_end = timestamps_start + header.timestamp_column_bytes as usize;
     let values_end = timestamps_end + header.value_column_bytes as usize;
     let count = header.count as usize;
-    let column = &block[HEADER_BYTES..timestamps_end];
+    let column = &block[timestamps_start..timestamps_end];
     let timestamps = if header.flags & FLAG_SHARED_TIMESTAMPS == 0 {
         codec::decode_timestamps(column, count)?
     } else {
@@ -403,7 +423,7 @@ mod tests {
         let (timestamps, values) = sample();
         let mut out = Vec::new();
         encode(SeriesId(1), &timestamps, &values, TimestampColumn::Inline, &mut out);
-        for len in [0, 10, HEADER_BYTES, out.len() - 1] {
+        for len in [0, 10, HEADER_BYTES_MIN, out.len() - 1] {
             assert!(decode(&out[..len]).is_err());
         }
     }
