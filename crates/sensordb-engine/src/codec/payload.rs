@@ -31,7 +31,7 @@ pub(crate) fn encode(values: &[Bytes], out: &mut Vec<u8>) {
     out[len_at..len_at + 4].copy_from_slice(&lengths_len.to_le_bytes());
 
     let raw_len: usize = values.iter().map(Bytes::len).sum();
-    if raw_len >= 32 {
+    if raw_len >= 32 && lz4_may_pay(values, raw_len) {
         let mut raw = Vec::with_capacity(raw_len);
         values.iter().for_each(|v| raw.extend_from_slice(v));
         let data_at = out.len();
@@ -50,7 +50,44 @@ pub(crate) fn encode(values: &[Bytes], out: &mut Vec<u8>) {
         out.extend_from_slice(&raw);
         return;
     }
+    out.reserve(raw_len);
     values.iter().for_each(|v| out.extend_from_slice(v));
+}
+
+/// Bytes of the sample that decides whether a large column is worth compressing at all.
+const LZ4_SAMPLE_BYTES: usize = 64 * 1024;
+
+/// For columns much larger than the sample, compresses a sample from the start, the middle and
+/// the end first: random or already compressed payloads (the common case for binary frames) then
+/// skip the full LZ4 pass and its copy, which would otherwise cap payload ingest well below the
+/// disk's bandwidth.
+fn lz4_may_pay(values: &[Bytes], raw_len: usize) -> bool {
+    if raw_len <= 4 * LZ4_SAMPLE_BYTES {
+        return true;
+    }
+    let part = LZ4_SAMPLE_BYTES / 3;
+    let mut sample = Vec::with_capacity(LZ4_SAMPLE_BYTES);
+    for target in [0, raw_len / 2, raw_len - part] {
+        // Copy `part` bytes starting at byte `target` of the concatenation.
+        let mut skipped = 0usize;
+        let mut need = part;
+        for value in values {
+            if need == 0 {
+                break;
+            }
+            if skipped + value.len() <= target {
+                skipped += value.len();
+                continue;
+            }
+            let from = target.saturating_sub(skipped);
+            let take = (value.len() - from).min(need);
+            sample.extend_from_slice(&value[from..from + take]);
+            need -= take;
+            skipped += value.len();
+        }
+    }
+    let compressed = lz4_flex::block::compress(&sample);
+    compressed.len() * 10 < sample.len() * LZ4_MAX_TENTHS
 }
 
 pub(crate) fn decode(input: &[u8], count: usize) -> Result<Vec<Bytes>, CodecError> {
@@ -126,6 +163,29 @@ mod tests {
         encode(values, &mut out);
         assert_eq!(decode(&out, values.len()).expect("decodes"), values);
         out
+    }
+
+    #[test]
+    fn large_random_columns_skip_lz4_and_large_text_columns_use_it() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let random: Vec<Bytes> = (0..8)
+            .map(|_| {
+                (0..65_536)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        state as u8
+                    })
+                    .collect::<Vec<u8>>()
+                    .into()
+            })
+            .collect();
+        assert!(!lz4_may_pay(&random, 8 * 65_536));
+        assert_eq!(encoded(&random)[0], tag::PAYLOAD_RAW);
+        let text: Vec<Bytes> = (0..8).map(|i| Bytes::from(format!("{{\"sensor\": {i}, \"ok\": true}} ").repeat(3000))).collect();
+        assert!(lz4_may_pay(&text, text.iter().map(Bytes::len).sum()));
+        assert_eq!(encoded(&text)[0], tag::PAYLOAD_LZ4);
     }
 
     #[test]
