@@ -23,9 +23,11 @@ use crate::error::{Error, Result};
 use crate::filenames::{catalog_path, parse_numbered_file, segment_dir, wal_dir, LOCK_FILE, WAL_EXTENSION};
 use crate::fs::{FileSystem, RealFs};
 use crate::memtable::Memtable;
-use crate::model::{SeriesId, SeriesKey, Timestamp, ValueColumn, ValueKind};
+use crate::model::{last_write_wins, SeriesId, SeriesKey, Timestamp, ValueColumn, ValueKind};
 use crate::query::RangeRead;
-use crate::flush::encode_group;
+use crate::flush::{add_inline, encode_group};
+use crate::memtable::ResolvedSeries;
+use crate::segment::GroupBuilder;
 use crate::store::{BlockStore, SegmentStore, SegmentStoreOptions, StoreStats};
 use crate::wal::{Durability, Wal, WalOptions};
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -46,8 +48,14 @@ pub struct EngineOptions {
     pub segment_bytes_max: u64,
     /// Most points in one block; longer runs of a series are split.
     pub block_points_max: usize,
+    /// Most payload bytes in one block of a byte series.
+    pub block_bytes_max: usize,
     /// Largest accepted byte payload.
     pub payload_bytes_max: usize,
+    /// A batch of only byte payloads holding at least this many bytes is written straight into
+    /// a segment (one write, one fsync, group-committed with concurrent ones) instead of through
+    /// the WAL and a later flush, which would write every byte twice. `usize::MAX` disables.
+    pub direct_write_bytes_min: usize,
     /// Buffered points older than this are flushed even if the memtable is not full, so the WAL
     /// stays short.
     pub flush_interval: Duration,
@@ -66,7 +74,9 @@ impl Default for EngineOptions {
             memtable_bytes_max: 512 << 20,
             segment_bytes_max: 64 << 20,
             block_points_max: 16_384,
+            block_bytes_max: 4 << 20,
             payload_bytes_max: 1 << 20,
+            direct_write_bytes_min: 64 << 10,
             flush_interval: Duration::from_secs(300),
             wal_file_bytes_max: 64 << 20,
             memtable_shards: cores * 8,
@@ -138,8 +148,9 @@ struct Inner {
     /// Notified after every flush attempt, for writers waiting for memory.
     flushed: Condvar,
     flushed_lock: Mutex<()>,
-    sequence: AtomicU64,
     flushes: AtomicU64,
+    /// WAL checkpoint of the last flush: direct writes repeat it.
+    flushed_wal_checkpoint: Mutex<u64>,
     poisoned: Mutex<Option<String>>,
     closed: AtomicBool,
     last_flush: Mutex<Instant>,
@@ -212,8 +223,8 @@ impl Engine {
             signal_changed: Condvar::new(),
             flushed: Condvar::new(),
             flushed_lock: Mutex::new(()),
-            sequence: AtomicU64::new(store_recovery.max_sequence),
             flushes: AtomicU64::new(0),
+            flushed_wal_checkpoint: Mutex::new(store_recovery.wal_checkpoint),
             poisoned: Mutex::new(None),
             closed: AtomicBool::new(false),
             last_flush: Mutex::new(Instant::now()),
@@ -395,6 +406,9 @@ impl Inner {
                 }
             }
         }
+        if self.writes_direct(batch) {
+            return self.write_direct(batch);
+        }
         self.wait_for_memory()?;
         let record = self.wal.as_ref().map(|_| {
             let mut record = Vec::new();
@@ -424,6 +438,43 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// Whether `batch` bypasses WAL and memtable: large byte payloads only, and no buffered
+    /// point of the same series in the batch's time range (a buffered point would shadow the
+    /// newer direct block on reads, since memtables rank above all blocks).
+    fn writes_direct(&self, batch: &WriteBatch) -> bool {
+        if batch.value_bytes() < self.options.direct_write_bytes_min
+            || !batch.entries().iter().all(|e| matches!(e.values, ValueColumn::Bytes(_)))
+        {
+            return false;
+        }
+        let memtables = self.memtables.read();
+        batch.entries().iter().all(|entry| {
+            let (min, max) = entry.timestamps.iter().fold((Timestamp::MAX, Timestamp::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+            let overlaps = |m: &Memtable| m.has_points_in(entry.series, min, max);
+            !overlaps(&memtables.active) && !memtables.frozen.as_deref().is_some_and(overlaps)
+        })
+    }
+
+    /// Encodes `batch` into blocks and commits them straight into the store.
+    fn write_direct(&self, batch: &WriteBatch) -> Result<()> {
+        let mut group = GroupBuilder::new();
+        for entry in batch.entries() {
+            let resolved = resolve(entry);
+            add_inline(&mut group, &resolved, self.options.block_points_max, self.options.block_bytes_max);
+        }
+        // A direct group covers no WAL record: it must not move the checkpoint past what flushes
+        // have covered.
+        let checkpoint = *self.flushed_wal_checkpoint.lock();
+        match self.store.put_group(group, checkpoint) {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_no_space() => Err(e),
+            Err(e) => {
+                self.poison(&e);
+                Err(e)
+            }
+        }
     }
 
     /// Backpressure: waits while the active memtable is over its threshold and the previous
@@ -509,14 +560,13 @@ impl Inner {
             }
             (memtables.frozen.clone().expect("BUG: frozen memtable vanished"), memtables.frozen_wal_checkpoint)
         };
-        let group = encode_group(&frozen, &self.catalog, self.options.block_points_max);
+        let group = encode_group(&frozen, &self.catalog, self.options.block_points_max, self.options.block_bytes_max);
         if !group.is_empty() {
             if self.options.durability != Durability::None {
                 self.catalog.sync()?;
             }
-            let sequence = self.sequence.load(Ordering::SeqCst) + 1;
-            self.store.put_group(group, sequence, wal_checkpoint)?;
-            self.sequence.store(sequence, Ordering::SeqCst);
+            self.store.put_group(group, wal_checkpoint)?;
+            *self.flushed_wal_checkpoint.lock() = wal_checkpoint;
         }
         self.memtables.write().frozen = None;
         drop(frozen);
@@ -529,6 +579,17 @@ impl Inner {
             }
         }
         Ok(true)
+    }
+}
+
+/// The points of one batch entry sorted by timestamp, a repeated timestamp keeping the value
+/// written last.
+fn resolve(entry: &crate::batch::SeriesPoints) -> ResolvedSeries {
+    let kept = last_write_wins(&entry.timestamps, (0..entry.timestamps.len()).collect());
+    ResolvedSeries {
+        series: entry.series,
+        timestamps: kept.iter().map(|&i| entry.timestamps[i]).collect(),
+        values: entry.values.gather(&kept),
     }
 }
 

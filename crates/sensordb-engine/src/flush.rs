@@ -6,18 +6,19 @@
 //! timestamp record and each series' block refers to it, listing the positions it lacks. A block
 //! that lacks more than an eighth of the window stores its own timestamps instead, since the
 //! list of missing positions would then cost more than it saves. Single-series rows store their
-//! timestamps inline, split every `block_points_max` points.
+//! timestamps inline, split every `block_points_max` points or `block_bytes_max` payload bytes,
+//! whichever comes first (byte payloads: a block stays a sensible unit of I/O).
 
 use crate::catalog::Catalog;
 use crate::memtable::{Memtable, ResolvedSeries};
-use crate::model::{SeriesKey, Timestamp};
+use crate::model::{SeriesKey, Timestamp, ValueColumn};
 use crate::segment::{GroupBuilder, SharedTimestamps};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Encodes every series of `memtable` into one flush group.
-pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: usize) -> GroupBuilder {
-    assert!(block_points_max > 0, "BUG: block_points_max must be positive");
+pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: usize, block_bytes_max: usize) -> GroupBuilder {
+    assert!(block_points_max > 0 && block_bytes_max > 0, "BUG: block limits must be positive");
     let series = memtable.resolved_series();
     let keys: Vec<Option<Arc<SeriesKey>>> = series.iter().map(|s| catalog.get(s.series).map(|e| e.key)).collect();
     let mut row_of: HashMap<(&str, &[(String, String)]), usize> = HashMap::new();
@@ -37,8 +38,11 @@ pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: us
     }
     let mut group = GroupBuilder::new();
     for row in rows {
-        if row.len() == 1 {
-            add_inline(&mut group, row[0], block_points_max);
+        let payload_row = row.iter().any(|s| matches!(s.values, ValueColumn::Bytes(_)));
+        if row.len() == 1 || payload_row {
+            for series in row {
+                add_inline(&mut group, series, block_points_max, block_bytes_max);
+            }
         } else {
             add_row(&mut group, &row, block_points_max);
         }
@@ -46,16 +50,34 @@ pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: us
     group
 }
 
-fn add_inline(group: &mut GroupBuilder, series: &ResolvedSeries, block_points_max: usize) {
+/// Adds the blocks of one series with inline timestamps.
+pub fn add_inline(group: &mut GroupBuilder, series: &ResolvedSeries, block_points_max: usize, block_bytes_max: usize) {
     let count = series.timestamps.len();
-    if count <= block_points_max {
+    if count <= block_points_max && series.values.heap_bytes() <= block_bytes_max {
         group.add_block(series.series, &series.timestamps, &series.values);
         return;
     }
-    for start in (0..count).step_by(block_points_max) {
-        let end = (start + block_points_max).min(count);
+    let mut start = 0;
+    while start < count {
+        let end = block_end(&series.values, start, block_points_max, block_bytes_max);
         group.add_block(series.series, &series.timestamps[start..end], &series.values.slice(start..end));
+        start = end;
     }
+}
+
+/// End of the block that starts at `start`: at most `block_points_max` points and, for byte
+/// payloads, at most `block_bytes_max` bytes (but always at least one point).
+fn block_end(values: &ValueColumn, start: usize, block_points_max: usize, block_bytes_max: usize) -> usize {
+    let end = (start + block_points_max).min(values.len());
+    let ValueColumn::Bytes(payloads) = values else { return end };
+    let mut bytes = 0usize;
+    for (i, payload) in payloads[start..end].iter().enumerate() {
+        bytes += payload.len();
+        if bytes > block_bytes_max && i > 0 {
+            return start + i;
+        }
+    }
+    end
 }
 
 fn add_row(group: &mut GroupBuilder, row: &[&ResolvedSeries], block_points_max: usize) {
@@ -102,6 +124,15 @@ fn missing_positions(window: &[Timestamp], own: &[Timestamp], out: &mut Vec<u32>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn payload_blocks_are_cut_by_bytes_as_well_as_points() {
+        let payloads = ValueColumn::Bytes((0..10).map(|_| bytes::Bytes::from(vec![0u8; 300])).collect());
+        assert_eq!(block_end(&payloads, 0, 100, 1000), 3, "three payloads fit in 1000 bytes");
+        assert_eq!(block_end(&payloads, 9, 100, 1000), 10);
+        assert_eq!(block_end(&payloads, 0, 100, 10), 1, "a payload larger than the limit still goes alone");
+        assert_eq!(block_end(&ValueColumn::F64(vec![0.0; 10]), 0, 4, 1), 4, "numbers only count points");
+    }
 
     #[test]
     fn missing_positions_are_the_gaps_of_a_subset() {

@@ -229,6 +229,22 @@ impl ValueColumn {
     }
 }
 
+/// Indices of `indices` (positions into `timestamps`, in write order) sorted by timestamp, one
+/// per timestamp: a repeated timestamp keeps the index written last. The one place that decides
+/// what "the last write wins" means, for memtables, direct writes and merged reads alike.
+pub fn last_write_wins(timestamps: &[Timestamp], mut indices: Vec<usize>) -> Vec<usize> {
+    // Stable: among equal timestamps the write order stays, so the last one is the newest.
+    indices.sort_by_key(|&i| timestamps[i]);
+    let mut kept: Vec<usize> = Vec::with_capacity(indices.len());
+    for i in indices {
+        match kept.last_mut() {
+            Some(last) if timestamps[*last] == timestamps[i] => *last = i,
+            _ => kept.push(i),
+        }
+    }
+    kept
+}
+
 /// The identity of a series: measurement, tag set sorted by tag key, field name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SeriesKey {

@@ -182,3 +182,46 @@ fn a_second_engine_cannot_open_the_same_directory() {
     let _engine = Engine::open(dir.path(), options(Durability::None)).expect("open");
     assert!(Engine::open(dir.path(), options(Durability::None)).is_err());
 }
+
+#[test]
+fn large_payload_batches_go_straight_to_segments_and_last_write_still_wins() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = EngineOptions { durability: Durability::Fsync, direct_write_bytes_min: 1000, ..EngineOptions::default() };
+    let payload = |fill: u8, len: usize| Value::Bytes(bytes::Bytes::from(vec![fill; len]));
+    let id;
+    {
+        let engine = Engine::open(dir.path(), options.clone()).expect("open");
+        id = engine.series_id(&SeriesKey::new("wave", [("s", "1")], "samples").expect("key"), ValueKind::Bytes).expect("id");
+        // Small: through the WAL into the memtable.
+        let mut batch = WriteBatch::new();
+        batch.push(id, 5, payload(1, 10)).expect("push");
+        engine.write(&batch).expect("small write");
+        assert_eq!(engine.stats().memtable_points, 1);
+        // Large and not overlapping buffered points: straight into a segment.
+        let mut batch = WriteBatch::new();
+        for t in 10..20 {
+            batch.push(id, t, payload(t as u8, 500)).expect("push");
+        }
+        engine.write(&batch).expect("direct write");
+        assert_eq!(engine.stats().memtable_points, 1, "the direct write bypassed the memtable");
+        assert_eq!(engine.stats().store.points, 10);
+        // Large but overlapping the buffered point at 5: must go through the memtable and win.
+        let mut batch = WriteBatch::new();
+        batch.push(id, 5, payload(2, 2000)).expect("push");
+        engine.write(&batch).expect("overlapping write");
+        assert_eq!(engine.stats().memtable_points, 2);
+        // Large, overlapping an earlier direct block: a newer group, so it wins too.
+        let mut batch = WriteBatch::new();
+        batch.push(id, 12, payload(3, 2000)).expect("push");
+        engine.write(&batch).expect("rewrite");
+        // A crash now: the direct blocks are durable without any WAL record.
+        engine.abandon();
+    }
+    let engine = Engine::open(dir.path(), options).expect("reopen");
+    let points: Vec<_> = engine.read(id, 0, 100).points().collect::<Result<_, _>>().expect("read");
+    assert_eq!(points.len(), 11);
+    assert_eq!(points[0].value, payload(2, 2000), "the later write at 5 won");
+    let at_12 = points.iter().find(|p| p.timestamp == 12).expect("point at 12");
+    assert_eq!(at_12.value, payload(3, 2000), "the later direct write at 12 won");
+    assert_eq!(points.iter().find(|p| p.timestamp == 13).expect("13").value, payload(13, 500));
+}

@@ -10,7 +10,7 @@
 //! flushed (double buffering), so flushing never stops ingestion.
 
 use crate::batch::{IdHasher, SeriesPoints};
-use crate::model::{SeriesId, Timestamp, ValueColumn};
+use crate::model::{last_write_wins, SeriesId, Timestamp, ValueColumn};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -53,17 +53,8 @@ impl SeriesBuffer {
             let end = self.timestamps.partition_point(|&t| t < from || in_range(t));
             return (start..end).collect();
         }
-        let mut indices: Vec<usize> = (0..self.timestamps.len()).filter(|&i| in_range(self.timestamps[i])).collect();
-        // Stable: among equal timestamps the arrival order stays, so the last one is the newest.
-        indices.sort_by_key(|&i| self.timestamps[i]);
-        let mut resolved: Vec<usize> = Vec::with_capacity(indices.len());
-        for i in indices {
-            match resolved.last_mut() {
-                Some(last) if self.timestamps[*last] == self.timestamps[i] => *last = i,
-                _ => resolved.push(i),
-            }
-        }
-        resolved
+        let indices: Vec<usize> = (0..self.timestamps.len()).filter(|&i| in_range(self.timestamps[i])).collect();
+        last_write_wins(&self.timestamps, indices)
     }
 
     fn resolved(&self, from: Timestamp, to: Option<Timestamp>) -> (Vec<Timestamp>, ValueColumn) {
@@ -155,6 +146,12 @@ impl Memtable {
             return None;
         }
         Some(ResolvedSeries { series, timestamps, values })
+    }
+
+    /// Whether `series` has a buffered point in `[from, to]` (both ends included).
+    pub fn has_points_in(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> bool {
+        let shard = self.shard(series).lock();
+        shard.get(&series).is_some_and(|b| b.timestamps.iter().any(|&t| t >= from && t <= to))
     }
 
     /// Every series, sorted by id, each sorted and with repeats resolved: the input of a flush.

@@ -12,7 +12,7 @@
 use crate::error::Result;
 use crate::index::BlockRef;
 use crate::memtable::ResolvedSeries;
-use crate::model::{Point, SeriesId, Timestamp, ValueColumn};
+use crate::model::{last_write_wins, Point, SeriesId, Timestamp, ValueColumn};
 use crate::store::BlockStore;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -196,16 +196,7 @@ fn merge_sorted_sources(mut sources: Vec<Chunk>) -> Option<Chunk> {
         timestamps.extend_from_slice(&source.timestamps);
         assert!(values.extend_from(&source.values), "BUG: value kind changed within a series");
     }
-    let mut order: Vec<usize> = (0..timestamps.len()).collect();
-    // Stable sort: equal timestamps keep source order, so the last one is the newest.
-    order.sort_by_key(|&i| timestamps[i]);
-    let mut resolved: Vec<usize> = Vec::with_capacity(order.len());
-    for i in order {
-        match resolved.last_mut() {
-            Some(last) if timestamps[*last] == timestamps[i] => *last = i,
-            _ => resolved.push(i),
-        }
-    }
+    let resolved = last_write_wins(&timestamps, (0..timestamps.len()).collect());
     Some(Chunk { timestamps: resolved.iter().map(|&i| timestamps[i]).collect(), values: values.gather(&resolved) })
 }
 

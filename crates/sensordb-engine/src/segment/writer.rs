@@ -79,6 +79,22 @@ impl GroupBuilder {
         self.entries.is_empty()
     }
 
+    /// Bytes of blocks and shared records so far.
+    pub fn bytes(&self) -> usize {
+        self.buffer.len() - GROUP_HEADER_BYTES
+    }
+
+    /// Moves the blocks of `other` behind this group's (group commit of several writers).
+    /// Shared-timestamp references are relative, so they stay valid.
+    pub fn append(&mut self, other: GroupBuilder) {
+        let shift = (self.buffer.len() - GROUP_HEADER_BYTES) as u64;
+        self.buffer.extend_from_slice(&other.buffer[GROUP_HEADER_BYTES..]);
+        self.entries.extend(other.entries.into_iter().map(|mut entry| {
+            entry.offset += shift;
+            entry
+        }));
+    }
+
     pub fn block_count(&self) -> usize {
         self.entries.len()
     }

@@ -26,10 +26,12 @@ pub struct StoreStats {
 }
 
 pub trait BlockStore: Send + Sync {
-    /// Makes the blocks of one flush durable; afterwards [`BlockStore::blocks`] lists them.
-    /// `sequence` orders flushes (newer wins on repeated timestamps); `wal_checkpoint` is the
-    /// id of the first WAL file not covered by this and earlier flushes.
-    fn put_group(&self, group: GroupBuilder, sequence: u64, wal_checkpoint: u64) -> Result<()>;
+    /// Makes the blocks of one flush or direct write durable; afterwards [`BlockStore::blocks`]
+    /// lists them. Concurrent calls may be committed together. Returns the group's sequence:
+    /// groups are numbered in the order they become durable, and a newer group wins on repeated
+    /// timestamps. `wal_checkpoint` is the id of the first WAL file not covered by this and
+    /// earlier groups.
+    fn put_group(&self, group: GroupBuilder, wal_checkpoint: u64) -> Result<u64>;
     /// Blocks of `series` that may hold points in `[from, to)`, ordered by min timestamp.
     fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<BlockRef>;
     /// Reads and verifies one block.

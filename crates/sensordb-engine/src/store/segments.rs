@@ -11,7 +11,7 @@ use crate::fs::{FileSystem, StorageFile};
 use crate::index::{BlockIndex, BlockRef};
 use crate::model::{SeriesId, Timestamp};
 use crate::segment::{read_block, scan_segment, GroupBuilder, SegmentWriter};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -55,12 +55,40 @@ pub struct SegmentStore {
     index: RwLock<BlockIndex>,
     files: RwLock<BTreeMap<u64, SegmentFile>>,
     open: Mutex<OpenSegment>,
+    commit: Mutex<GroupCommit>,
+    committed: Condvar,
 }
 
 struct OpenSegment {
     writer: Option<SegmentWriter>,
     next_id: u64,
+    /// Sequence of the last group written.
+    sequence: u64,
 }
+
+/// Group commit of concurrent `put_group` calls: the first caller to find no commit under way
+/// becomes the leader, merges every pending group into one and writes it with one write and one
+/// fsync; the others wait for their ticket. Tickets are handed out in order, so the pending
+/// groups always hold the tickets `[done_before, next_ticket)`.
+#[derive(Default)]
+struct GroupCommit {
+    pending: Vec<(GroupBuilder, u64)>,
+    next_ticket: u64,
+    /// Every ticket below this is finished.
+    done_before: u64,
+    leader_active: bool,
+    /// Outcomes of recent commits: tickets `[start, end)` got `sequence` or an error. Bounded:
+    /// a waiter reads its outcome right after the commit, long before 64 more commits happen.
+    outcomes: std::collections::VecDeque<(u64, u64, std::result::Result<u64, CommitError>)>,
+}
+
+#[derive(Clone, Debug)]
+enum CommitError {
+    NoSpace(PathBuf),
+    Other(String),
+}
+
+const COMMIT_OUTCOMES_KEPT: usize = 64;
 
 impl SegmentStore {
     pub fn open(fs: Arc<dyn FileSystem>, dir: &Path, options: SegmentStoreOptions) -> Result<(SegmentStore, StoreRecovery)> {
@@ -102,7 +130,9 @@ impl SegmentStore {
             options,
             index: RwLock::new(index),
             files: RwLock::new(files),
-            open: Mutex::new(OpenSegment { writer: None, next_id }),
+            open: Mutex::new(OpenSegment { writer: None, next_id, sequence: recovery.max_sequence }),
+            commit: Mutex::new(GroupCommit::default()),
+            committed: Condvar::new(),
         };
         Ok((store, recovery))
     }
@@ -114,28 +144,51 @@ impl SegmentStore {
 }
 
 impl BlockStore for SegmentStore {
-    fn put_group(&self, group: GroupBuilder, sequence: u64, wal_checkpoint: u64) -> Result<()> {
-        let mut open = self.open.lock();
-        if open.writer.is_none() {
-            let id = open.next_id;
-            let writer = SegmentWriter::create(self.fs.as_ref(), &self.dir, id, self.options.sync)?;
-            open.next_id += 1;
-            self.files.write().insert(id, SegmentFile { path: writer.path().to_path_buf(), file: writer.file(), bytes: writer.bytes() });
-            open.writer = Some(writer);
+    fn put_group(&self, group: GroupBuilder, wal_checkpoint: u64) -> Result<u64> {
+        let mut commit = self.commit.lock();
+        let ticket = commit.next_ticket;
+        commit.next_ticket += 1;
+        commit.pending.push((group, wal_checkpoint));
+        loop {
+            if ticket < commit.done_before {
+                let outcome = commit
+                    .outcomes
+                    .iter()
+                    .find(|(start, end, _)| (*start..*end).contains(&ticket))
+                    .map(|(_, _, outcome)| outcome.clone())
+                    .expect("BUG: group commit outcome forgotten");
+                return outcome.map_err(|e| match e {
+                    CommitError::NoSpace(path) => Error::NoSpace { path },
+                    CommitError::Other(reason) => Error::Poisoned(reason),
+                });
+            }
+            if commit.leader_active {
+                self.committed.wait(&mut commit);
+                continue;
+            }
+            commit.leader_active = true;
+            let start = commit.done_before;
+            let end = commit.next_ticket;
+            let mut batch = std::mem::take(&mut commit.pending).into_iter();
+            drop(commit);
+            let (mut merged, mut checkpoint) = batch.next().expect("BUG: leader without a pending group");
+            for (group, group_checkpoint) in batch {
+                merged.append(group);
+                checkpoint = checkpoint.max(group_checkpoint);
+            }
+            let outcome = self.write_group(merged, checkpoint).map_err(|e| match e {
+                Error::NoSpace { path } => CommitError::NoSpace(path),
+                other => CommitError::Other(other.to_string()),
+            });
+            commit = self.commit.lock();
+            commit.outcomes.push_back((start, end, outcome));
+            while commit.outcomes.len() > COMMIT_OUTCOMES_KEPT {
+                commit.outcomes.pop_front();
+            }
+            commit.done_before = end;
+            commit.leader_active = false;
+            self.committed.notify_all();
         }
-        let writer = open.writer.as_mut().expect("BUG: open segment vanished");
-        let entries = writer.append_group(group, sequence, wal_checkpoint)?;
-        let (id, bytes) = (writer.id(), writer.bytes());
-        if let Some(file) = self.files.write().get_mut(&id) {
-            file.bytes = bytes;
-        }
-        self.index.write().insert(id, &entries);
-        if bytes >= self.options.segment_bytes_max {
-            let writer = open.writer.take().expect("BUG: open segment vanished");
-            writer.seal()?;
-            self.refresh_size(id);
-        }
-        Ok(())
     }
 
     fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<BlockRef> {
@@ -193,6 +246,39 @@ impl BlockStore for SegmentStore {
 }
 
 impl SegmentStore {
+    /// Appends one group to the open segment (creating or sealing segments as needed) and
+    /// publishes its blocks; returns the group's sequence.
+    fn write_group(&self, group: GroupBuilder, wal_checkpoint: u64) -> Result<u64> {
+        let mut open = self.open.lock();
+        if open.writer.is_none() {
+            let id = open.next_id;
+            let writer = SegmentWriter::create(self.fs.as_ref(), &self.dir, id, self.options.sync)?;
+            open.next_id += 1;
+            self.files.write().insert(id, SegmentFile { path: writer.path().to_path_buf(), file: writer.file(), bytes: writer.bytes() });
+            open.writer = Some(writer);
+        }
+        let sequence = open.sequence + 1;
+        let writer = open.writer.as_mut().expect("BUG: open segment vanished");
+        let entries = writer.append_group(group, sequence, wal_checkpoint)?;
+        open.sequence = sequence;
+        let writer = open.writer.as_ref().expect("BUG: open segment vanished");
+        let (id, bytes) = (writer.id(), writer.bytes());
+        if let Some(file) = self.files.write().get_mut(&id) {
+            file.bytes = bytes;
+        }
+        self.index.write().insert(id, &entries);
+        if bytes >= self.options.segment_bytes_max {
+            let writer = open.writer.take().expect("BUG: open segment vanished");
+            // The group is durable and published whatever happens here: an unsealed segment is
+            // complete, only slower to open (recovery walks its groups and seals it).
+            if let Err(e) = writer.seal() {
+                tracing::warn!(error = %e, segment = id, "sealing failed; the segment stays unsealed until the next start");
+            }
+            self.refresh_size(id);
+        }
+        Ok(sequence)
+    }
+
     fn refresh_size(&self, id: u64) {
         if let Some(file) = self.files.write().get_mut(&id) {
             if let Ok(len) = file.file.len() {
