@@ -33,6 +33,8 @@ pub struct EngineBenchConfig {
     /// Points per write batch.
     pub batch_points: usize,
     pub payload_sizes: Vec<usize>,
+    /// Concurrent writers (sources) in the payload part.
+    pub payload_writers: usize,
     /// Bytes written per payload size.
     pub payload_total_bytes: u64,
     pub startup_gib: f64,
@@ -52,6 +54,7 @@ impl Default for EngineBenchConfig {
             seed: 123,
             batch_points: 10_000,
             payload_sizes: vec![4096, 65_536, 1 << 20],
+            payload_writers: 8,
             payload_total_bytes: 2 << 30,
             startup_gib: 10.0,
             memtable_bytes_max: 1 << 30,
@@ -211,13 +214,13 @@ pub fn disk_bandwidth(dir: &Path, mib: u64) -> Result<f64, String> {
     Ok((mib << 20) as f64 / elapsed.as_secs_f64())
 }
 
-/// Payload ingest: `portion_bytes`-byte portions from 16 sensors, 2 writers, one portion per
-/// sensor per write (the transactional protocol's natural unit). Returns bytes/s.
+/// Payload ingest: `portion_bytes`-byte portions from 64 sensors written by `payload_writers`
+/// concurrent sources, each write carrying about 1 MiB (at least one portion). Returns bytes/s.
 pub fn payload(config: &EngineBenchConfig, portion_bytes: usize) -> Result<f64, String> {
     let dir = config.dir.join(format!("payload-{portion_bytes}"));
     fresh_dir(&dir).map_err(|e| e.to_string())?;
     let engine = Engine::open(&dir, engine_options(config)).map_err(|e| e.to_string())?;
-    let sensors = 16u32;
+    let sensors = 64u32;
     let ids: Vec<SeriesId> = (0..sensors)
         .map(|s| {
             let key = SeriesKey::new("waveform", [("sensor", format!("s{s}"))], "samples").map_err(|e| e.to_string())?;
@@ -236,8 +239,8 @@ pub fn payload(config: &EngineBenchConfig, portion_bytes: usize) -> Result<f64, 
         .collect::<Vec<u8>>()
         .into();
     let portions_total = (config.payload_total_bytes / portion_bytes as u64).max(sensors as u64);
-    let per_batch = ((4 << 20) / portion_bytes).clamp(1, sensors as usize);
-    let writers = config.threads.max(1);
+    let writers = config.payload_writers.max(1);
+    let per_batch = ((1 << 20) / portion_bytes).clamp(1, sensors as usize / writers);
     let started = Instant::now();
     let failure = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..writers)
@@ -327,7 +330,17 @@ pub fn startup(config: &EngineBenchConfig) -> Result<(Duration, u64, usize), Str
         let engine = Engine::open(&dir, options.clone()).map_err(|e| e.to_string())?;
         let key = SeriesKey::new("waveform", [("sensor", "startup")], "samples").map_err(|e| e.to_string())?;
         let id = engine.series_id(&key, ValueKind::Bytes).map_err(|e| e.to_string())?;
-        let portion: bytes::Bytes = (0..65_536u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect::<Vec<u8>>().into();
+        // Incompressible, so the bytes on disk are the bytes written.
+        let mut state = config.seed | 1;
+        let portion: bytes::Bytes = (0..65_536u32)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect::<Vec<u8>>()
+            .into();
         let portions = (config.startup_gib * f64::from(1u32 << 30) / 65_536.0) as i64;
         for chunk in 0..portions / 64 {
             let mut batch = WriteBatch::new();

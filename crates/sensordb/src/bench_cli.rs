@@ -40,6 +40,9 @@ pub struct EngineArgs {
     /// Payload portion sizes in bytes, comma separated.
     #[arg(long, default_value = "4096,65536,1048576", value_delimiter = ',')]
     payload_sizes: Vec<usize>,
+    /// Concurrent writers in the payload part.
+    #[arg(long, default_value_t = 8)]
+    payload_writers: usize,
     /// MiB written per payload size.
     #[arg(long, default_value_t = 2048)]
     payload_mib: u64,
@@ -70,6 +73,7 @@ fn engine(args: EngineArgs) -> anyhow::Result<()> {
         batch_points: args.batch_points,
         payload_sizes: args.payload_sizes.clone(),
         payload_total_bytes: args.payload_mib << 20,
+        payload_writers: args.payload_writers,
         startup_gib: args.startup_gib,
         input_file: args.file.clone(),
         ..EngineBenchConfig::default()
@@ -95,7 +99,8 @@ fn engine(args: EngineArgs) -> anyhow::Result<()> {
             let config = EngineBenchConfig { durability: Durability::Fsync, ..base.clone() };
             let rate = engine_bench::payload(&config, size).map_err(|e| anyhow!(e))?;
             println!(
-                "payload fsync portion={size} B: {:.0} MB/s = {:.0}% of dd",
+                "payload fsync portion={size} B writers={}: {:.0} MB/s = {:.0}% of dd",
+                config.payload_writers,
                 rate / 1e6,
                 100.0 * rate / bandwidth
             );

@@ -5,7 +5,7 @@ use crate::block;
 use crate::checksum::{align_up, crc32c};
 use crate::error::{Error, Result};
 use crate::filenames::{numbered_file, SEGMENT_EXTENSION};
-use crate::fs::{FileSystem, StorageFile};
+use crate::fs::{AlignedBuffer, FileSystem, StorageFile};
 use crate::model::ValueColumn;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -137,14 +137,19 @@ pub struct SegmentWriter {
     entries: Vec<IndexEntry>,
     wal_checkpoint: u64,
     sync: bool,
+    /// Page-aligned copy of the group being written, so the write can bypass the page cache.
+    aligned: AlignedBuffer,
 }
+
+/// The aligned buffer is kept between groups up to this size.
+const ALIGNED_BUFFER_KEPT_BYTES: usize = 64 << 20;
 
 impl SegmentWriter {
     /// Creates segment `id` in `dir`. With `sync`, every group and the seal are fdatasynced.
     pub fn create(fs: &dyn FileSystem, dir: &Path, id: u64, sync: bool) -> Result<SegmentWriter> {
         let path = numbered_file(dir, id, SEGMENT_EXTENSION);
         let io = |e| Error::io(&path, e);
-        let file = fs.create(&path).map_err(io)?;
+        let file = fs.create_for_appends(&path).map_err(io)?;
         let mut header = vec![0u8; FILE_HEADER_BYTES as usize];
         header[0..8].copy_from_slice(FILE_MAGIC);
         header[8..10].copy_from_slice(&SEGMENT_FORMAT_VERSION.to_le_bytes());
@@ -156,7 +161,7 @@ impl SegmentWriter {
             let _ = fs.remove(&path);
             return Err(io(e));
         }
-        Ok(SegmentWriter { id, path, file, end: FILE_HEADER_BYTES, entries: Vec::new(), wal_checkpoint: 0, sync })
+        Ok(SegmentWriter { id, path, file, end: FILE_HEADER_BYTES, entries: Vec::new(), wal_checkpoint: 0, sync, aligned: AlignedBuffer::default() })
     }
 
     /// Continues an unsealed segment found at recovery, after its last complete group.
@@ -170,6 +175,7 @@ impl SegmentWriter {
             entries: scan.entries.clone(),
             wal_checkpoint: scan.wal_checkpoint,
             sync,
+            aligned: AlignedBuffer::default(),
         }
     }
 
@@ -202,15 +208,19 @@ impl SegmentWriter {
         assert!(!group.is_empty(), "BUG: empty flush group");
         let (bytes, entries) = group.finish(sequence, wal_checkpoint, self.end);
         debug_assert_eq!(bytes.len() as u64 % PAGE_BYTES, 0);
+        self.aligned.fill_from(&bytes);
+        drop(bytes);
         let written = self
             .file
-            .write_all_at(&bytes, self.end)
+            .write_all_at(self.aligned.as_slice(), self.end)
             .and_then(|()| if self.sync { self.file.sync_data() } else { Ok(()) });
+        let bytes_len = self.aligned.as_slice().len();
+        self.aligned.shrink(ALIGNED_BUFFER_KEPT_BYTES);
         if let Err(e) = written {
             let _ = self.file.set_len(self.end);
             return Err(Error::io(&self.path, e));
         }
-        self.end += bytes.len() as u64;
+        self.end += bytes_len as u64;
         self.entries.extend_from_slice(&entries);
         self.wal_checkpoint = wal_checkpoint;
         Ok(entries)
