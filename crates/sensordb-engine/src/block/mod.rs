@@ -466,6 +466,26 @@ mod tests {
         assert!(decode_with_shared(&block, &mut |_, _| Ok(fewer.clone())).is_err(), "a record of the wrong size is caught");
     }
 
+    /// Freezes the block format: if this fails, the bytes on disk changed. Bump
+    /// `BLOCK_FORMAT_VERSION`, update docs/FORMAT.md, and only then the expected values.
+    #[test]
+    fn encoding_is_frozen() {
+        let timestamps = [1_451_606_400_000_000_000i64, 1_451_606_410_000_000_000, 1_451_606_420_000_000_000];
+        let mut inline = Vec::new();
+        encode(SeriesId(42), &timestamps, &ValueColumn::F64(vec![1.5, -2.25, 3.0]), TimestampColumn::Inline, &mut inline);
+        let mut shared = Vec::new();
+        let column = TimestampColumn::Shared { distance: 300, length: 40, missing: &[1, 4] };
+        encode(SeriesId(7), &timestamps, &ValueColumn::I64(vec![1, 2, 3]), column, &mut shared);
+        let mut record = Vec::new();
+        encode_shared_timestamps(&timestamps, &mut record);
+        // The stored checksum: a CRC over the whole block including it would be the constant
+        // CRC32C residue whatever the contents.
+        let frozen = |bytes: &[u8]| (bytes.len(), u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().expect("4 bytes")));
+        assert_eq!(frozen(&inline), (86, 0xeb0a_2aef), "inline block");
+        assert_eq!(frozen(&shared), (76, 0x0108_35a4), "shared-timestamp block");
+        assert_eq!(frozen(&record), (25, 0xcf68_5562), "shared timestamp record");
+    }
+
     #[test]
     #[should_panic(expected = "BUG")]
     fn empty_blocks_are_a_bug() {
