@@ -320,6 +320,22 @@ pub fn decode(config: &EngineBenchConfig, rounds: usize) -> Result<(Duration, Du
     Ok((times[times.len() / 2], times[0], points))
 }
 
+/// Median of 3 opens of an existing data directory: (open time, blocks indexed).
+pub fn open_time(dir: &Path, durability: Durability) -> Result<(Duration, usize), String> {
+    let options = EngineOptions { durability, ..EngineOptions::default() };
+    let mut times = Vec::new();
+    let mut blocks = 0;
+    for _ in 0..3 {
+        let started = Instant::now();
+        let engine = Engine::open(dir, options.clone()).map_err(|e| e.to_string())?;
+        times.push(started.elapsed());
+        blocks = engine.stats().store.blocks;
+        engine.close().map_err(|e| e.to_string())?;
+    }
+    times.sort();
+    Ok((times[1], blocks))
+}
+
 /// Fills a data directory with about `gib` GiB (64 KiB payload portions), closes it, and
 /// measures how long opening takes (median of 3 opens). Returns (median open time, bytes, blocks).
 pub fn startup(config: &EngineBenchConfig) -> Result<(Duration, u64, usize), String> {

@@ -121,6 +121,15 @@ fn engine(args: EngineArgs) -> anyhow::Result<()> {
             bytes as f64 / f64::from(1u32 << 30),
             median.as_secs_f64() * 1e3
         );
+        let ingest_dir = base.dir.join("ingest");
+        if ingest_dir.exists() {
+            let (median, blocks) = engine_bench::open_time(&ingest_dir, Durability::None).map_err(|e| anyhow!(e))?;
+            println!(
+                "startup of the ingest part's store ({:.1} MiB, {blocks} blocks): median of 3 opens {:.1} ms",
+                engine_bench::directory_bytes(&ingest_dir) as f64 / f64::from(1u32 << 20),
+                median.as_secs_f64() * 1e3
+            );
+        }
     }
     Ok(())
 }
