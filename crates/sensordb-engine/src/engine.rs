@@ -184,6 +184,9 @@ impl Engine {
         let (store, store_recovery) = SegmentStore::open(fs.clone(), &segment_dir(dir), store_options)?;
         report.segments = store_recovery.segments;
         report.problems.extend(store_recovery.problems.iter().cloned());
+        for (id, kind) in store.series_kinds() {
+            adopt_lost_series(&catalog, &catalog_path(dir), id, kind, &mut report)?;
+        }
 
         let active = Memtable::new(options.memtable_shards);
         let wal_dir = wal_dir(dir);
@@ -192,13 +195,15 @@ impl Engine {
         } else {
             remove_covered_wal_files(fs.as_ref(), &wal_dir, store_recovery.wal_checkpoint)?;
             let wal_options = WalOptions { durability: options.durability, file_bytes_max: options.wal_file_bytes_max, ..WalOptions::default() };
+            let catalog_file = catalog_path(dir);
             let mut replay = |record: &[u8]| -> Result<()> {
                 let batch = WriteBatch::decode(record).map_err(|what| Error::corruption(&wal_dir, 0, format!("undecodable WAL batch: {what}")))?;
                 for entry in batch.entries() {
+                    adopt_lost_series(&catalog, &catalog_file, entry.series, entry.values.kind(), &mut report)?;
                     match catalog.kind(entry.series) {
                         Some(kind) if kind == entry.values.kind() => active.insert(entry),
                         _ => {
-                            tracing::error!(series = entry.series.0, "WAL names a series the catalog does not know; skipped");
+                            tracing::error!(series = entry.series.0, "WAL points disagree with the series' kind; skipped");
                             continue;
                         }
                     }
@@ -591,6 +596,23 @@ fn resolve(entry: &crate::batch::SeriesPoints) -> ResolvedSeries {
         timestamps: kept.iter().map(|&i| entry.timestamps[i]).collect(),
         values: entry.values.gather(&kept),
     }
+}
+
+/// Measurement under which series whose catalog record was lost to damage are re-registered.
+pub const LOST_SERIES_MEASUREMENT: &str = "sensordb_lost_series";
+
+/// When stored data names series `id` but the catalog (cut after damage) ends before it,
+/// registers placeholder series `sensordb_lost_series,id=<n> value` up to `id`, so the data stays
+/// readable and the id is never handed to a new, unrelated series.
+fn adopt_lost_series(catalog: &Catalog, catalog_file: &Path, id: SeriesId, kind: ValueKind, report: &mut RecoveryReport) -> Result<()> {
+    while catalog.len() < id.0 as usize {
+        let next = catalog.len() + 1;
+        let key = SeriesKey::new(LOST_SERIES_MEASUREMENT, [("id", next.to_string())], "value")?;
+        // Ids below `id` with no data of their own take the same kind; nothing reads them.
+        catalog.get_or_create(&key, kind)?;
+        report.problems.push((catalog_file.to_path_buf(), 0, format!("series id {next} had data but no catalog record; registered as {key}")));
+    }
+    Ok(())
 }
 
 /// Deletes WAL files whose records are all in segments already.

@@ -74,6 +74,11 @@ impl BlockIndex {
     pub fn series_count(&self) -> usize {
         self.series.len()
     }
+
+    /// Every series with blocks and the value kind of its blocks.
+    pub fn series_kinds(&self) -> Vec<(SeriesId, crate::model::ValueKind)> {
+        self.series.iter().filter_map(|(&id, blocks)| blocks.first().map(|b| (id, b.entry.kind))).collect()
+    }
 }
 
 #[cfg(test)]

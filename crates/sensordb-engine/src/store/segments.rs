@@ -137,6 +137,11 @@ impl SegmentStore {
         Ok((store, recovery))
     }
 
+    /// Every series with blocks, and the kind of its values.
+    pub fn series_kinds(&self) -> Vec<(SeriesId, crate::model::ValueKind)> {
+        self.index.read().series_kinds()
+    }
+
     /// Ids of all segments, oldest first.
     pub fn segment_ids(&self) -> Vec<u64> {
         self.files.read().keys().copied().collect()
