@@ -21,7 +21,9 @@ pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: us
     assert!(block_points_max > 0 && block_bytes_max > 0, "BUG: block limits must be positive");
     let series = memtable.resolved_series();
     let keys: Vec<Option<Arc<SeriesKey>>> = series.iter().map(|s| catalog.get(s.series).map(|e| e.key)).collect();
-    let mut row_of: HashMap<(&str, &[(String, String)]), usize> = HashMap::new();
+    // A row is a measurement and its tag set.
+    type Row<'a> = (&'a str, &'a [(String, String)]);
+    let mut row_of: HashMap<Row<'_>, usize> = HashMap::new();
     let mut rows: Vec<Vec<&ResolvedSeries>> = Vec::new();
     for (resolved, key) in series.iter().zip(&keys) {
         let row = match key {
