@@ -1,0 +1,148 @@
+//! Server settings: a TOML file (every key optional) overridden by command-line flags.
+//!
+//! ```toml
+//! data_dir = "./data"
+//! durability = "fsync"            # none | os | fsync
+//! http_listen = "127.0.0.1:8086"  # InfluxDB's port, so clients work unchanged
+//! native_listen = "127.0.0.1:7070"
+//! max_connections = 10000
+//! max_in_flight_bytes = 268435456 # all connections together
+//! max_connection_in_flight_bytes = 16777216
+//! max_frame_bytes = 16777216
+//! max_body_bytes = 67108864
+//! max_line_bytes = 1048576
+//! idle_timeout_ms = 60000
+//! transaction_timeout_ms = 30000
+//! [[tokens]]
+//! token = "secret"
+//! scopes = ["write", "read"]
+//! ```
+//! With no `[[tokens]]` the server accepts every request (a local development default, logged
+//! as a warning at start).
+
+use crate::auth::TokenConfig;
+use sensordb_engine::Durability;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    pub data_dir: PathBuf,
+    #[serde(deserialize_with = "durability_from_text")]
+    pub durability: Durability,
+    pub http_listen: SocketAddr,
+    pub native_listen: SocketAddr,
+    /// Connections over all listeners; more wait in the accept queue.
+    pub max_connections: usize,
+    /// Bytes received but not yet durable, over all connections; senders wait beyond it.
+    pub max_in_flight_bytes: usize,
+    pub max_connection_in_flight_bytes: usize,
+    pub max_frame_bytes: usize,
+    pub max_body_bytes: usize,
+    pub max_line_bytes: usize,
+    pub idle_timeout_ms: u64,
+    pub transaction_timeout_ms: u64,
+    pub tokens: Vec<TokenConfig>,
+    /// TLS certificate chain and private key (PEM); both or neither.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            data_dir: PathBuf::from("./data"),
+            durability: Durability::Fsync,
+            http_listen: SocketAddr::from(([127, 0, 0, 1], 8086)),
+            native_listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            max_connections: 10_000,
+            max_in_flight_bytes: 256 << 20,
+            max_connection_in_flight_bytes: 16 << 20,
+            max_frame_bytes: 16 << 20,
+            max_body_bytes: 64 << 20,
+            max_line_bytes: 1 << 20,
+            idle_timeout_ms: 60_000,
+            transaction_timeout_ms: 30_000,
+            tokens: Vec::new(),
+            tls_cert: None,
+            tls_key: None,
+        }
+    }
+}
+
+fn durability_from_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Durability, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    text.parse().map_err(serde::de::Error::custom)
+}
+
+/// Why a configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid setting: {0}")]
+    Invalid(String),
+}
+
+impl ServerConfig {
+    pub fn from_file(path: &Path) -> Result<ServerConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        Self::from_toml(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.into(), message },
+            other => other,
+        })
+    }
+
+    pub fn from_toml(text: &str) -> Result<ServerConfig, ConfigError> {
+        let config: ServerConfig =
+            toml::from_str(text).map_err(|e| ConfigError::Parse { path: PathBuf::from("<config>"), message: e.to_string() })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_connections == 0 {
+            return Err(ConfigError::Invalid("max_connections must be at least 1".into()));
+        }
+        if self.max_connection_in_flight_bytes > self.max_in_flight_bytes {
+            return Err(ConfigError::Invalid("max_connection_in_flight_bytes exceeds max_in_flight_bytes".into()));
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(ConfigError::Invalid("tls_cert and tls_key go together".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_gives_the_defaults() {
+        let config = ServerConfig::from_toml("").expect("valid");
+        assert_eq!(config.max_connections, 10_000);
+        assert_eq!(config.durability, Durability::Fsync);
+    }
+
+    #[test]
+    fn settings_and_tokens_are_read() {
+        let config = ServerConfig::from_toml(
+            "durability = \"os\"\nhttp_listen = \"127.0.0.1:0\"\n[[tokens]]\ntoken = \"t1\"\nscopes = [\"write\"]\n",
+        )
+        .expect("valid");
+        assert_eq!(config.durability, Durability::Os);
+        assert_eq!(config.tokens.len(), 1);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        assert!(ServerConfig::from_toml("max_conections = 5").is_err(), "typo caught");
+        assert!(ServerConfig::from_toml("durability = \"sometimes\"").is_err());
+        assert!(ServerConfig::from_toml("max_connections = 0").is_err());
+    }
+}

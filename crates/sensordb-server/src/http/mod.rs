@@ -1,0 +1,10 @@
+//! The InfluxDB-compatible HTTP API (in progress: the listener accepts nothing yet).
+
+use crate::server::{ServerState, ShutdownSignal};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown: ShutdownSignal) {
+    let _ = (&listener, &state);
+    let _ = shutdown.changed().await;
+}

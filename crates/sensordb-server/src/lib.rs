@@ -1,0 +1,20 @@
+//! sensordb's network server over the embedded engine.
+//!
+//! # Layout
+//! - [`config`]: settings from a TOML file and flags, with documented defaults.
+//! - [`auth`]: access tokens with read and write scopes.
+//! - [`metrics`]: counters and gauges, rendered in the Prometheus text format.
+//! - [`server`]: starts the listeners on one engine and stops them with a drain.
+//!
+//! Data flows listener → connection → parser → write batch → engine (whose `write` returns once
+//! the batch is durable under the configured durability) → acknowledgement.
+
+pub mod auth;
+pub mod config;
+pub mod http;
+pub mod metrics;
+pub mod native;
+pub mod server;
+
+pub use config::ServerConfig;
+pub use server::{RunningServer, Server};

@@ -1,0 +1,65 @@
+//! Counters and gauges of the server, rendered in the Prometheus text exposition format.
+//!
+//! Plain atomics: every update is one relaxed add, cheap enough for the per-request path.
+
+use sensordb_engine::Engine;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub points_written: AtomicU64,
+    pub bytes_received: AtomicU64,
+    pub http_requests: AtomicU64,
+    pub http_errors: AtomicU64,
+    pub native_transactions_completed: AtomicU64,
+    pub native_transactions_failed: AtomicU64,
+    pub connections_open: AtomicI64,
+    pub connections_accepted: AtomicU64,
+    pub in_flight_bytes: AtomicI64,
+    /// Sum and count of engine write latencies (time from batch ready to durable), microseconds.
+    pub write_latency_us_sum: AtomicU64,
+    pub write_latency_count: AtomicU64,
+    /// Total delay imposed on writers by throttling, microseconds.
+    pub throttle_delay_us: AtomicU64,
+}
+
+impl Metrics {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn record_write_latency(&self, elapsed: std::time::Duration) {
+        Self::add(&self.write_latency_us_sum, elapsed.as_micros() as u64);
+        Self::add(&self.write_latency_count, 1);
+    }
+
+    /// The exposition text, engine figures included.
+    pub fn render(&self, engine: &Engine) -> String {
+        let mut out = String::with_capacity(2048);
+        let mut metric = |name: &str, kind: &str, help: &str, value: String| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        };
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
+        metric("sensordb_points_written_total", "counter", "Points acknowledged as durable.", load(&self.points_written));
+        metric("sensordb_bytes_received_total", "counter", "Request and frame bytes received.", load(&self.bytes_received));
+        metric("sensordb_http_requests_total", "counter", "HTTP requests served.", load(&self.http_requests));
+        metric("sensordb_http_errors_total", "counter", "HTTP requests answered with an error.", load(&self.http_errors));
+        metric("sensordb_native_transactions_completed_total", "counter", "Native transactions completed.", load(&self.native_transactions_completed));
+        metric("sensordb_native_transactions_failed_total", "counter", "Native transactions cancelled, timed out or failed.", load(&self.native_transactions_failed));
+        metric("sensordb_connections_accepted_total", "counter", "Connections accepted.", load(&self.connections_accepted));
+        metric("sensordb_connections_open", "gauge", "Connections open now.", self.connections_open.load(Ordering::Relaxed).to_string());
+        metric("sensordb_in_flight_bytes", "gauge", "Bytes received and not yet durable.", self.in_flight_bytes.load(Ordering::Relaxed).to_string());
+        metric("sensordb_write_latency_seconds_sum", "counter", "Total time from a batch being ready to it being durable.", format!("{:.6}", self.write_latency_us_sum.load(Ordering::Relaxed) as f64 / 1e6));
+        metric("sensordb_write_latency_seconds_count", "counter", "Batches written.", load(&self.write_latency_count));
+        metric("sensordb_throttle_delay_seconds_total", "counter", "Delay imposed on writers by disk-pressure throttling.", format!("{:.6}", self.throttle_delay_us.load(Ordering::Relaxed) as f64 / 1e6));
+        let stats = engine.stats();
+        metric("sensordb_series", "gauge", "Series in the catalog.", stats.series.to_string());
+        metric("sensordb_buffered_points", "gauge", "Points in memtables, not yet in segments.", stats.memtable_points.to_string());
+        metric("sensordb_stored_points", "gauge", "Points in sealed blocks.", stats.store.points.to_string());
+        metric("sensordb_segments", "gauge", "Segment files.", stats.store.segments.to_string());
+        metric("sensordb_disk_bytes", "gauge", "Bytes of segment files and the catalog.", (stats.store.bytes + stats.catalog_bytes).to_string());
+        metric("sensordb_flushes_total", "counter", "Memtable flushes.", stats.flushes.to_string());
+        out
+    }
+}
