@@ -226,6 +226,20 @@ impl AlignedBuffer {
         &self.storage[self.start..self.start + self.len]
     }
 
+    /// Replaces the contents with `len` zero bytes and returns them for filling in.
+    pub fn zeroed(&mut self, len: usize) -> &mut [u8] {
+        let needed = len + DIRECT_IO_ALIGNMENT;
+        if self.storage.len() < needed {
+            self.storage = vec![0u8; needed];
+        }
+        let address = self.storage.as_ptr() as usize;
+        self.start = address.next_multiple_of(DIRECT_IO_ALIGNMENT) - address;
+        self.len = len;
+        let contents = &mut self.storage[self.start..self.start + len];
+        contents.fill(0);
+        contents
+    }
+
     /// Frees the memory when the buffer has grown past `bytes_max`.
     pub fn shrink(&mut self, bytes_max: usize) {
         if self.storage.len() > bytes_max {

@@ -66,9 +66,9 @@ fn a_damaged_block_is_reported_with_file_and_offset_and_the_rest_stays_readable(
     let ids = write_range(&engine, 0, POINTS);
     engine.close().expect("close");
     let segment = files(dir.path(), "segments").pop().expect("a segment");
-    // The first block starts right after the 64-byte group header on page 1; hit its timestamp
-    // column, just past the 60-byte block header.
-    let victim_offset = 4096 + 64;
+    // The first group's header fills page 1 and its first block starts on page 2; hit that
+    // block's timestamp column, just past the block header.
+    let victim_offset = 8192;
     flip(&segment, victim_offset + 62);
     let engine = Engine::open(dir.path(), options()).expect("reopen");
     let results = read_all(&engine, &ids);

@@ -27,7 +27,8 @@
 //!   40  8  length I of the group index        u64 LE
 //!   48 12  reserved (0)
 //!   60  4  CRC32C of [0, 60)                  u32 LE
-//!   64  B  blocks and shared timestamp records (see block module), back to back
+//!   64  B  blocks and shared timestamp records (see block module); writers' parts start on
+//!          page boundaries (the first at the next page), so the region may hold zero gaps
 //! 64+B  I  group index: an index list of the group's N blocks
 //!          zero padding to the next 4 KiB boundary
 //! footer, on a 4 KiB boundary, written when sealing
@@ -62,7 +63,7 @@ mod reader;
 mod writer;
 
 pub use reader::{read_block, scan_segment, SegmentScan};
-pub use writer::{GroupBuilder, SegmentWriter, SharedTimestamps};
+pub use writer::{GroupBuilder, GroupPart, SegmentWriter, SharedTimestamps};
 
 use crate::checksum::{get_varint, put_varint, unzigzag, zigzag};
 use crate::model::{SeriesId, Timestamp, ValueKind};

@@ -103,7 +103,8 @@ fn a_damaged_group_is_skipped_and_later_groups_stay_readable() {
     drop(writer);
     let path = segment_path(dir.path());
     let mut bytes = std::fs::read(&path).expect("read");
-    let second_group = written[5].offset - GROUP_HEADER_BYTES as u64;
+    // The group header sits on the page before the group's first block.
+    let second_group = written[5].offset - PAGE_BYTES;
     bytes[second_group as usize + 9] ^= 0x01;
     std::fs::write(&path, &bytes).expect("write");
     let scan = scan_segment(&RealFs, &path).expect("scan");

@@ -1,4 +1,4 @@
-//! Writing segments: building a flush group in memory and appending it with one aligned write.
+//! Writing segments: building flush groups in memory and appending them with page-aligned writes.
 
 use super::*;
 use crate::block;
@@ -84,23 +84,31 @@ impl GroupBuilder {
         self.buffer.len() - GROUP_HEADER_BYTES
     }
 
-    /// Moves the blocks of `other` behind this group's (group commit of several writers).
-    /// Shared-timestamp references are relative, so they stay valid.
-    pub fn append(&mut self, other: GroupBuilder) {
-        let shift = (self.buffer.len() - GROUP_HEADER_BYTES) as u64;
-        self.buffer.extend_from_slice(&other.buffer[GROUP_HEADER_BYTES..]);
-        self.entries.extend(other.entries.into_iter().map(|mut entry| {
-            entry.offset += shift;
-            entry
-        }));
-    }
-
     pub fn block_count(&self) -> usize {
         self.entries.len()
     }
 
+    /// Copies the blocks into a page-aligned part, ready for [`SegmentWriter::append_parts`].
+    /// Done by each writer before group commit, so the committing thread only does I/O.
+    pub fn into_part(self) -> GroupPart {
+        let blocks = &self.buffer[GROUP_HEADER_BYTES..];
+        let padded = align_up(blocks.len() as u64, PAGE_BYTES) as usize;
+        let mut buffer = AlignedBuffer::default();
+        buffer.zeroed(padded)[..blocks.len()].copy_from_slice(blocks);
+        let entries = self
+            .entries
+            .into_iter()
+            .map(|mut entry| {
+                entry.offset -= GROUP_HEADER_BYTES as u64;
+                entry
+            })
+            .collect();
+        GroupPart { buffer, entries }
+    }
+
     /// Finishes the group for writing at `group_offset`: fills in the header, the index and the
     /// padding, and returns the page-aligned bytes with the entries' absolute offsets.
+    #[cfg(test)]
     pub(super) fn finish(mut self, sequence: u64, wal_checkpoint: u64, group_offset: u64) -> (Vec<u8>, Vec<IndexEntry>) {
         let blocks_bytes = (self.buffer.len() - GROUP_HEADER_BYTES) as u64;
         for entry in &mut self.entries {
@@ -127,6 +135,19 @@ impl GroupBuilder {
     }
 }
 
+/// Blocks of one writer, page-aligned and padded to whole pages; entries' offsets are relative
+/// to the part's start.
+pub struct GroupPart {
+    buffer: AlignedBuffer,
+    entries: Vec<IndexEntry>,
+}
+
+impl GroupPart {
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
 /// The open segment: takes flush groups until it is sealed.
 pub struct SegmentWriter {
     id: u64,
@@ -137,7 +158,7 @@ pub struct SegmentWriter {
     entries: Vec<IndexEntry>,
     wal_checkpoint: u64,
     sync: bool,
-    /// Page-aligned copy of the group being written, so the write can bypass the page cache.
+    /// Page-aligned buffer for group indexes, kept between groups.
     aligned: AlignedBuffer,
 }
 
@@ -206,24 +227,72 @@ impl SegmentWriter {
     /// disk has room again).
     pub fn append_group(&mut self, group: GroupBuilder, sequence: u64, wal_checkpoint: u64) -> Result<Vec<IndexEntry>> {
         assert!(!group.is_empty(), "BUG: empty flush group");
-        let (bytes, entries) = group.finish(sequence, wal_checkpoint, self.end);
-        debug_assert_eq!(bytes.len() as u64 % PAGE_BYTES, 0);
-        self.aligned.fill_from(&bytes);
-        drop(bytes);
-        let written = self
-            .file
-            .write_all_at(self.aligned.as_slice(), self.end)
-            .and_then(|()| if self.sync { self.file.sync_data() } else { Ok(()) });
-        let bytes_len = self.aligned.as_slice().len();
-        self.aligned.shrink(ALIGNED_BUFFER_KEPT_BYTES);
-        if let Err(e) = written {
-            let _ = self.file.set_len(self.end);
-            return Err(Error::io(&self.path, e));
+        self.append_parts(vec![group.into_part()], sequence, wal_checkpoint)
+    }
+
+    /// Appends one flush group made of `parts` and makes it durable: a page holding the group
+    /// header, the parts back to back (each padded to whole pages, so the blocks region has
+    /// zero gaps), then the group index. Every write is page-aligned, so it can bypass the page
+    /// cache. On failure the file is cut back to its previous end, so the segment stays valid
+    /// and the group can be retried (for example once a full disk has room again).
+    pub fn append_parts(&mut self, parts: Vec<GroupPart>, sequence: u64, wal_checkpoint: u64) -> Result<Vec<IndexEntry>> {
+        assert!(parts.iter().any(|p| !p.is_empty()), "BUG: empty flush group");
+        let group_offset = self.end;
+        let first_part = group_offset + PAGE_BYTES;
+        let mut entries = Vec::with_capacity(parts.iter().map(|p| p.entries.len()).sum());
+        let mut part_offset = first_part;
+        for part in &parts {
+            entries.extend(part.entries.iter().map(|entry| IndexEntry { offset: entry.offset + part_offset, sequence, ..*entry }));
+            part_offset += part.buffer.as_slice().len() as u64;
         }
-        self.end += bytes_len as u64;
-        self.entries.extend_from_slice(&entries);
-        self.wal_checkpoint = wal_checkpoint;
-        Ok(entries)
+        let blocks_bytes = part_offset - group_offset - GROUP_HEADER_BYTES as u64;
+        let mut index = Vec::with_capacity(entries.len() * 16);
+        IndexEntry::encode_list(&entries, &mut index);
+        let index_checksum = crc32c(&index);
+
+        let mut header_page = AlignedBuffer::default();
+        let header = header_page.zeroed(PAGE_BYTES as usize);
+        header[0..8].copy_from_slice(GROUP_MAGIC);
+        header[8..16].copy_from_slice(&sequence.to_le_bytes());
+        header[16..24].copy_from_slice(&wal_checkpoint.to_le_bytes());
+        header[24..32].copy_from_slice(&blocks_bytes.to_le_bytes());
+        header[32..36].copy_from_slice(&(entries.len() as u32).to_le_bytes());
+        header[36..40].copy_from_slice(&index_checksum.to_le_bytes());
+        header[40..48].copy_from_slice(&(index.len() as u64).to_le_bytes());
+        let header_checksum = crc32c(&header[..60]);
+        header[60..64].copy_from_slice(&header_checksum.to_le_bytes());
+        let index_padded = align_up(index.len() as u64, PAGE_BYTES) as usize;
+        self.aligned.zeroed(index_padded)[..index.len()].copy_from_slice(&index);
+
+        let write = || -> std::io::Result<u64> {
+            let mut at = group_offset;
+            self.file.write_all_at(header_page.as_slice(), at)?;
+            at += PAGE_BYTES;
+            for part in &parts {
+                self.file.write_all_at(part.buffer.as_slice(), at)?;
+                at += part.buffer.as_slice().len() as u64;
+            }
+            self.file.write_all_at(self.aligned.as_slice(), at)?;
+            at += index_padded as u64;
+            if self.sync {
+                self.file.sync_data()?;
+            }
+            Ok(at)
+        };
+        let written = write();
+        self.aligned.shrink(ALIGNED_BUFFER_KEPT_BYTES);
+        match written {
+            Ok(end) => {
+                self.end = end;
+                self.entries.extend_from_slice(&entries);
+                self.wal_checkpoint = wal_checkpoint;
+                Ok(entries)
+            }
+            Err(e) => {
+                let _ = self.file.set_len(self.end);
+                Err(Error::io(&self.path, e))
+            }
+        }
     }
 
     /// Writes the footer and trailer. The segment is complete afterwards.

@@ -10,7 +10,7 @@ use crate::filenames::{parse_numbered_file, SEGMENT_EXTENSION};
 use crate::fs::{FileSystem, StorageFile};
 use crate::index::{BlockIndex, BlockRef};
 use crate::model::{SeriesId, Timestamp};
-use crate::segment::{read_block, scan_segment, GroupBuilder, SegmentWriter};
+use crate::segment::{read_block, scan_segment, GroupBuilder, GroupPart, SegmentWriter};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,7 +72,7 @@ struct OpenSegment {
 /// groups always hold the tickets `[done_before, next_ticket)`.
 #[derive(Default)]
 struct GroupCommit {
-    pending: Vec<(GroupBuilder, u64)>,
+    pending: Vec<(GroupPart, u64)>,
     next_ticket: u64,
     /// Every ticket below this is finished.
     done_before: u64,
@@ -150,10 +150,13 @@ impl SegmentStore {
 
 impl BlockStore for SegmentStore {
     fn put_group(&self, group: GroupBuilder, wal_checkpoint: u64) -> Result<u64> {
+        // The copy into page-aligned memory happens here, in the caller's thread, so that
+        // concurrent writers copy in parallel and the committing thread only does I/O.
+        let part = group.into_part();
         let mut commit = self.commit.lock();
         let ticket = commit.next_ticket;
         commit.next_ticket += 1;
-        commit.pending.push((group, wal_checkpoint));
+        commit.pending.push((part, wal_checkpoint));
         loop {
             if ticket < commit.done_before {
                 let outcome = commit
@@ -174,14 +177,11 @@ impl BlockStore for SegmentStore {
             commit.leader_active = true;
             let start = commit.done_before;
             let end = commit.next_ticket;
-            let mut batch = std::mem::take(&mut commit.pending).into_iter();
+            let batch = std::mem::take(&mut commit.pending);
             drop(commit);
-            let (mut merged, mut checkpoint) = batch.next().expect("BUG: leader without a pending group");
-            for (group, group_checkpoint) in batch {
-                merged.append(group);
-                checkpoint = checkpoint.max(group_checkpoint);
-            }
-            let outcome = self.write_group(merged, checkpoint).map_err(|e| match e {
+            let checkpoint = batch.iter().map(|(_, c)| *c).max().expect("BUG: leader without a pending group");
+            let parts = batch.into_iter().map(|(part, _)| part).collect();
+            let outcome = self.write_group(parts, checkpoint).map_err(|e| match e {
                 Error::NoSpace { path } => CommitError::NoSpace(path),
                 other => CommitError::Other(other.to_string()),
             });
@@ -253,7 +253,7 @@ impl BlockStore for SegmentStore {
 impl SegmentStore {
     /// Appends one group to the open segment (creating or sealing segments as needed) and
     /// publishes its blocks; returns the group's sequence.
-    fn write_group(&self, group: GroupBuilder, wal_checkpoint: u64) -> Result<u64> {
+    fn write_group(&self, parts: Vec<GroupPart>, wal_checkpoint: u64) -> Result<u64> {
         let mut open = self.open.lock();
         if open.writer.is_none() {
             let id = open.next_id;
@@ -264,7 +264,7 @@ impl SegmentStore {
         }
         let sequence = open.sequence + 1;
         let writer = open.writer.as_mut().expect("BUG: open segment vanished");
-        let entries = writer.append_group(group, sequence, wal_checkpoint)?;
+        let entries = writer.append_parts(parts, sequence, wal_checkpoint)?;
         open.sequence = sequence;
         let writer = open.writer.as_ref().expect("BUG: open segment vanished");
         let (id, bytes) = (writer.id(), writer.bytes());
