@@ -88,6 +88,20 @@ fn fresh_dir(path: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(path)
 }
 
+/// `len` bytes of xorshift noise: incompressible, reproducible from `seed`.
+pub fn noise_bytes(len: usize, seed: u64) -> bytes::Bytes {
+    let mut state = seed | 1;
+    let noise: Vec<u8> = (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    noise.into()
+}
+
 /// User + system CPU time of this process so far.
 pub fn process_cpu_time() -> Duration {
     // SAFETY: getrusage writes into the zeroed struct we own.
@@ -227,17 +241,8 @@ pub fn payload(config: &EngineBenchConfig, portion_bytes: usize) -> Result<f64, 
             engine.series_id(&key, ValueKind::Bytes).map_err(|e| e.to_string())
         })
         .collect::<Result<_, _>>()?;
-    // Sampled noise: incompressible, the worst case for the disk path.
-    let mut state = config.seed | 1;
-    let portion: bytes::Bytes = (0..portion_bytes)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect::<Vec<u8>>()
-        .into();
+    // Incompressible: the worst case for the disk path.
+    let portion = noise_bytes(portion_bytes, config.seed);
     let portions_total = (config.payload_total_bytes / portion_bytes as u64).max(sensors as u64);
     let writers = config.payload_writers.max(1);
     let per_batch = ((1 << 20) / portion_bytes).clamp(1, sensors as usize / writers);
@@ -347,16 +352,7 @@ pub fn startup(config: &EngineBenchConfig) -> Result<(Duration, u64, usize), Str
         let key = SeriesKey::new("waveform", [("sensor", "startup")], "samples").map_err(|e| e.to_string())?;
         let id = engine.series_id(&key, ValueKind::Bytes).map_err(|e| e.to_string())?;
         // Incompressible, so the bytes on disk are the bytes written.
-        let mut state = config.seed | 1;
-        let portion: bytes::Bytes = (0..65_536u32)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect::<Vec<u8>>()
-            .into();
+        let portion = noise_bytes(65_536, config.seed);
         let portions = (config.startup_gib * f64::from(1u32 << 30) / 65_536.0) as i64;
         for chunk in 0..portions / 64 {
             let mut batch = WriteBatch::new();
