@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::block::{self, Block};
-use crate::checksum::{align_up, crc32c};
+use crate::checksum::crc32c;
 use crate::error::{Error, Result};
 use crate::filenames::{parse_numbered_file, SEGMENT_EXTENSION};
 use crate::fs::{FileSystem, StorageFile};
@@ -185,9 +185,14 @@ fn parse_group(scan: &SegmentScan, header: &[u8; GROUP_HEADER_BYTES], offset: u6
     let blocks_bytes = field(24);
     let count = u32::from_le_bytes(header[32..36].try_into().expect("4 bytes")) as u64;
     let index_checksum = u32::from_le_bytes(header[36..40].try_into().expect("4 bytes"));
-    let index_offset = offset + GROUP_HEADER_BYTES as u64 + blocks_bytes;
     let index_len = field(40);
-    let Some(group_end) = index_offset.checked_add(index_len).map(|end| align_up(end, PAGE_BYTES)) else {
+    // Lengths come from the file: a damaged (or hostile) header may hold any value, so every
+    // sum is checked rather than trusted to stay in range.
+    let index_offset = (offset + GROUP_HEADER_BYTES as u64).checked_add(blocks_bytes);
+    let group_end = index_offset
+        .and_then(|at| at.checked_add(index_len))
+        .and_then(|end| end.checked_next_multiple_of(PAGE_BYTES));
+    let (Some(index_offset), Some(group_end)) = (index_offset, group_end) else {
         return Ok(None);
     };
     if group_end > limit {

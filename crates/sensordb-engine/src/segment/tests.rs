@@ -141,6 +141,28 @@ fn a_flipped_block_byte_is_reported_with_file_and_offset() {
     }
 }
 
+/// Found by the `segment_file` fuzz target: a group header with a valid checksum and a blocks
+/// length near u64::MAX overflowed the index offset computation.
+#[test]
+fn a_group_header_with_absurd_lengths_is_damage_not_a_panic() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (writer, written) = write_segment(dir.path(), 2);
+    drop(writer);
+    let path = segment_path(dir.path());
+    let bytes = std::fs::read(&path).expect("read");
+    let second_group = (written[5].offset - PAGE_BYTES) as usize;
+    for (field, value) in [(24, u64::MAX - 10), (40, u64::MAX - 10), (24, u64::MAX / 2)] {
+        let mut damaged = bytes.clone();
+        damaged[second_group + field..second_group + field + 8].copy_from_slice(&value.to_le_bytes());
+        let checksum = crate::checksum::crc32c(&damaged[second_group..second_group + 60]);
+        damaged[second_group + 60..second_group + 64].copy_from_slice(&checksum.to_le_bytes());
+        std::fs::write(&path, &damaged).expect("write");
+        let scan = scan_segment(&RealFs, &path).expect("scan");
+        assert_eq!(scan.entries, written[..5], "field {field}: the first group survives");
+        assert!(!scan.problems.is_empty());
+    }
+}
+
 #[test]
 fn a_file_without_a_complete_header_is_reported_empty() {
     let dir = tempfile::tempdir().expect("tempdir");
