@@ -156,6 +156,12 @@ impl Catalog {
                             format!("series id {} out of sequence (expected {})", record.id, state.by_id.len() + 1),
                         ));
                     }
+                    if let Some(first) = state.by_key.get(&key) {
+                        // The writer never repeats a key: only damage that kept the checksums
+                        // intact can. Cut here like any other damage.
+                        recovery.truncated_at = Some((offset as u64, format!("series key {key} repeats series id {}", first.0)));
+                        break;
+                    }
                     let entry = SeriesEntry { id: SeriesId(record.id), key: Arc::new(key), kind: record.kind };
                     state.by_key.insert(entry.key.clone(), entry.id);
                     state.by_id.push(entry);
@@ -277,6 +283,28 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_repeated_under_a_second_id_is_cut_as_damage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("c");
+        let end;
+        {
+            let (catalog, _) = Catalog::open(&RealFs, &path, true).expect("open");
+            catalog.get_or_create(&SeriesKey::new("m", [("name", "a")], "x").expect("key"), ValueKind::F64).expect("create");
+            end = catalog.file_bytes();
+        }
+        // A record with valid framing and checksum that repeats the key under id 2.
+        let text = SeriesKey::new("m", [("name", "a")], "x").expect("key").canonical();
+        let mut record = Vec::new();
+        record::encode(&mut record, 2, ValueKind::F64, &text, &text);
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes.extend_from_slice(&record);
+        std::fs::write(&path, &bytes).expect("write");
+        let (catalog, recovery) = Catalog::open(&RealFs, &path, true).expect("reopen");
+        assert_eq!(catalog.len(), 1);
+        assert_eq!(recovery.truncated_at.map(|t| t.0), Some(end));
+    }
     use crate::fs::{FaultyFs, RealFs};
     use proptest::prelude::*;
 
