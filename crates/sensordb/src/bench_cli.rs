@@ -50,6 +50,9 @@ pub struct EngineArgs {
     /// generating rows.
     #[arg(long)]
     file: Option<PathBuf>,
+    /// Flush after every this many points per writer (simulates time-driven flushes).
+    #[arg(long)]
+    flush_every_points: Option<usize>,
     /// GiB of data for the start-up measurement.
     #[arg(long, default_value_t = 10.0)]
     startup_gib: f64,
@@ -76,6 +79,7 @@ fn engine(args: EngineArgs) -> anyhow::Result<()> {
         payload_writers: args.payload_writers,
         startup_gib: args.startup_gib,
         input_file: args.file.clone(),
+        flush_every_points: args.flush_every_points,
         ..EngineBenchConfig::default()
     };
     let wants = |part: &str| args.parts.iter().any(|p| p == part);
