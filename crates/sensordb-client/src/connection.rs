@@ -90,11 +90,8 @@ impl Conn {
             let routes = routes.clone();
             let closed = closed.clone();
             tokio::spawn(async move {
-                loop {
-                    match read_frame(&mut read_half, u32::MAX).await {
-                        Ok(Some(frame)) => dispatch(&routes, &closed, frame),
-                        Ok(None) | Err(_) => break,
-                    }
+                while let Ok(Some(frame)) = read_frame(&mut read_half, u32::MAX).await {
+                    dispatch(&routes, &closed, frame);
                 }
                 closed.store(true, Ordering::SeqCst);
                 // Dropping the senders tells every waiter the connection is gone.
