@@ -295,6 +295,10 @@ impl Connection {
 
     async fn define_series(&mut self, short_id: u32, kind: ValueKind, key: String) {
         let fail = |code, message: String| error_frame(code, false, None, short_id, message);
+        if short_id == 0 {
+            self.send(fail(ErrorCode::Malformed, "short series id 0 is reserved".into()));
+            return;
+        }
         if self.series.len() >= MAX_SERIES_PER_CONNECTION && !self.series.contains_key(&short_id) {
             self.send(fail(ErrorCode::TooManyTransactions, format!("at most {MAX_SERIES_PER_CONNECTION} series per connection")));
             return;
