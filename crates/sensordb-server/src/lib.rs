@@ -14,6 +14,7 @@ pub mod config;
 pub mod http;
 pub mod metrics;
 pub mod native;
+pub mod protocol;
 pub mod server;
 
 pub use config::ServerConfig;

@@ -1,10 +1,78 @@
-//! The native transactional TCP protocol (in progress: the listener accepts nothing yet).
+//! The native transactional TCP protocol (specified in `docs/PROTOCOL.md`, wire format in
+//! [`crate::protocol`]).
+//!
+//! - [`serve`]: the accept loop. A connection is accepted only with a `connections` permit
+//!   (more wait in the listen backlog); shutdown stops accepting and drains the connections.
+//! - [`connection`]: one connection: a reader task (frames, byte permits for backpressure), a
+//!   writer task (answers, batched), and the state machine between them.
+//! - [`transaction`]: an open transaction's buffered points.
+//! - [`txlog`]: the durable window of completed transaction ids that makes retries idempotent.
+
+pub mod connection;
+pub mod transaction;
+pub mod txlog;
 
 use crate::server::{ServerState, ShutdownSignal};
+use sensordb_engine::Durability;
 use std::sync::Arc;
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use txlog::{TxLog, TxLogOptions};
 
+/// Serves the native protocol on `listener` until `shutdown`.
 pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown: ShutdownSignal) {
-    let _ = (&listener, &state);
-    let _ = shutdown.changed().await;
+    let options = TxLogOptions { sync: state.config.durability == Durability::Fsync, ..TxLogOptions::default() };
+    let dir = state.config.data_dir.clone();
+    let txlog = match tokio::task::spawn_blocking(move || TxLog::open(&dir, options)).await {
+        Ok(Ok((log, report))) => {
+            tracing::info!(path = %log.path().display(), remembered = report.loaded, expired = report.expired,
+                damaged = report.damaged, "completed-transaction log opened");
+            log
+        }
+        Ok(Err(error)) => {
+            tracing::error!(%error, "cannot open the completed-transaction log; the native listener is closed");
+            return;
+        }
+        Err(error) => {
+            tracing::error!(%error, "opening the completed-transaction log failed");
+            return;
+        }
+    };
+    let mut connections = JoinSet::new();
+    'accept: loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let permit = tokio::select! {
+            permit = state.connections.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            _ = shutdown.changed() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    match accepted {
+                        Ok((stream, peer)) => {
+                            let conn = connection::Connection::new(state.clone(), txlog.clone(), peer);
+                            connections.spawn(conn.run(stream, shutdown.clone(), permit));
+                        }
+                        Err(error) => {
+                            // Out of file descriptors and the like: wait a little, keep serving.
+                            tracing::warn!(%error, "accept failed");
+                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    }
+                    break;
+                }
+                _ = shutdown.changed() => break 'accept,
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
 }

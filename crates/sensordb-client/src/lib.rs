@@ -1,0 +1,285 @@
+//! Client library for sensordb's native transactional protocol (`docs/PROTOCOL.md`).
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), sensordb_client::ClientError> {
+//! use sensordb_client::Client;
+//! use sensordb_engine::{SeriesKey, Value, ValueKind};
+//! let client = Client::connect("127.0.0.1:7070".parse().expect("address"), "token").await?;
+//! let key = SeriesKey::new("engine", [("truck", "7")], "rpm").expect("key");
+//! let rpm = client.series(&key, ValueKind::F64).await?;
+//! let mut tx = client.transaction();
+//! tx.push(&rpm, 1_700_000_000_000_000_000, Value::F64(2100.0))?;
+//! let stats = tx.commit().await?; // returns once the points are durable
+//! # let _ = stats; Ok(()) }
+//! ```
+//!
+//! A commit is CREATE → SEND… → CONFIRM (the server's CRC32C of what it received is compared
+//! with the client's; a mismatch cancels and resends) → COMPLETE. When the connection fails or an
+//! answer does not come, the client reconnects and resends the whole transaction under the same
+//! id; the server's completed-transaction window answers a transaction it already stored without
+//! storing it again. Several transactions may run at once over one client (one connection,
+//! frames interleaved).
+
+mod connection;
+mod transaction;
+
+pub use connection::ServerLimits;
+pub use sensordb_server::protocol::frame::{ErrorCode, TxId};
+pub use transaction::{Transaction, TxStats};
+
+use connection::Conn;
+use parking_lot::Mutex;
+use sensordb_engine::{SeriesKey, ValueKind};
+use sensordb_server::protocol::frame::Frame;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a client call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("frame error: {0}")]
+    Frame(#[from] sensordb_server::protocol::frame::FrameError),
+    #[error("the connection was lost")]
+    ConnectionLost,
+    #[error("timed out waiting for {0}")]
+    Timeout(&'static str),
+    #[error("server error {code:?}: {message}")]
+    Server { code: ErrorCode, message: String },
+    #[error("the server received other bytes than were sent (CRC32C {server:#010x}, expected {client:#010x})")]
+    ChecksumMismatch { server: u32, client: u32 },
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    #[error("series {key} holds {kind} values, not {attempted}")]
+    KindMismatch { key: String, kind: ValueKind, attempted: ValueKind },
+}
+
+impl ClientError {
+    /// True when resending the whole transaction may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ClientError::Io(_) | ClientError::Frame(_) | ClientError::ConnectionLost | ClientError::Timeout(_) => true,
+            ClientError::ChecksumMismatch { .. } => true,
+            ClientError::Server { code, .. } => code.is_retryable(),
+            ClientError::Protocol(_) | ClientError::KindMismatch { .. } => false,
+        }
+    }
+}
+
+/// Connection and retry settings.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// Access token sent in HELLO ("" for none).
+    pub token: String,
+    /// Names this client for the server's completed-transaction window; keep it across restarts
+    /// to retry transactions of an earlier process. Random by default.
+    pub client_id: [u8; 16],
+    pub client_name: String,
+    /// Attempts per commit, the first included.
+    pub max_attempts: u32,
+    /// Wait before the n-th retry: n × this.
+    pub retry_backoff: Duration,
+    /// Longest wait for any one answer (COMPLETE's waits for durability).
+    pub reply_timeout: Duration,
+    /// Largest SEND body; also bounded by the server's frame limit.
+    pub packet_bytes: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            token: String::new(),
+            client_id: rand::random(),
+            client_name: format!("sensordb-client {}", env!("CARGO_PKG_VERSION")),
+            max_attempts: 5,
+            retry_backoff: Duration::from_millis(50),
+            reply_timeout: Duration::from_secs(30),
+            packet_bytes: 1 << 20,
+        }
+    }
+}
+
+/// A series registered with the client, usable in its transactions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SeriesHandle {
+    pub(crate) short_id: u32,
+    pub(crate) kind: ValueKind,
+}
+
+impl SeriesHandle {
+    pub fn kind(&self) -> ValueKind {
+        self.kind
+    }
+}
+
+pub(crate) struct Inner {
+    addr: SocketAddr,
+    pub(crate) options: ClientOptions,
+    /// Short id - 1 → (canonical key, kind).
+    series: Mutex<Vec<(String, ValueKind)>>,
+    series_by_key: Mutex<HashMap<String, u32>>,
+    conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
+    pub(crate) drop_before_complete_reply: AtomicU32,
+    pub(crate) corrupt_next_sends: AtomicU32,
+}
+
+/// A connection to a sensordb server's native listener. Cheap to clone; clones share the
+/// connection.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Client {
+    /// Connects with `token` and default options.
+    pub async fn connect(addr: SocketAddr, token: &str) -> Result<Client, ClientError> {
+        Self::connect_with(addr, ClientOptions { token: token.to_string(), ..ClientOptions::default() }).await
+    }
+
+    pub async fn connect_with(addr: SocketAddr, options: ClientOptions) -> Result<Client, ClientError> {
+        let client = Client {
+            inner: Arc::new(Inner {
+                addr,
+                options,
+                series: Mutex::new(Vec::new()),
+                series_by_key: Mutex::new(HashMap::new()),
+                conn: tokio::sync::Mutex::new(None),
+                drop_before_complete_reply: AtomicU32::new(0),
+                corrupt_next_sends: AtomicU32::new(0),
+            }),
+        };
+        client.connection().await?;
+        Ok(client)
+    }
+
+    pub fn options(&self) -> &ClientOptions {
+        &self.inner.options
+    }
+
+    /// The server's limits from the current connection's handshake.
+    pub async fn limits(&self) -> Result<ServerLimits, ClientError> {
+        Ok(self.connection().await?.limits.clone())
+    }
+
+    /// The open connection, or a new one.
+    pub(crate) async fn connection(&self) -> Result<Arc<Conn>, ClientError> {
+        let mut slot = self.inner.conn.lock().await;
+        if let Some(conn) = slot.as_ref() {
+            if !conn.is_closed() {
+                return Ok(conn.clone());
+            }
+        }
+        let options = &self.inner.options;
+        let conn = Conn::open(self.inner.addr, options.client_id, &options.token, &options.client_name, options.reply_timeout).await?;
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Drops the current connection; the next call reconnects.
+    pub async fn disconnect(&self) {
+        if let Some(conn) = self.inner.conn.lock().await.take() {
+            conn.close().await;
+        }
+    }
+
+    /// Registers `key` (creating the series on the server with `kind` if new) and returns its
+    /// handle. Fails when the series exists with another kind.
+    pub async fn series(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesHandle, ClientError> {
+        let canonical = key.canonical();
+        let short_id = {
+            let mut by_key = self.inner.series_by_key.lock();
+            let mut series = self.inner.series.lock();
+            match by_key.get(&canonical) {
+                Some(&id) => {
+                    let existing = series[id as usize - 1].1;
+                    if existing != kind {
+                        return Err(ClientError::KindMismatch { key: canonical, kind: existing, attempted: kind });
+                    }
+                    id
+                }
+                None => {
+                    series.push((canonical.clone(), kind));
+                    let id = series.len() as u32;
+                    by_key.insert(canonical, id);
+                    id
+                }
+            }
+        };
+        let conn = self.connection().await?;
+        let defined = self.define(&conn, &[short_id]).await;
+        if let Err(ClientError::Server { .. }) = &defined {
+            // Forget a series the server refused, so a later call asks again.
+            let mut by_key = self.inner.series_by_key.lock();
+            by_key.retain(|_, id| *id != short_id);
+        }
+        defined?;
+        Ok(SeriesHandle { short_id, kind })
+    }
+
+    /// Makes sure `short_ids` are defined on `conn` (DEFINE_SERIES, pipelined).
+    pub(crate) async fn define(&self, conn: &Conn, short_ids: &[u32]) -> Result<(), ClientError> {
+        let mut defined = conn.defined.lock().await;
+        let missing: Vec<u32> = short_ids.iter().copied().filter(|id| !defined.contains(id)).collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let mut bytes = Vec::new();
+        let mut waits = Vec::with_capacity(missing.len());
+        {
+            let series = self.inner.series.lock();
+            for &short_id in &missing {
+                let (key, kind) = series[short_id as usize - 1].clone();
+                waits.push((short_id, conn.route_series(short_id)));
+                Frame::DefineSeries { short_id, kind, key }.encode(&mut bytes);
+            }
+        }
+        conn.write(&bytes).await?;
+        for (short_id, wait) in waits {
+            let answer = tokio::time::timeout(self.inner.options.reply_timeout, wait)
+                .await
+                .map_err(|_| ClientError::Timeout("DEFINE_SERIES"))?
+                .map_err(|_| ClientError::ConnectionLost)?;
+            match answer {
+                Frame::SeriesOk { .. } => {
+                    defined.insert(short_id);
+                }
+                Frame::Error { code, message, .. } => return Err(ClientError::Server { code, message }),
+                other => return Err(ClientError::Protocol(format!("unexpected answer {other:?}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// A new transaction with a random id.
+    pub fn transaction(&self) -> Transaction {
+        Transaction::new(self.clone(), TxId(rand::random()))
+    }
+
+    /// A new transaction with a chosen id (to retry one of an earlier process).
+    pub fn transaction_with_id(&self, id: TxId) -> Transaction {
+        Transaction::new(self.clone(), id)
+    }
+
+    /// Test hook: the next `n` commits close the connection right after sending COMPLETE,
+    /// before its answer is read, as a network failure would (then retry).
+    #[doc(hidden)]
+    pub fn drop_connection_before_complete_reply(&self, n: u32) {
+        self.inner.drop_before_complete_reply.store(n, Ordering::SeqCst);
+    }
+
+    /// Test hook: the next `n` commits flip a bit in the records of their first SEND after the
+    /// client's checksum was taken, as corruption above the frame checksum would.
+    #[doc(hidden)]
+    pub fn corrupt_next_sends(&self, n: u32) {
+        self.inner.corrupt_next_sends.store(n, Ordering::SeqCst);
+    }
+}
+
+/// Takes one from a test-hook counter if it is nonzero.
+pub(crate) fn take_one(counter: &AtomicU32) -> bool {
+    counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+}

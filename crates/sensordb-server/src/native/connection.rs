@@ -1,0 +1,502 @@
+//! One native-protocol connection.
+//!
+//! Three tasks: the reader parses frames, taking `in_flight_bytes` permits for each frame body
+//! *before* reading it (a sender beyond the limit is not read from: TCP backpressure); the state
+//! machine ([`Connection`]) handles frames in order; the writer sends answers, batching those
+//! that are ready together. A COMPLETE hands the transaction's batch to a completion task (the
+//! engine write runs on the blocking pool), so later frames and other transactions go on while
+//! it becomes durable; its answer carries the transaction id.
+//!
+//! Errors: a frame whose framing cannot be trusted (bad checksum, too long, reserved bits set),
+//! a frame before a successful HELLO and a failed HELLO get a fatal ERROR, then the connection
+//! is closed (after draining what the peer still sends, briefly, so the ERROR is not lost to a
+//! reset). Everything else gets a non-fatal ERROR (naming the transaction, which is rolled back
+//! if it was open) and the connection goes on.
+
+use super::transaction::{HeldBytes, OpenTransaction};
+use super::txlog::{Begin, TxLog};
+use crate::auth::{AuthError, Scope};
+use crate::protocol::frame::{ErrorCode, Frame, FrameError, Header, TxId, HEADER_LEN, VERSION};
+use crate::server::{ServerState, ShutdownSignal};
+use bytes::Bytes;
+use sensordb_engine::{Error as EngineError, SeriesId, SeriesKey, ValueKind};
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::task::JoinSet;
+
+/// Most transactions open at once on one connection.
+pub const MAX_OPEN_TRANSACTIONS: usize = 1024;
+/// Most short series ids defined on one connection.
+pub const MAX_SERIES_PER_CONNECTION: usize = 1 << 20;
+/// How long a closing connection keeps reading (and discarding) so its last ERROR arrives.
+const LINGER: Duration = Duration::from_millis(500);
+
+enum Incoming {
+    Frame(Frame, Option<HeldBytes>),
+    /// A frame that cannot be used; `fatal` when the byte stream can no longer be trusted.
+    Bad { error: FrameError, fatal: bool },
+}
+
+enum Flow {
+    Continue,
+    Close,
+}
+
+/// The state machine of one connection.
+pub struct Connection {
+    state: Arc<ServerState>,
+    txlog: Arc<TxLog>,
+    peer: SocketAddr,
+    out: Option<mpsc::UnboundedSender<Frame>>,
+    client_id: Option<[u8; 16]>,
+    series: HashMap<u32, (SeriesId, ValueKind)>,
+    open: HashMap<TxId, OpenTransaction>,
+    open_bytes: u64,
+    completing: HashSet<TxId>,
+    completions: JoinSet<TxId>,
+}
+
+fn error_frame(code: ErrorCode, fatal: bool, tx: Option<TxId>, context: u32, message: impl Into<String>) -> Frame {
+    Frame::Error { code, fatal, tx, context, message: message.into() }
+}
+
+fn engine_error_code(error: &EngineError) -> ErrorCode {
+    match error {
+        EngineError::NoSpace { .. } => ErrorCode::NoSpace,
+        EngineError::KindMismatch { .. } => ErrorCode::KindMismatch,
+        EngineError::PayloadTooLarge { .. } | EngineError::RecordTooLarge { .. } => ErrorCode::PayloadTooLarge,
+        EngineError::InvalidSeriesKey(_) => ErrorCode::InvalidSeriesKey,
+        EngineError::UnknownSeries(_) => ErrorCode::UnknownSeries,
+        _ => ErrorCode::Storage,
+    }
+}
+
+impl Connection {
+    pub fn new(state: Arc<ServerState>, txlog: Arc<TxLog>, peer: SocketAddr) -> Self {
+        Connection {
+            state,
+            txlog,
+            peer,
+            out: None,
+            client_id: None,
+            series: HashMap::new(),
+            open: HashMap::new(),
+            open_bytes: 0,
+            completing: HashSet::new(),
+            completions: JoinSet::new(),
+        }
+    }
+
+    /// Serves the connection to its end; `_permit` is its `connections` slot.
+    pub async fn run(mut self, stream: TcpStream, shutdown: ShutdownSignal, _permit: OwnedSemaphorePermit) {
+        let metrics = &self.state.metrics;
+        metrics.connections_accepted.fetch_add(1, Ordering::Relaxed);
+        metrics.connections_open.fetch_add(1, Ordering::Relaxed);
+        let _ = stream.set_nodelay(true);
+        let (read_half, write_half) = stream.into_split();
+        let (out_tx, out_rx) = mpsc::unbounded_channel();
+        self.out = Some(out_tx);
+        let writer = tokio::spawn(write_loop(write_half, out_rx));
+        let (in_tx, in_rx) = mpsc::channel(1);
+        let mut reader = tokio::spawn(read_loop(read_half, self.state.clone(), in_tx));
+        self.process(in_rx, shutdown).await;
+        let state = self.state.clone();
+        drop(self);
+        let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+        if tokio::time::timeout(LINGER, &mut reader).await.is_err() {
+            reader.abort();
+        }
+        state.metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn send(&self, frame: Frame) {
+        if let Some(out) = &self.out {
+            let _ = out.send(frame);
+        }
+    }
+
+    async fn process(&mut self, mut incoming: mpsc::Receiver<Incoming>, mut shutdown: ShutdownSignal) {
+        let config = &self.state.config;
+        let tx_timeout = Duration::from_millis(config.transaction_timeout_ms.max(1));
+        let idle_timeout = Duration::from_millis(config.idle_timeout_ms.max(1));
+        let period = (tx_timeout.min(idle_timeout) / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_frame = Instant::now();
+        loop {
+            tokio::select! {
+                message = incoming.recv() => match message {
+                    None => break,
+                    Some(Incoming::Frame(frame, held)) => {
+                        last_frame = Instant::now();
+                        if let Flow::Close = self.handle(frame, held).await {
+                            break;
+                        }
+                    }
+                    Some(Incoming::Bad { error, fatal }) => {
+                        last_frame = Instant::now();
+                        tracing::debug!(peer = %self.peer, %error, fatal, "bad frame");
+                        self.send(error_frame(error.code(), fatal, None, 0, error.to_string()));
+                        if fatal {
+                            break;
+                        }
+                    }
+                },
+                _ = tick.tick() => {
+                    let now = Instant::now();
+                    let expired: Vec<TxId> = self.open.iter()
+                        .filter(|(_, tx)| now.duration_since(tx.last_activity) >= tx_timeout)
+                        .map(|(id, _)| *id)
+                        .collect();
+                    for id in expired {
+                        self.roll_back(id);
+                        self.send(error_frame(ErrorCode::TransactionTimeout, false, Some(id), 0,
+                            format!("transaction {id} rolled back: no frame for {} ms", tx_timeout.as_millis())));
+                    }
+                    let busy = !self.open.is_empty() || !self.completions.is_empty();
+                    if !busy && now.duration_since(last_frame) >= idle_timeout {
+                        self.send(error_frame(ErrorCode::IdleTimeout, true, None, 0,
+                            format!("no frame for {} ms: closing", idle_timeout.as_millis())));
+                        break;
+                    }
+                }
+                Some(done) = self.completions.join_next(), if !self.completions.is_empty() => {
+                    if let Ok(id) = done {
+                        self.completing.remove(&id);
+                    }
+                }
+                _ = shutdown.changed() => {
+                    self.send(error_frame(ErrorCode::ShuttingDown, true, None, 0, "the server is shutting down"));
+                    break;
+                }
+            }
+        }
+        drop(incoming);
+        let open: Vec<TxId> = self.open.keys().copied().collect();
+        for id in open {
+            self.roll_back(id);
+        }
+        // Transactions being written finish and are answered (a drain, not an abort).
+        while self.completions.join_next().await.is_some() {}
+    }
+
+    fn roll_back(&mut self, id: TxId) {
+        if let Some(tx) = self.open.remove(&id) {
+            self.open_bytes -= tx.bytes;
+            self.state.metrics.native_transactions_failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    async fn handle(&mut self, frame: Frame, held: Option<HeldBytes>) -> Flow {
+        let Some(client_id) = self.client_id else {
+            return self.hello(frame).await;
+        };
+        match frame {
+            Frame::Hello { .. } => {
+                self.send(error_frame(ErrorCode::WrongState, true, None, 0, "HELLO after the handshake"));
+                return Flow::Close;
+            }
+            Frame::DefineSeries { short_id, kind, key } => self.define_series(short_id, kind, key).await,
+            Frame::Ping { nonce } => self.send(Frame::Pong { nonce }),
+            Frame::Create { tx } => {
+                if self.open.contains_key(&tx) || self.completing.contains(&tx) {
+                    self.send(error_frame(ErrorCode::DuplicateTransaction, false, Some(tx), 0,
+                        format!("transaction {tx} is already open on this connection")));
+                } else if self.open.len() >= MAX_OPEN_TRANSACTIONS {
+                    self.send(error_frame(ErrorCode::TooManyTransactions, false, Some(tx), 0,
+                        format!("at most {MAX_OPEN_TRANSACTIONS} transactions may be open on one connection")));
+                } else {
+                    self.open.insert(tx, OpenTransaction::new());
+                    let already_completed = self.txlog.lookup(&(client_id, tx.0)).is_some();
+                    self.send(Frame::Created { tx, already_completed });
+                }
+            }
+            Frame::Send { tx, records } => self.receive(tx, records, held),
+            Frame::Confirm { tx } => match self.open.get_mut(&tx) {
+                Some(open) if open.has_partial() => {
+                    self.roll_back(tx);
+                    self.send(error_frame(ErrorCode::Malformed, false, Some(tx), 0, "CONFIRM with a payload value unfinished; rolled back"));
+                }
+                Some(open) => {
+                    open.confirmed = true;
+                    open.last_activity = Instant::now();
+                    let (crc, bytes, points) = (open.crc, open.bytes, open.points);
+                    self.send(Frame::Confirmed { tx, crc, bytes, points });
+                }
+                None => self.not_open(tx, "CONFIRM"),
+            },
+            Frame::Complete { tx } => self.complete(client_id, tx),
+            Frame::Cancel { tx } => {
+                if self.completing.contains(&tx) {
+                    self.send(error_frame(ErrorCode::WrongState, false, Some(tx), 0,
+                        format!("transaction {tx} is already being completed")));
+                } else {
+                    self.roll_back(tx);
+                    self.send(Frame::Cancelled { tx });
+                }
+            }
+            other => {
+                self.send(error_frame(ErrorCode::WrongState, true, None, 0,
+                    format!("{:?} frames go from server to client", other.frame_type())));
+                return Flow::Close;
+            }
+        }
+        Flow::Continue
+    }
+
+    fn not_open(&self, tx: TxId, what: &str) {
+        let message = if self.completing.contains(&tx) {
+            format!("{what} for transaction {tx}, which is being completed")
+        } else {
+            format!("{what} for transaction {tx}, which is not open on this connection (never created, cancelled, timed out or failed)")
+        };
+        self.send(error_frame(ErrorCode::WrongState, false, Some(tx), 0, message));
+    }
+
+    async fn hello(&mut self, frame: Frame) -> Flow {
+        let Frame::Hello { min_version, max_version, client_id, token, client_name } = frame else {
+            self.send(error_frame(ErrorCode::WrongState, true, None, 0,
+                format!("expected HELLO, got {:?}", frame.frame_type())));
+            return Flow::Close;
+        };
+        if !(min_version..=max_version).contains(&VERSION) {
+            self.send(error_frame(ErrorCode::UnsupportedVersion, true, None, 0,
+                format!("client speaks versions {min_version}..={max_version}, this server speaks {VERSION}")));
+            return Flow::Close;
+        }
+        let presented = (!token.is_empty()).then_some(token.as_str());
+        if let Err(error) = self.state.tokens.check(presented, Scope::Write) {
+            let code = match error {
+                AuthError::Unauthenticated => ErrorCode::Unauthenticated,
+                AuthError::Forbidden(_) => ErrorCode::Forbidden,
+            };
+            self.send(error_frame(code, true, None, 0, error.to_string()));
+            return Flow::Close;
+        }
+        tracing::debug!(peer = %self.peer, client = %client_name, "native handshake");
+        self.client_id = Some(client_id);
+        let config = &self.state.config;
+        self.send(Frame::HelloOk {
+            version: VERSION,
+            max_frame_bytes: u32::try_from(config.max_frame_bytes).unwrap_or(u32::MAX),
+            max_transaction_bytes: config.max_connection_in_flight_bytes as u64,
+            transaction_timeout_ms: u32::try_from(config.transaction_timeout_ms).unwrap_or(u32::MAX),
+            server: format!("sensordb {}", env!("CARGO_PKG_VERSION")),
+        });
+        Flow::Continue
+    }
+
+    async fn define_series(&mut self, short_id: u32, kind: ValueKind, key: String) {
+        let fail = |code, message: String| error_frame(code, false, None, short_id, message);
+        if short_id == 0 {
+            self.send(fail(ErrorCode::Malformed, "short series id 0 is reserved".into()));
+            return;
+        }
+        if self.series.len() >= MAX_SERIES_PER_CONNECTION && !self.series.contains_key(&short_id) {
+            self.send(fail(ErrorCode::TooManyTransactions, format!("at most {MAX_SERIES_PER_CONNECTION} series per connection")));
+            return;
+        }
+        let parsed = match SeriesKey::parse(&key) {
+            Ok(parsed) => parsed,
+            Err(error) => return self.send(fail(ErrorCode::InvalidSeriesKey, format!("series key {key:?}: {error}"))),
+        };
+        let engine = self.state.engine.clone();
+        match tokio::task::spawn_blocking(move || engine.series_id(&parsed, kind)).await {
+            Ok(Ok(id)) => {
+                self.series.insert(short_id, (id, kind));
+                self.send(Frame::SeriesOk { short_id, series_id: id.0 });
+            }
+            Ok(Err(error)) => self.send(fail(engine_error_code(&error), error.to_string())),
+            Err(error) => self.send(fail(ErrorCode::Storage, error.to_string())),
+        }
+    }
+
+    fn receive(&mut self, tx: TxId, records: Bytes, held: Option<HeldBytes>) {
+        let limit = self.state.config.max_connection_in_flight_bytes as u64;
+        let len = records.len() as u64;
+        let Some(open) = self.open.get_mut(&tx) else {
+            return self.not_open(tx, "SEND");
+        };
+        if open.confirmed {
+            self.roll_back(tx);
+            return self.send(error_frame(ErrorCode::WrongState, false, Some(tx), 0, "SEND after CONFIRM; rolled back"));
+        }
+        if self.open_bytes + len > limit {
+            self.roll_back(tx);
+            return self.send(error_frame(ErrorCode::TransactionTooLarge, false, Some(tx), 0,
+                format!("open transactions on this connection would hold more than {limit} bytes; rolled back")));
+        }
+        match open.add(records, &self.series) {
+            Ok(()) => {
+                open.held.extend(held);
+                self.open_bytes += len;
+            }
+            Err(error) => {
+                // `add` counted the bytes already.
+                self.open_bytes += len;
+                self.roll_back(tx);
+                self.send(error_frame(error.code, false, Some(tx), 0, format!("{}; transaction rolled back", error.message)));
+            }
+        }
+    }
+
+    fn complete(&mut self, client_id: [u8; 16], tx: TxId) {
+        let confirmed = self.open.get(&tx).map(|open| open.confirmed);
+        match confirmed {
+            Some(true) => {}
+            Some(false) => {
+                return self.send(error_frame(ErrorCode::WrongState, false, Some(tx), 0,
+                    format!("COMPLETE for transaction {tx} before CONFIRM")));
+            }
+            None => {
+                // A retry may go straight to COMPLETE for an id that was completed before.
+                if let Some(points) = self.txlog.lookup(&(client_id, tx.0)) {
+                    return self.send(Frame::Completed { tx, duplicate: true, points });
+                }
+                return self.not_open(tx, "COMPLETE");
+            }
+        }
+        let Some(open) = self.open.remove(&tx) else { return };
+        self.open_bytes -= open.bytes;
+        self.completing.insert(tx);
+        let state = self.state.clone();
+        let txlog = self.txlog.clone();
+        let out = self.out.clone();
+        self.completions.spawn(async move {
+            let reply = finish(state, txlog, (client_id, tx.0), tx, open).await;
+            if let Some(out) = out {
+                let _ = out.send(reply);
+            }
+            tx
+        });
+    }
+}
+
+/// Makes a transaction durable (once) and returns the answer to its COMPLETE.
+async fn finish(state: Arc<ServerState>, txlog: Arc<TxLog>, key: super::txlog::TxKey, tx: TxId, open: OpenTransaction) -> Frame {
+    let metrics = &state.metrics;
+    let guard = match txlog.begin(key).await {
+        Begin::Known(points) => {
+            metrics.native_transactions_completed.fetch_add(1, Ordering::Relaxed);
+            return Frame::Completed { tx, duplicate: true, points };
+        }
+        Begin::Started(guard) => guard,
+    };
+    let OpenTransaction { batch, points, held, .. } = open;
+    let engine = state.engine.clone();
+    let started = Instant::now();
+    let written = tokio::task::spawn_blocking(move || {
+        if !batch.is_empty() {
+            engine.write(&batch)?;
+        }
+        if let Err(error) = guard.record(points) {
+            // The points are durable; only a retry after a restart could write them again,
+            // which stores nothing twice (same series, timestamps and values).
+            tracing::warn!(%error, "cannot record a completed transaction id");
+        }
+        Ok::<(), EngineError>(())
+    })
+    .await;
+    drop(held);
+    match written {
+        Ok(Ok(())) => {
+            metrics.record_write_latency(started.elapsed());
+            metrics.points_written.fetch_add(points, Ordering::Relaxed);
+            metrics.native_transactions_completed.fetch_add(1, Ordering::Relaxed);
+            Frame::Completed { tx, duplicate: false, points }
+        }
+        Ok(Err(error)) => {
+            metrics.native_transactions_failed.fetch_add(1, Ordering::Relaxed);
+            let code = engine_error_code(&error);
+            tracing::warn!(%tx, %error, "native transaction failed");
+            error_frame(code, false, Some(tx), 0, format!("transaction {tx} not stored: {error}"))
+        }
+        Err(error) => {
+            metrics.native_transactions_failed.fetch_add(1, Ordering::Relaxed);
+            error_frame(ErrorCode::Storage, false, Some(tx), 0, format!("transaction {tx} not stored: {error}"))
+        }
+    }
+}
+
+/// Reads frames until the end of the stream, a fatal framing error or the state machine going.
+async fn read_loop(mut reader: OwnedReadHalf, state: Arc<ServerState>, incoming: mpsc::Sender<Incoming>) {
+    let max_body = u32::try_from(state.config.max_frame_bytes).unwrap_or(u32::MAX);
+    let permit_cap = state.config.max_in_flight_bytes.clamp(1, u32::MAX as usize);
+    loop {
+        let mut head = [0u8; HEADER_LEN];
+        if reader.read_exact(&mut head).await.is_err() {
+            return;
+        }
+        state.metrics.bytes_received.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
+        let header = match Header::parse(&head, max_body) {
+            Ok(header) => header,
+            Err(error) => {
+                let _ = incoming.send(Incoming::Bad { error, fatal: true }).await;
+                return drain(reader).await;
+            }
+        };
+        let len = header.len as usize;
+        let held = if len == 0 {
+            None
+        } else {
+            // Permits before the body: beyond the limit this connection is simply not read.
+            let want = len.min(permit_cap) as u32;
+            let Ok(permit) = state.in_flight_bytes.clone().acquire_many_owned(want).await else { return };
+            state.metrics.in_flight_bytes.fetch_add(want as i64, Ordering::Relaxed);
+            Some(HeldBytes { _permit: Some(permit), bytes: want as usize, state: state.clone() })
+        };
+        let mut body = vec![0u8; len];
+        if reader.read_exact(&mut body).await.is_err() {
+            return;
+        }
+        state.metrics.bytes_received.fetch_add(len as u64, Ordering::Relaxed);
+        let message = match header.decode_body(Bytes::from(body)) {
+            Ok(frame) => Incoming::Frame(frame, held),
+            Err(error) => {
+                // The checksum held (or was not reached): the stream is in step unless it did not.
+                let fatal = matches!(error, FrameError::BadChecksum { .. });
+                Incoming::Bad { error, fatal }
+            }
+        };
+        let fatal = matches!(message, Incoming::Bad { fatal: true, .. });
+        if incoming.send(message).await.is_err() || fatal {
+            return drain(reader).await;
+        }
+    }
+}
+
+/// Reads and discards until the peer closes (bounded by the caller's linger).
+async fn drain(mut reader: OwnedReadHalf) {
+    let mut scratch = vec![0u8; 8192];
+    while let Ok(n) = reader.read(&mut scratch).await {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
+/// Writes answers, coalescing those already queued into one write.
+async fn write_loop(mut writer: OwnedWriteHalf, mut out: mpsc::UnboundedReceiver<Frame>) {
+    let mut buffer = Vec::with_capacity(4096);
+    while let Some(frame) = out.recv().await {
+        frame.encode(&mut buffer);
+        while buffer.len() < 256 << 10 {
+            match out.try_recv() {
+                Ok(frame) => frame.encode(&mut buffer),
+                Err(_) => break,
+            }
+        }
+        if writer.write_all(&buffer).await.is_err() {
+            return;
+        }
+        buffer.clear();
+    }
+    let _ = writer.shutdown().await;
+}

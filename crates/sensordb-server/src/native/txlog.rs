@@ -1,0 +1,432 @@
+//! The completed-transaction log: which (client id, transaction id) pairs were completed
+//! recently, kept durably in `<data_dir>/transactions.log` so a retried transaction whose
+//! COMPLETED answer was lost is answered again without writing its points a second time.
+//!
+//! File (version 1), all integers little-endian:
+//! ```text
+//! header, 16 bytes:  "SDBTXLOG" | u16 version (1) | u16 reserved (0) | u32 CRC32C of bytes 0..12
+//! record, 52 bytes:  [16] client id | [16] transaction id | i64 completed at (Unix ns) |
+//!                    u64 points | u32 CRC32C of the record's first 48 bytes
+//! ```
+//! Records are appended after the transaction's batch is durable in the engine, and synced
+//! (fdatasync, group-committed across concurrent completions) when the server runs with
+//! `durability = "fsync"`. At open a torn tail is cut, a record with a bad checksum is skipped
+//! (reported), and records outside the window are dropped. The window keeps the newest
+//! [`TxLogOptions::max_entries`] ids no older than [`TxLogOptions::max_age`]; the file is rewritten
+//! (temporary file, fsync, rename, fsync of the directory) when it holds more than twice the
+//! live records plus [`COMPACT_SLACK`], and at open when anything expired or was damaged.
+//!
+//! Ordering: data first, id second. A crash between the two leaves durable points whose id is
+//! not recorded; the client's retry then writes the same points again, which stores nothing
+//! twice because a repeated (series, timestamp) keeps one value, the last written (here the same
+//! value).
+
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::watch;
+
+pub const FILE_NAME: &str = "transactions.log";
+const MAGIC: &[u8; 8] = b"SDBTXLOG";
+const VERSION: u16 = 1;
+const HEADER_LEN: usize = 16;
+const RECORD_LEN: usize = 52;
+/// Records beyond twice the live ones tolerated before a rewrite.
+pub const COMPACT_SLACK: usize = 65_536;
+
+/// (client id, transaction id).
+pub type TxKey = ([u8; 16], [u8; 16]);
+
+/// The window of remembered ids.
+#[derive(Clone, Debug)]
+pub struct TxLogOptions {
+    pub max_entries: usize,
+    pub max_age: Duration,
+    /// fdatasync every record before the completion is answered.
+    pub sync: bool,
+}
+
+impl Default for TxLogOptions {
+    fn default() -> Self {
+        TxLogOptions { max_entries: 1_000_000, max_age: Duration::from_secs(24 * 3600), sync: true }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    at_ns: i64,
+    points: u64,
+}
+
+#[derive(Default)]
+struct State {
+    known: HashMap<TxKey, Entry>,
+    order: VecDeque<(i64, TxKey)>,
+    in_progress: HashMap<TxKey, watch::Receiver<()>>,
+}
+
+struct FileState {
+    file: Arc<File>,
+    records: usize,
+    written_seq: u64,
+}
+
+/// What opening found.
+#[derive(Clone, Debug, Default)]
+pub struct TxLogReport {
+    pub loaded: usize,
+    pub expired: usize,
+    pub damaged: usize,
+    pub torn_tail_bytes: u64,
+}
+
+/// The completed-transaction window, in memory and on disk.
+pub struct TxLog {
+    path: PathBuf,
+    options: TxLogOptions,
+    state: Mutex<State>,
+    file: Mutex<FileState>,
+    synced_seq: Mutex<u64>,
+}
+
+/// The outcome of [`TxLog::begin`].
+pub enum Begin {
+    /// Completed before, with this many points.
+    Known(u64),
+    /// This caller completes it; others asking meanwhile wait for the guard to go.
+    Started(CompletionGuard),
+}
+
+/// Held while one connection writes a transaction; dropping it without [`CompletionGuard::record`]
+/// lets a waiting retry write instead.
+pub struct CompletionGuard {
+    log: Arc<TxLog>,
+    key: TxKey,
+    _done: watch::Sender<()>,
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+}
+
+fn header() -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    let crc = crc32c::crc32c(&h[..12]);
+    h[12..].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+fn encode_record(key: &TxKey, entry: Entry) -> [u8; RECORD_LEN] {
+    let mut r = [0u8; RECORD_LEN];
+    r[..16].copy_from_slice(&key.0);
+    r[16..32].copy_from_slice(&key.1);
+    r[32..40].copy_from_slice(&entry.at_ns.to_le_bytes());
+    r[40..48].copy_from_slice(&entry.points.to_le_bytes());
+    let crc = crc32c::crc32c(&r[..48]);
+    r[48..].copy_from_slice(&crc.to_le_bytes());
+    r
+}
+
+fn decode_record(r: &[u8]) -> Option<(TxKey, Entry)> {
+    let crc = u32::from_le_bytes(r[48..52].try_into().ok()?);
+    if crc32c::crc32c(&r[..48]) != crc {
+        return None;
+    }
+    let mut client = [0u8; 16];
+    let mut tx = [0u8; 16];
+    client.copy_from_slice(&r[..16]);
+    tx.copy_from_slice(&r[16..32]);
+    let at_ns = i64::from_le_bytes(r[32..40].try_into().ok()?);
+    let points = u64::from_le_bytes(r[40..48].try_into().ok()?);
+    Some(((client, tx), Entry { at_ns, points }))
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+impl State {
+    fn insert(&mut self, key: TxKey, entry: Entry, options: &TxLogOptions) {
+        self.known.insert(key, entry);
+        self.order.push_back((entry.at_ns, key));
+        self.expire(options, now_ns());
+    }
+
+    fn expire(&mut self, options: &TxLogOptions, now: i64) -> usize {
+        let oldest = now.saturating_sub(options.max_age.as_nanos() as i64);
+        let mut dropped = 0;
+        while let Some(&(at, key)) = self.order.front() {
+            if self.order.len() <= options.max_entries && at >= oldest {
+                break;
+            }
+            self.order.pop_front();
+            if self.known.get(&key).is_some_and(|e| e.at_ns == at) {
+                self.known.remove(&key);
+            }
+            dropped += 1;
+        }
+        dropped
+    }
+}
+
+impl TxLog {
+    /// Opens (creating if needed) `<dir>/transactions.log` and loads the window. Blocking.
+    pub fn open(dir: &Path, options: TxLogOptions) -> io::Result<(Arc<TxLog>, TxLogReport)> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(FILE_NAME);
+        let mut report = TxLogReport::default();
+        let mut state = State::default();
+        let mut records = 0usize;
+        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        if bytes.len() < HEADER_LEN {
+            // New, or torn while being created: nothing was ever recorded in it.
+            file.set_len(0)?;
+            file.write_all(&header())?;
+            file.sync_all()?;
+            sync_dir(dir)?;
+        } else {
+            if bytes[..HEADER_LEN] != header() {
+                let found = u16::from_le_bytes([bytes[8], bytes[9]]);
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: bad header (magic or checksum), or unsupported version {found}", path.display()),
+                ));
+            }
+            let body = &bytes[HEADER_LEN..];
+            let whole = body.len() / RECORD_LEN * RECORD_LEN;
+            for (i, chunk) in body[..whole].chunks_exact(RECORD_LEN).enumerate() {
+                match decode_record(chunk) {
+                    Some((key, entry)) => {
+                        state.known.insert(key, entry);
+                        state.order.push_back((entry.at_ns, key));
+                        records += 1;
+                    }
+                    None => {
+                        report.damaged += 1;
+                        tracing::warn!(path = %path.display(), offset = HEADER_LEN + i * RECORD_LEN, "damaged completed-transaction record skipped");
+                    }
+                }
+            }
+            if whole != body.len() {
+                report.torn_tail_bytes = (body.len() - whole) as u64;
+                tracing::warn!(path = %path.display(), offset = HEADER_LEN + whole, "torn tail of the completed-transaction log cut");
+                file.set_len((HEADER_LEN + whole) as u64)?;
+                file.sync_all()?;
+            }
+        }
+        // Records are appended in completion order, which is time order up to clock steps.
+        state.order.make_contiguous().sort_by_key(|(at, _)| *at);
+        report.expired = state.expire(&options, now_ns());
+        report.loaded = state.known.len();
+        // Appends go to the end, wherever a cut tail left the cursor.
+        let file = OpenOptions::new().append(true).open(&path)?;
+        let log = Arc::new(TxLog {
+            path,
+            options,
+            state: Mutex::new(state),
+            file: Mutex::new(FileState { file: Arc::new(file), records, written_seq: 0 }),
+            synced_seq: Mutex::new(0),
+        });
+        if log.needs_compaction() || report.damaged > 0 || report.expired > 0 {
+            log.compact()?;
+        }
+        Ok((log, report))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Remembered ids now.
+    pub fn len(&self) -> usize {
+        self.state.lock().known.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The points of a completed transaction, if it is in the window.
+    pub fn lookup(&self, key: &TxKey) -> Option<u64> {
+        self.state.lock().known.get(key).map(|e| e.points)
+    }
+
+    /// Either the earlier completion of `key` or the right to complete it now; waits while
+    /// another connection is completing the same key.
+    pub async fn begin(self: &Arc<Self>, key: TxKey) -> Begin {
+        loop {
+            let mut waiting = {
+                let mut state = self.state.lock();
+                if let Some(entry) = state.known.get(&key) {
+                    return Begin::Known(entry.points);
+                }
+                match state.in_progress.get(&key) {
+                    Some(receiver) => receiver.clone(),
+                    None => {
+                        let (done, receiver) = watch::channel(());
+                        state.in_progress.insert(key, receiver);
+                        return Begin::Started(CompletionGuard { log: self.clone(), key, _done: done });
+                    }
+                }
+            };
+            // Returns an error once the guard's sender is dropped.
+            while waiting.changed().await.is_ok() {}
+        }
+    }
+
+    fn needs_compaction(&self) -> bool {
+        let live = self.state.lock().known.len();
+        self.file.lock().records > 2 * live + COMPACT_SLACK
+    }
+
+    /// Appends a record and makes it durable (per options). Blocking.
+    fn append(&self, key: &TxKey, entry: Entry) -> io::Result<()> {
+        let record = encode_record(key, entry);
+        let seq = {
+            let mut file = self.file.lock();
+            (&*file.file).write_all(&record)?;
+            file.records += 1;
+            file.written_seq += 1;
+            file.written_seq
+        };
+        if self.options.sync {
+            // Group commit: one fdatasync covers every record written before it started.
+            let mut synced = self.synced_seq.lock();
+            if *synced < seq {
+                let (target, handle) = {
+                    let file = self.file.lock();
+                    (file.written_seq, file.file.clone())
+                };
+                handle.sync_data()?;
+                *synced = target;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rewrites the file with the live window only. Blocking.
+    fn compact(&self) -> io::Result<()> {
+        let _sync = self.synced_seq.lock();
+        let mut file = self.file.lock();
+        let records: Vec<[u8; RECORD_LEN]> = {
+            let state = self.state.lock();
+            state.order.iter().filter(|(at, key)| state.known.get(key).is_some_and(|e| e.at_ns == *at)).map(|(_, key)| encode_record(key, state.known[key])).collect()
+        };
+        let temporary = self.path.with_extension("log.tmp");
+        let mut out = File::create(&temporary)?;
+        let mut bytes = Vec::with_capacity(HEADER_LEN + records.len() * RECORD_LEN);
+        bytes.extend_from_slice(&header());
+        records.iter().for_each(|r| bytes.extend_from_slice(r));
+        out.write_all(&bytes)?;
+        out.sync_all()?;
+        std::fs::rename(&temporary, &self.path)?;
+        if let Some(dir) = self.path.parent() {
+            sync_dir(dir)?;
+        }
+        let reopened = OpenOptions::new().append(true).open(&self.path)?;
+        file.file = Arc::new(reopened);
+        file.records = records.len();
+        Ok(())
+    }
+}
+
+impl CompletionGuard {
+    /// Records the completion durably, after the transaction's points are durable. Blocking.
+    pub fn record(self, points: u64) -> io::Result<()> {
+        let entry = Entry { at_ns: now_ns(), points };
+        let written = self.log.append(&self.key, entry);
+        // Remembered in memory even if the file failed: this process still answers retries.
+        self.log.state.lock().insert(self.key, entry, &self.log.options);
+        written?;
+        if self.log.needs_compaction() {
+            self.log.compact()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CompletionGuard {
+    fn drop(&mut self) {
+        self.log.state.lock().in_progress.remove(&self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u8) -> TxKey {
+        ([1; 16], [n; 16])
+    }
+
+    async fn complete(log: &Arc<TxLog>, k: TxKey, points: u64) {
+        match log.begin(k).await {
+            Begin::Started(guard) => guard.record(points).expect("recorded"),
+            Begin::Known(_) => panic!("already known"),
+        }
+    }
+
+    #[tokio::test]
+    async fn completions_survive_reopening_and_torn_tails_are_cut() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (log, _) = TxLog::open(dir.path(), TxLogOptions::default()).expect("open");
+        complete(&log, key(1), 10).await;
+        complete(&log, key(2), 20).await;
+        assert!(matches!(log.begin(key(1)).await, Begin::Known(10)));
+        drop(log);
+        let path = dir.path().join(FILE_NAME);
+        let mut file = OpenOptions::new().append(true).open(&path).expect("open");
+        file.write_all(&[7u8; 20]).expect("torn tail");
+        drop(file);
+        let (log, report) = TxLog::open(dir.path(), TxLogOptions::default()).expect("reopen");
+        assert_eq!((report.loaded, report.torn_tail_bytes), (2, 20));
+        assert_eq!(log.lookup(&key(2)), Some(20));
+        assert_eq!(log.lookup(&key(3)), None);
+    }
+
+    #[tokio::test]
+    async fn the_window_is_bounded_and_the_file_compacted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = TxLogOptions { max_entries: 10, max_age: Duration::from_secs(3600), sync: false };
+        let (log, _) = TxLog::open(dir.path(), options.clone()).expect("open");
+        for n in 0..100u8 {
+            complete(&log, key(n), u64::from(n)).await;
+        }
+        assert_eq!(log.len(), 10);
+        assert_eq!(log.lookup(&key(5)), None);
+        assert_eq!(log.lookup(&key(99)), Some(99));
+        drop(log);
+        let (log, report) = TxLog::open(dir.path(), options).expect("reopen");
+        assert_eq!(report.loaded, 10);
+        assert_eq!(log.lookup(&key(95)), Some(95));
+        let len = std::fs::metadata(dir.path().join(FILE_NAME)).expect("stat").len();
+        assert_eq!(len, (HEADER_LEN + 10 * RECORD_LEN) as u64, "compacted at open");
+    }
+
+    #[tokio::test]
+    async fn a_second_completion_waits_for_the_first() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (log, _) = TxLog::open(dir.path(), TxLogOptions { sync: false, ..Default::default() }).expect("open");
+        let Begin::Started(guard) = log.begin(key(1)).await else { panic!("new key") };
+        let waiter = {
+            let log = log.clone();
+            tokio::spawn(async move { matches!(log.begin(key(1)).await, Begin::Known(3)) })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished());
+        guard.record(3).expect("record");
+        assert!(waiter.await.expect("joined"));
+        // A guard dropped without recording lets the next one start.
+        let Begin::Started(guard) = log.begin(key(2)).await else { panic!("new key") };
+        drop(guard);
+        assert!(matches!(log.begin(key(2)).await, Begin::Started(_)));
+    }
+}

@@ -1,0 +1,441 @@
+//! End-to-end tests of the native protocol over real sockets on 127.0.0.1: round trip and read
+//! back, pipelining, idempotent retries (also across a restart), cancel, timeout rollback,
+//! CONFIRM checksum mismatch, bad frames and tokens. Every test is bounded in time.
+
+use sensordb_client::{Client, ClientError, ClientOptions, ErrorCode, TxId};
+use sensordb_engine::{Durability, Engine, EngineOptions, SeriesKey, Value, ValueKind};
+use sensordb_server::auth::{Scope, TokenConfig};
+use sensordb_server::protocol::frame::{read_frame, Frame, VERSION};
+use sensordb_server::protocol::points::PointsEncoder;
+use sensordb_server::{RunningServer, Server, ServerConfig};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+async fn start(dir: &Path, tweak: impl FnOnce(&mut ServerConfig)) -> (RunningServer, Arc<Engine>) {
+    let mut config = ServerConfig {
+        data_dir: dir.to_path_buf(),
+        durability: Durability::Os,
+        http_listen: "127.0.0.1:0".parse().expect("address"),
+        native_listen: "127.0.0.1:0".parse().expect("address"),
+        ..ServerConfig::default()
+    };
+    tweak(&mut config);
+    let engine = Arc::new(Engine::open(dir, EngineOptions { durability: Durability::Os, ..Default::default() }).expect("engine opens"));
+    let server = Server::start(config, engine.clone()).await.expect("server starts");
+    (server, engine)
+}
+
+/// Stops the server and closes the engine so the directory can be opened again.
+async fn stop(server: RunningServer, engine: Arc<Engine>) {
+    server.shutdown().await;
+    let mut engine = engine;
+    for _ in 0..200 {
+        match Arc::try_unwrap(engine) {
+            Ok(engine) => {
+                engine.close().expect("engine closes");
+                return;
+            }
+            Err(shared) => {
+                engine = shared;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    panic!("the engine is still shared after shutdown");
+}
+
+fn key(name: &str) -> SeriesKey {
+    SeriesKey::new("readings", [("truck", name)], "velocity").expect("key")
+}
+
+fn stored(engine: &Engine, key: &SeriesKey) -> Vec<(i64, Value)> {
+    let Some(id) = engine.find_series(key) else { return Vec::new() };
+    engine.read(id, i64::MIN, i64::MAX).points().map(|p| p.expect("reads")).map(|p| (p.timestamp, p.value)).collect()
+}
+
+fn written(server: &RunningServer) -> u64 {
+    server.state.metrics.points_written.load(Ordering::Relaxed)
+}
+
+async fn bounded<F: std::future::Future>(future: F) -> F::Output {
+    tokio::time::timeout(LIMIT, future).await.expect("test finished in time")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_round_trips_and_reads_back() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path(), |_| {}).await;
+        // Packets of 256 KiB: the 900 kB payload below travels in parts.
+        let options = ClientOptions { packet_bytes: 256 << 10, ..ClientOptions::default() };
+        let client = Client::connect_with(server.native_addr, options).await.expect("connects");
+        let speed = client.series(&key("a"), ValueKind::F64).await.expect("series");
+        let count = client.series(&SeriesKey::new("readings", [("truck", "a")], "count").expect("key"), ValueKind::I64).await.expect("series");
+        let frame = client.series(&SeriesKey::new("frames", [("truck", "a")], "raw").expect("key"), ValueKind::Bytes).await.expect("series");
+        let mut tx = client.transaction();
+        for i in 0..5000i64 {
+            tx.push(&speed, i * 1000, Value::F64(i as f64 * 0.5)).expect("push");
+            tx.push(&count, i * 1000, Value::I64(-i)).expect("push");
+        }
+        let big = bytes::Bytes::from((0..900_000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+        tx.push(&frame, 42, Value::Bytes(big.clone())).expect("push");
+        assert!(matches!(tx.push(&speed, 1, Value::Bool(true)), Err(ClientError::KindMismatch { .. })));
+        let stats = tx.commit().await.expect("commits");
+        assert_eq!((stats.points, stats.attempts, stats.duplicate), (10_001, 1, false));
+        let speeds = stored(&engine, &key("a"));
+        assert_eq!(speeds.len(), 5000);
+        assert_eq!(speeds[10], (10_000, Value::F64(5.0)));
+        let frames = stored(&engine, &SeriesKey::new("frames", [("truck", "a")], "raw").expect("key"));
+        assert_eq!(frames, vec![(42, Value::Bytes(big))], "a payload larger than a packet arrives whole");
+        assert_eq!(written(&server), 10_001);
+        assert_eq!(server.state.metrics.native_transactions_completed.load(Ordering::Relaxed), 1);
+        stop(server, engine).await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_are_pipelined_on_one_connection() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path(), |_| {}).await;
+        let client = Client::connect(server.native_addr, "").await.expect("connects");
+        let handle = client.series(&key("p"), ValueKind::U64).await.expect("series");
+        let commits = (0..20u64).map(|t| {
+            let mut tx = client.transaction();
+            for i in 0..100u64 {
+                tx.push(&handle, (t * 100 + i) as i64, Value::U64(t * 1000 + i)).expect("push");
+            }
+            tokio::spawn(tx.commit())
+        });
+        for commit in commits.collect::<Vec<_>>() {
+            let stats = commit.await.expect("joins").expect("commits");
+            assert_eq!((stats.points, stats.attempts), (100, 1));
+        }
+        assert_eq!(server.state.metrics.connections_accepted.load(Ordering::Relaxed), 1, "one connection carried them all");
+        let points = stored(&engine, &key("p"));
+        assert_eq!(points.len(), 2000);
+        assert_eq!(points[1999], (1999, Value::U64(19_099)));
+        stop(server, engine).await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_lost_complete_answer_stores_once_even_after_a_restart() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path(), |_| {}).await;
+        let options = ClientOptions { client_id: [9; 16], ..ClientOptions::default() };
+        let client = Client::connect_with(server.native_addr, options.clone()).await.expect("connects");
+        let handle = client.series(&key("r"), ValueKind::F64).await.expect("series");
+        let fill = |tx: &mut sensordb_client::Transaction| {
+            for i in 0..300i64 {
+                tx.push(&handle, i, Value::F64(i as f64)).expect("push");
+            }
+        };
+
+        // The client closes its socket right after COMPLETE, reconnects and resends.
+        client.drop_connection_before_complete_reply(1);
+        let mut tx = client.transaction_with_id(TxId::from_u64(7));
+        fill(&mut tx);
+        let stats = tx.commit().await.expect("commits");
+        assert_eq!(stats.attempts, 2);
+        assert!(stats.duplicate, "the second attempt found the first completed");
+        assert_eq!(written(&server), 300, "points written once");
+        assert_eq!(engine.stats().memtable_points, 300);
+        assert_eq!(stored(&engine, &key("r")).len(), 300);
+
+        // Raw: the whole transaction again, then COMPLETE straight away: both answered as done.
+        let mut raw = RawClient::connect(server.native_addr, [9; 16], "").await;
+        raw.define(1, ValueKind::F64, &key("r")).await;
+        let tx7 = TxId::from_u64(7);
+        raw.send(&Frame::Create { tx: tx7 }).await;
+        assert_eq!(raw.next().await, Frame::Created { tx: tx7, already_completed: true });
+        raw.send(&Frame::Complete { tx: TxId::from_u64(7) }).await;
+        assert!(matches!(raw.next().await, Frame::Error { code: ErrorCode::WrongState, .. }), "COMPLETE before CONFIRM is refused");
+        raw.send_points(tx7, 1, &[0, 1], &[0.0, 1.0]).await;
+        raw.send(&Frame::Confirm { tx: tx7 }).await;
+        assert!(matches!(raw.next().await, Frame::Confirmed { points: 2, .. }));
+        raw.send(&Frame::Complete { tx: tx7 }).await;
+        assert_eq!(raw.next().await, Frame::Completed { tx: tx7, duplicate: true, points: 300 });
+        drop(raw);
+        assert_eq!(written(&server), 300);
+
+        // After a restart the completed-id log still answers the retry.
+        drop(client);
+        stop(server, engine).await;
+        let (server, engine) = start(dir.path(), |_| {}).await;
+        let client = Client::connect_with(server.native_addr, options).await.expect("connects");
+        let handle2 = client.series(&key("r"), ValueKind::F64).await.expect("series");
+        assert_eq!(handle2.kind(), handle.kind());
+        let mut tx = client.transaction_with_id(TxId::from_u64(7));
+        fill(&mut tx);
+        let stats = tx.commit().await.expect("commits");
+        assert!(stats.duplicate);
+        assert_eq!(written(&server), 0, "nothing written after the restart");
+        assert_eq!(engine.stats().memtable_points as u64 + engine.stats().store.points, 300);
+
+        // Another client may use the same transaction id: ids are per client.
+        let other = Client::connect(server.native_addr, "").await.expect("connects");
+        let h = other.series(&key("r"), ValueKind::F64).await.expect("series");
+        let mut tx = other.transaction_with_id(TxId::from_u64(7));
+        tx.push(&h, 1000, Value::F64(1.5)).expect("push");
+        assert!(!tx.commit().await.expect("commits").duplicate);
+        assert_eq!(stored(&engine, &key("r")).len(), 301);
+        stop(server, engine).await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_and_timed_out_transactions_store_nothing() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path(), |c| c.transaction_timeout_ms = 300).await;
+        let mut raw = RawClient::connect(server.native_addr, [1; 16], "").await;
+        raw.define(1, ValueKind::F64, &key("c")).await;
+        let (a, b) = (TxId::from_u64(1), TxId::from_u64(2));
+        raw.send(&Frame::Create { tx: a }).await;
+        assert!(matches!(raw.next().await, Frame::Created { .. }));
+        raw.send_points(a, 1, &[1, 2, 3], &[1.0, 2.0, 3.0]).await;
+        raw.send(&Frame::Confirm { tx: a }).await;
+        assert!(matches!(raw.next().await, Frame::Confirmed { points: 3, .. }));
+        raw.send(&Frame::Cancel { tx: a }).await;
+        assert_eq!(raw.next().await, Frame::Cancelled { tx: a });
+        raw.send(&Frame::Complete { tx: a }).await;
+        assert!(matches!(raw.next().await, Frame::Error { code: ErrorCode::WrongState, fatal: false, .. }));
+
+        // Half-finished: CREATE and SEND, then silence past the transaction timeout.
+        raw.send(&Frame::Create { tx: b }).await;
+        assert!(matches!(raw.next().await, Frame::Created { .. }));
+        raw.send_points(b, 1, &[4, 5], &[4.0, 5.0]).await;
+        let started = std::time::Instant::now();
+        match raw.next().await {
+            Frame::Error { code: ErrorCode::TransactionTimeout, tx: Some(tx), fatal: false, .. } => assert_eq!(tx, b),
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+        assert!(started.elapsed() >= Duration::from_millis(250));
+        raw.send(&Frame::Confirm { tx: b }).await;
+        assert!(matches!(raw.next().await, Frame::Error { code: ErrorCode::WrongState, .. }), "rolled back");
+        // The connection still works.
+        raw.send(&Frame::Ping { nonce: 5 }).await;
+        assert_eq!(raw.next().await, Frame::Pong { nonce: 5 });
+
+        assert!(stored(&engine, &key("c")).is_empty());
+        assert_eq!(written(&server), 0);
+        assert_eq!(server.state.metrics.native_transactions_failed.load(Ordering::Relaxed), 2);
+        assert_eq!(server.state.metrics.in_flight_bytes.load(Ordering::Relaxed), 0, "byte permits returned");
+        stop(server, engine).await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_checksum_mismatch_cancels_and_resends() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path(), |_| {}).await;
+        let client = Client::connect(server.native_addr, "").await.expect("connects");
+        let handle = client.series(&key("m"), ValueKind::F64).await.expect("series");
+        client.corrupt_next_sends(1);
+        let mut tx = client.transaction();
+        for i in 0..50i64 {
+            tx.push(&handle, i, Value::F64(i as f64)).expect("push");
+        }
+        let stats = tx.commit().await.expect("commits on the second attempt");
+        assert_eq!(stats.attempts, 2);
+        let points = stored(&engine, &key("m"));
+        assert_eq!(points.len(), 50);
+        assert!(points.iter().all(|(t, v)| *v == Value::F64(*t as f64)), "no corrupted value stored");
+        assert_eq!(written(&server), 50);
+        assert_eq!(server.state.metrics.native_transactions_failed.load(Ordering::Relaxed), 1, "the corrupted attempt was cancelled");
+
+        // With retries exhausted the error reaches the caller and nothing is stored.
+        let strict = Client::connect_with(server.native_addr, ClientOptions { max_attempts: 1, ..Default::default() }).await.expect("connects");
+        let h = strict.series(&key("m2"), ValueKind::F64).await.expect("series");
+        strict.corrupt_next_sends(1);
+        let mut tx = strict.transaction();
+        tx.push(&h, 1, Value::F64(1.0)).expect("push");
+        assert!(matches!(tx.commit().await, Err(ClientError::ChecksumMismatch { .. })));
+        assert!(stored(&engine, &key("m2")).is_empty());
+        stop(server, engine).await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_frames_get_an_error_and_the_server_serves_others() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path(), |c| c.max_frame_bytes = 1 << 20).await;
+        let addr = server.native_addr;
+
+        // Garbage (an HTTP request): its "length" is far beyond the limit.
+        let mut s = TcpStream::connect(addr).await.expect("connects");
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("writes");
+        assert!(matches!(read_frame(&mut s, u32::MAX).await, Ok(Some(Frame::Error { code: ErrorCode::FrameTooLarge, fatal: true, .. }))));
+        assert!(matches!(read_frame(&mut s, u32::MAX).await, Ok(None)), "closed after the error");
+
+        // A huge declared length.
+        let mut s = TcpStream::connect(addr).await.expect("connects");
+        let mut frame = Frame::Ping { nonce: 1 }.to_bytes();
+        frame[..4].copy_from_slice(&(64u32 << 20).to_le_bytes());
+        s.write_all(&frame).await.expect("writes");
+        assert!(matches!(read_frame(&mut s, u32::MAX).await, Ok(Some(Frame::Error { code: ErrorCode::FrameTooLarge, .. }))));
+
+        // A bad checksum after a good handshake.
+        let mut raw = RawClient::connect(addr, [2; 16], "").await;
+        let mut frame = Frame::Create { tx: TxId::from_u64(1) }.to_bytes();
+        frame[13] ^= 0x40;
+        raw.stream.write_all(&frame).await.expect("writes");
+        assert!(matches!(raw.next().await, Frame::Error { code: ErrorCode::BadChecksum, fatal: true, .. }));
+        assert!(matches!(read_frame(&mut raw.stream, u32::MAX).await, Ok(None)));
+
+        // An unknown frame type with a valid checksum: reported, the connection goes on.
+        let mut raw = RawClient::connect(addr, [3; 16], "").await;
+        let mut frame = Frame::Ping { nonce: 1 }.to_bytes();
+        frame[4] = 0x42;
+        let mut covered = frame[..8].to_vec();
+        covered.extend_from_slice(&frame[12..]);
+        frame[8..12].copy_from_slice(&crc32c::crc32c(&covered).to_le_bytes());
+        raw.stream.write_all(&frame).await.expect("writes");
+        assert!(matches!(raw.next().await, Frame::Error { code: ErrorCode::UnknownFrameType, fatal: false, .. }));
+        // Wrong state: SEND for a transaction never created.
+        raw.send_points(TxId::from_u64(9), 1, &[1], &[1.0]).await;
+        assert!(matches!(raw.next().await, Frame::Error { code: ErrorCode::WrongState, fatal: false, .. }));
+        raw.send(&Frame::Ping { nonce: 2 }).await;
+        assert_eq!(raw.next().await, Frame::Pong { nonce: 2 });
+
+        // A frame before HELLO.
+        let mut s = TcpStream::connect(addr).await.expect("connects");
+        s.write_all(&Frame::Create { tx: TxId::from_u64(1) }.to_bytes()).await.expect("writes");
+        assert!(matches!(read_frame(&mut s, u32::MAX).await, Ok(Some(Frame::Error { code: ErrorCode::WrongState, fatal: true, .. }))));
+
+        // Meanwhile a well-behaved client is served.
+        let client = Client::connect(addr, "").await.expect("connects");
+        let handle = client.series(&key("ok"), ValueKind::F64).await.expect("series");
+        let mut tx = client.transaction();
+        tx.push(&handle, 1, Value::F64(1.0)).expect("push");
+        tx.commit().await.expect("commits");
+        assert_eq!(stored(&engine, &key("ok")).len(), 1);
+        stop(server, engine).await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_are_checked_in_the_handshake() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path(), |c| {
+            c.tokens = vec![
+                TokenConfig { token: "writer".into(), scopes: vec![Scope::Write] },
+                TokenConfig { token: "reader".into(), scopes: vec![Scope::Read] },
+            ]
+        })
+        .await;
+        let addr = server.native_addr;
+        for (token, expected) in [("wrong", ErrorCode::Unauthenticated), ("", ErrorCode::Unauthenticated), ("reader", ErrorCode::Forbidden)] {
+            match Client::connect(addr, token).await {
+                Err(ClientError::Server { code, message }) => {
+                    assert_eq!(code, expected, "{token}: {message}");
+                    assert!(!message.is_empty());
+                }
+                Err(other) => panic!("{token}: unexpected error {other}"),
+                Ok(_) => panic!("{token}: accepted"),
+            }
+        }
+        // An unsupported version is refused with a message.
+        let mut s = TcpStream::connect(addr).await.expect("connects");
+        let hello = Frame::Hello { min_version: VERSION + 1, max_version: VERSION + 3, client_id: [0; 16], token: "writer".into(), client_name: "future".into() };
+        s.write_all(&hello.to_bytes()).await.expect("writes");
+        assert!(matches!(read_frame(&mut s, u32::MAX).await, Ok(Some(Frame::Error { code: ErrorCode::UnsupportedVersion, .. }))));
+
+        let client = Client::connect(addr, "writer").await.expect("the right token is accepted");
+        let handle = client.series(&key("t"), ValueKind::Bool).await.expect("series");
+        let mut tx = client.transaction();
+        tx.push(&handle, 1, Value::Bool(true)).expect("push");
+        tx.commit().await.expect("commits");
+        stop(server, engine).await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_over_the_connection_budget_is_rolled_back() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path(), |c| {
+            c.max_connection_in_flight_bytes = 64 << 10;
+            c.max_frame_bytes = 32 << 10;
+        })
+        .await;
+        let client = Client::connect_with(server.native_addr, ClientOptions { max_attempts: 1, ..Default::default() }).await.expect("connects");
+        let handle = client.series(&key("big"), ValueKind::F64).await.expect("series");
+        let mut tx = client.transaction();
+        for i in 0..20_000i64 {
+            tx.push(&handle, i, Value::F64(i as f64)).expect("push");
+        }
+        match tx.commit().await {
+            Err(ClientError::Server { code: ErrorCode::TransactionTooLarge, .. }) => {}
+            other => panic!("expected TransactionTooLarge, got {other:?}"),
+        }
+        assert!(stored(&engine, &key("big")).is_empty());
+        // Within the budget it goes through, in several packets.
+        let mut tx = client.transaction();
+        for i in 0..3000i64 {
+            tx.push(&handle, i, Value::F64(i as f64)).expect("push");
+        }
+        let stats = tx.commit().await.expect("commits");
+        assert!(stats.bytes > 20_000);
+        assert_eq!(stored(&engine, &key("big")).len(), 3000);
+        stop(server, engine).await;
+    })
+    .await
+}
+
+/// A client speaking frames by hand.
+struct RawClient {
+    stream: TcpStream,
+}
+
+impl RawClient {
+    async fn connect(addr: std::net::SocketAddr, client_id: [u8; 16], token: &str) -> RawClient {
+        let mut stream = TcpStream::connect(addr).await.expect("connects");
+        let hello = Frame::Hello { min_version: VERSION, max_version: VERSION, client_id, token: token.into(), client_name: "raw".into() };
+        stream.write_all(&hello.to_bytes()).await.expect("writes");
+        let mut raw = RawClient { stream };
+        assert!(matches!(raw.next().await, Frame::HelloOk { version: VERSION, .. }));
+        raw
+    }
+
+    async fn send(&mut self, frame: &Frame) {
+        self.stream.write_all(&frame.to_bytes()).await.expect("writes");
+    }
+
+    async fn next(&mut self) -> Frame {
+        tokio::time::timeout(Duration::from_secs(10), read_frame(&mut self.stream, u32::MAX))
+            .await
+            .expect("an answer in time")
+            .expect("a valid frame")
+            .expect("not the end of the stream")
+    }
+
+    async fn define(&mut self, short_id: u32, kind: ValueKind, key: &SeriesKey) {
+        self.send(&Frame::DefineSeries { short_id, kind, key: key.canonical() }).await;
+        assert!(matches!(self.next().await, Frame::SeriesOk { short_id: s, .. } if s == short_id));
+    }
+
+    async fn send_points(&mut self, tx: TxId, short_id: u32, timestamps: &[i64], values: &[f64]) {
+        let mut records = Vec::new();
+        PointsEncoder::points(&mut records, short_id, timestamps, &sensordb_engine::ValueColumn::F64(values.to_vec()));
+        self.send(&Frame::Send { tx, records: records.into() }).await;
+    }
+}
