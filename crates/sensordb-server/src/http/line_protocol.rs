@@ -99,14 +99,14 @@ pub struct ReadOptions {
 
 /// The records of a body, each a [`Line`] or a [`LineError`]; blank and comment lines are skipped.
 pub struct Lines<'a> {
-    records: Box<dyn Iterator<Item = &'a str> + 'a>,
+    records: Records<'a>,
     next_number: u64,
     options: ReadOptions,
 }
 
 impl<'a> Lines<'a> {
     pub fn new(body: &'a str, options: ReadOptions) -> Lines<'a> {
-        Lines { records: Box::new(influxdb_line_protocol::split_lines(body)), next_number: 1, options }
+        Lines { records: Records { rest: Some(body) }, next_number: 1, options }
     }
 
     fn read(&self, number: u64, record: &'a str) -> Option<Result<Line<'a>, LineError>> {
@@ -156,6 +156,60 @@ impl<'a> Iterator for Lines<'a> {
             }
         }
     }
+}
+
+/// Splits a body into records as the Go server's `scanLine` does (and the crate's
+/// `split_lines`): a newline ends a record unless it is inside a quoted string field value.
+/// A segment without any `"` or backslash is cut at its first newline at once; only one holding a quote is
+/// scanned with the full state machine.
+struct Records<'a> {
+    rest: Option<&'a str>,
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let rest = self.rest?;
+        let bytes = rest.as_bytes();
+        let newline = bytes.iter().position(|&b| b == b'\n');
+        let simple_end = newline.unwrap_or(bytes.len());
+        let end = if bytes[..simple_end].iter().any(|&b| b == b'"' || b == b'\\') { quoted_record_end(bytes) } else { newline };
+        match end {
+            Some(end) => {
+                self.rest = Some(&rest[end + 1..]);
+                Some(&rest[..end])
+            }
+            None => {
+                self.rest = None;
+                Some(rest)
+            }
+        }
+    }
+}
+
+/// The index of the newline ending the first record of `bytes`, honouring quoted strings (a
+/// byte-wise port of the Go `scanLine` state machine; the markers are ASCII, so skipping one byte
+/// after a backslash is the same as skipping one character).
+fn quoted_record_end(bytes: &[u8]) -> Option<usize> {
+    let (mut quoted, mut fields, mut escape) = (false, false, false);
+    let (mut equals, mut commas) = (0u64, 0u64);
+    for (i, &c) in bytes.iter().enumerate() {
+        if escape {
+            escape = false;
+            continue;
+        }
+        match c {
+            b'\\' => escape = true,
+            b' ' => fields = true,
+            b'=' if fields && !quoted => equals += 1,
+            b',' if fields && !quoted => commas += 1,
+            b'"' if fields && equals > commas => quoted = !quoted,
+            b'\n' if !quoted => return Some(i),
+            _ => {}
+        }
+    }
+    None
 }
 
 fn memchr_count(bytes: &[u8], byte: u8) -> u64 {
@@ -223,6 +277,22 @@ mod tests {
             })
             .collect();
         assert_eq!(lines, vec![1, 1002, 1003, 1004, 5]);
+    }
+
+    #[test]
+    fn records_split_like_the_crate() {
+        for body in [
+            "a f=1 1\nb f=\"x\ny\" 2\n\nc f=\"q\\\"\n\",g=1 3\r\nd\\\ne f=1",
+            "m,t=\"a f=1\nm s=\"\",t=\"\n\" 4\n",
+            "m f=1,s=\"open\nnever closed",
+            "\n\n",
+            "",
+            "m s=\"é\\\"\né\" 1\nx f=1",
+        ] {
+            let ours: Vec<&str> = Records { rest: Some(body) }.collect();
+            let crate_: Vec<&str> = influxdb_line_protocol::split_lines(body).collect();
+            assert_eq!(ours, crate_, "{body:?}");
+        }
     }
 
     #[test]

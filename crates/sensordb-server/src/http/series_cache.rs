@@ -2,7 +2,8 @@
 //!
 //! Two levels: the raw (escaped) measurement + tag text of a line maps to a [`CachedSeries`]
 //! (the unescaped measurement and tags, validated once), and inside it the unescaped field name
-//! maps to the engine's series id and value kind. The outer map is split into shards, each
+//! maps to the engine's series id and value kind (a short list searched at the field's position
+//! in the line first: lines of one series nearly always list their fields in the same order). The outer map is split into shards, each
 //! behind its own read-write lock, so concurrent requests meet on a lock only when they hash to
 //! the same shard, and then only as readers once the series is known. A kind never changes
 //! once a series exists, so cached kinds stay true; the engine remains the judge for new series.
@@ -23,7 +24,9 @@ const SHARDS: usize = 64;
 pub struct CachedSeries {
     pub measurement: String,
     pub tags: Vec<(String, String)>,
-    fields: RwLock<HashMap<Box<str>, (SeriesId, ValueKind)>>,
+    /// Field name, series id, kind; in first-seen order, which is usually the order of the
+    /// fields in every line of this series, so a field is looked for at its position first.
+    fields: RwLock<Vec<(Box<str>, SeriesId, ValueKind)>>,
 }
 
 /// Why a field cannot be written.
@@ -36,25 +39,61 @@ pub enum FieldError {
 }
 
 impl CachedSeries {
+    /// The series ids of the fields of one line (`(name, kind)` in line order) into `out`, under
+    /// one read lock when all are known. On failure, the index of the failing field.
+    pub fn resolve(
+        &self,
+        engine: &Engine,
+        fields: &[(&str, ValueKind)],
+        out: &mut Vec<SeriesId>,
+    ) -> Result<(), (usize, FieldError)> {
+        out.clear();
+        {
+            let known = self.fields.read();
+            for (j, &(name, kind)) in fields.iter().enumerate() {
+                let found = match known.get(j) {
+                    Some(entry) if &*entry.0 == name => Some(entry),
+                    _ => known.iter().find(|entry| &*entry.0 == name),
+                };
+                match found {
+                    Some(&(_, id, existing)) if existing == kind => out.push(id),
+                    Some(&(_, _, existing)) => return Err((j, FieldError::Conflict { existing, attempted: kind })),
+                    None => break,
+                }
+            }
+        }
+        for (j, &(name, kind)) in fields.iter().enumerate().skip(out.len()) {
+            out.push(self.field_id(engine, name, kind).map_err(|e| (j, e))?);
+        }
+        Ok(())
+    }
+
     /// The series id of `field` written with a value of `kind`, registering it when new.
     pub fn field_id(&self, engine: &Engine, field: &str, kind: ValueKind) -> Result<SeriesId, FieldError> {
-        if let Some(&(id, existing)) = self.fields.read().get(field) {
+        if let Some(&(_, id, existing)) = self.fields.read().iter().find(|entry| &*entry.0 == field) {
             return if existing == kind { Ok(id) } else { Err(FieldError::Conflict { existing, attempted: kind }) };
         }
         let key = SeriesKey::new(self.measurement.as_str(), self.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), field)
             .map_err(|e| FieldError::Engine(e.into()))?;
         match engine.series_id(&key, kind) {
             Ok(id) => {
-                self.fields.write().insert(field.into(), (id, kind));
+                self.remember(field, id, kind);
                 Ok(id)
             }
             Err(sensordb_engine::Error::KindMismatch { existing, attempted, .. }) => {
                 if let Some(id) = engine.find_series(&key) {
-                    self.fields.write().insert(field.into(), (id, existing));
+                    self.remember(field, id, existing);
                 }
                 Err(FieldError::Conflict { existing, attempted })
             }
             Err(e) => Err(FieldError::Engine(e)),
+        }
+    }
+
+    fn remember(&self, field: &str, id: SeriesId, kind: ValueKind) {
+        let mut fields = self.fields.write();
+        if !fields.iter().any(|entry| &*entry.0 == field) {
+            fields.push((field.into(), id, kind));
         }
     }
 }
@@ -83,7 +122,7 @@ impl SeriesCache {
             return Ok(found.clone());
         }
         let (measurement, tags) = make()?;
-        let entry = Arc::new(CachedSeries { measurement, tags, fields: RwLock::new(HashMap::new()) });
+        let entry = Arc::new(CachedSeries { measurement, tags, fields: RwLock::new(Vec::new()) });
         Ok(shard.write().entry(series_text.into()).or_insert(entry).clone())
     }
 

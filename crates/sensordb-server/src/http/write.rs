@@ -30,7 +30,7 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use influxdb_line_protocol::FieldValue;
 use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::{SeriesId, Value};
+use sensordb_engine::{SeriesId, Value, ValueKind};
 use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -53,7 +53,8 @@ pub fn ingest(http: &HttpState, body: &str, options: ReadOptions) -> Result<Writ
     let engine = &http.server.engine;
     let mut batch = WriteBatch::new();
     let mut report = WriteReport::default();
-    let mut ids: Vec<(SeriesId, Value)> = Vec::with_capacity(16);
+    let mut ids: Vec<SeriesId> = Vec::with_capacity(16);
+    let mut values: Vec<Value> = Vec::with_capacity(16);
     for line in Lines::new(body, options) {
         let line = match line {
             Ok(line) => line,
@@ -67,8 +68,8 @@ pub fn ingest(http: &HttpState, body: &str, options: ReadOptions) -> Result<Writ
             let tags = line.parsed.series.tag_set.iter().flatten().map(|(k, v)| (k.to_string(), v.to_string())).collect();
             Ok::<_, ApiError>((line.parsed.series.measurement.to_string(), tags))
         })?;
-        ids.clear();
-        let mut failed: Option<String> = None;
+        values.clear();
+        let mut names_kinds: Vec<(&str, ValueKind)> = Vec::with_capacity(line.parsed.field_set.len());
         for (name, value) in &line.parsed.field_set {
             let value = match value {
                 FieldValue::F64(x) => Value::F64(*x),
@@ -77,23 +78,23 @@ pub fn ingest(http: &HttpState, body: &str, options: ReadOptions) -> Result<Writ
                 FieldValue::Boolean(x) => Value::Bool(*x),
                 FieldValue::String(s) => Value::Bytes(bytes::Bytes::copy_from_slice(s.as_bytes())),
             };
-            match series.field_id(engine, name.as_str(), value.kind()) {
-                Ok(id) => ids.push((id, value)),
-                Err(FieldError::Conflict { existing, attempted }) => {
-                    failed = Some(format!(
-                        "field type conflict: input field \"{}\" on measurement \"{}\" is type {attempted}, already exists as type {existing}",
-                        name.as_str(),
-                        series.measurement
-                    ));
-                    break;
-                }
-                Err(FieldError::Engine(e)) => {
-                    if matches!(e, sensordb_engine::Error::InvalidSeriesKey(_)) {
-                        failed = Some(e.to_string());
-                        break;
-                    }
+            names_kinds.push((name.as_str(), value.kind()));
+            values.push(value);
+        }
+        let mut failed: Option<String> = None;
+        match series.resolve(engine, &names_kinds, &mut ids) {
+            Ok(()) => {}
+            Err((j, FieldError::Conflict { existing, attempted })) => {
+                failed = Some(format!(
+                    "field type conflict: input field \"{}\" on measurement \"{}\" is type {attempted}, already exists as type {existing}",
+                    names_kinds[j].0, series.measurement
+                ));
+            }
+            Err((_, FieldError::Engine(e))) => {
+                if !matches!(e, sensordb_engine::Error::InvalidSeriesKey(_)) {
                     return Err(ApiError::from_engine(e));
                 }
+                failed = Some(e.to_string());
             }
         }
         if let Some(message) = failed {
@@ -101,7 +102,7 @@ pub fn ingest(http: &HttpState, body: &str, options: ReadOptions) -> Result<Writ
             report.first_error.get_or_insert(LineError { line: line.number, message });
             continue;
         }
-        for (id, value) in ids.drain(..) {
+        for (&id, value) in ids.iter().zip(values.drain(..)) {
             if let Err(e) = batch.push(id, line.timestamp, value) {
                 // Cannot happen: kinds were checked against the catalog above.
                 return Err(ApiError::internal(format!("BUG: {e}")));
