@@ -1,10 +1,312 @@
-//! The InfluxDB-compatible HTTP API (in progress: the listener accepts nothing yet).
+//! The InfluxDB-compatible HTTP API (HTTP/1.1, axum over hyper). Reference: `docs/HTTP.md`.
+//!
+//! | endpoint | scope | answers |
+//! |---|---|---|
+//! | `POST /write` (v1) | write | 204; 400 bad parameter / bad line (partial write) / field type conflict; 401/403; 413; 415; 503 disk full |
+//! | `POST /api/v2/write` | write | as `/write` |
+//! | `GET`/`POST /query` | read (`SHOW`), write (`CREATE`) | 200; 400 unsupported InfluxQL |
+//! | `GET /api/v1/query` | read | 200 JSON or CSV points; 400; 404 no such series |
+//! | `GET /api/v1/series` | read | 200 JSON series list |
+//! | `GET`/`HEAD /ping` | open | 204 |
+//! | `GET /health` | open | 200 `{"status":"pass"}` |
+//! | `GET /metrics` | open | 200 Prometheus text |
+//!
+//! Tokens come from `Authorization: Token <t>` / `Bearer <t>`, `Authorization: Basic` (the
+//! password is the token), or the v1 `p` query parameter. Errors are JSON `{"error": "..."}`.
+//!
+//! Connections hold a permit of the shared `connections` semaphore for their whole life (the
+//! accept loop waits for one, so excess clients wait in the kernel's accept queue); write bodies
+//! hold `in_flight_bytes` permits until durable (see [`write`]). On the shutdown signal the
+//! server stops accepting, lets requests in progress finish, and returns.
+//!
+//! Databases (v1 `db`, v2 `bucket`) are not separate stores yet: every write goes to the one
+//! engine, and the names given are only remembered (in memory) for `SHOW DATABASES`.
 
+pub mod line_protocol;
+pub mod query;
+pub mod series_cache;
+pub mod write;
+
+use crate::auth::AuthError;
+use crate::metrics::Metrics;
 use crate::server::{ServerState, ShutdownSignal};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use base64::Engine as _;
+use parking_lot::Mutex;
+use series_cache::SeriesCache;
+use std::collections::BTreeSet;
 use std::sync::Arc;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::OwnedSemaphorePermit;
 
+/// What the HTTP handlers share.
+pub struct HttpState {
+    pub server: Arc<ServerState>,
+    pub cache: SeriesCache,
+    /// Database and bucket names seen (by `CREATE DATABASE` or writes).
+    pub databases: Mutex<BTreeSet<String>>,
+}
+
+impl HttpState {
+    pub fn new(server: Arc<ServerState>) -> HttpState {
+        HttpState { server, cache: SeriesCache::default(), databases: Mutex::new(BTreeSet::new()) }
+    }
+
+    pub fn note_database(&self, name: &str) {
+        let mut databases = self.databases.lock();
+        if !databases.contains(name) {
+            databases.insert(name.to_string());
+        }
+    }
+}
+
+/// Serves the HTTP API on `listener` until `shutdown` turns true, then drains.
 pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown: ShutdownSignal) {
-    let _ = (&listener, &state);
-    let _ = shutdown.changed().await;
+    let http = Arc::new(HttpState::new(state.clone()));
+    let app = router(http);
+    let listener = PermitListener { listener, state };
+    let stop = async move {
+        while !*shutdown.borrow() {
+            if shutdown.changed().await.is_err() {
+                break;
+            }
+        }
+    };
+    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+        tracing::error!(error = %e, "HTTP server failed");
+    }
+}
+
+/// The routes over `http`.
+pub fn router(http: Arc<HttpState>) -> Router {
+    Router::new()
+        .route("/write", post(write::write_v1))
+        .route("/api/v2/write", post(write::write_v2))
+        .route("/query", get(query::influxql).post(query::influxql))
+        .route("/api/v1/query", get(query::points))
+        .route("/api/v1/series", get(query::series))
+        .route("/ping", get(ping))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .layer(axum::middleware::from_fn_with_state(http.clone(), count_requests))
+        .with_state(http)
+}
+
+async fn count_requests(State(http): State<Arc<HttpState>>, request: Request, next: Next) -> Response {
+    let metrics = &http.server.metrics;
+    Metrics::add(&metrics.http_requests, 1);
+    let response = next.run(request).await;
+    if response.status().is_client_error() || response.status().is_server_error() {
+        Metrics::add(&metrics.http_errors, 1);
+    }
+    response
+}
+
+async fn ping() -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    response.headers_mut().insert("X-Influxdb-Version", HeaderValue::from_static("1.8.10-sensordb"));
+    response
+}
+
+async fn health() -> Response {
+    json_response(StatusCode::OK, r#"{"name":"sensordb","message":"ready for queries and writes","status":"pass"}"#.to_string())
+}
+
+async fn metrics(State(http): State<Arc<HttpState>>) -> Response {
+    let text = http.server.metrics.render(&http.server.engine);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+pub(crate) fn json_response(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// The token of a request's `Authorization` header (`Token`, `Bearer`, or the password of
+/// `Basic`).
+pub fn bearer_token(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, rest) = value.split_once(' ')?;
+    let rest = rest.trim();
+    if scheme.eq_ignore_ascii_case("token") || scheme.eq_ignore_ascii_case("bearer") {
+        return Some(rest.to_string());
+    }
+    if scheme.eq_ignore_ascii_case("basic") {
+        let decoded = base64::engine::general_purpose::STANDARD.decode(rest).ok()?;
+        let decoded = String::from_utf8(decoded).ok()?;
+        return decoded.split_once(':').map(|(_, password)| password.to_string());
+    }
+    None
+}
+
+/// An error answer: JSON `{"error": message[, "line": N]}` with a status.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    /// The first bad line of a write body.
+    pub line: Option<u64>,
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError { status, message: message.into(), line: None, retry_after: None }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
+    }
+
+    pub fn join(e: tokio::task::JoinError) -> ApiError {
+        Self::internal(format!("request task failed: {e}"))
+    }
+
+    /// Disk full → 503 with `Retry-After`; a kind mismatch → 400 field type conflict; a bad key
+    /// → 400; anything else (poisoned engine, I/O, corruption) → 500.
+    pub fn from_engine(e: sensordb_engine::Error) -> ApiError {
+        use sensordb_engine::Error;
+        match e {
+            Error::NoSpace { .. } => ApiError { retry_after: Some(30), ..Self::unavailable(format!("insufficient storage: {e}")) },
+            Error::KindMismatch { key, existing, attempted } => Self::bad_request(format!(
+                "field type conflict: input field of series \"{key}\" is type {attempted}, already exists as type {existing}"
+            )),
+            Error::InvalidSeriesKey(_) | Error::PayloadTooLarge { .. } => Self::bad_request(e.to_string()),
+            Error::Closed => Self::unavailable(e.to_string()),
+            other => {
+                tracing::error!(error = %other, "engine failure");
+                Self::internal(other.to_string())
+            }
+        }
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> ApiError {
+        match e {
+            AuthError::Unauthenticated => Self::new(StatusCode::UNAUTHORIZED, "authorization failed: missing or unknown token"),
+            AuthError::Forbidden(scope) => Self::new(StatusCode::FORBIDDEN, format!("token lacks the {scope:?} scope").to_lowercase()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = serde_json::json!({ "error": self.message });
+        if let Some(line) = self.line {
+            body["line"] = line.into();
+        }
+        let mut response = json_response(self.status, body.to_string());
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Token"));
+        }
+        response
+    }
+}
+
+/// A listener that takes a connection permit before each accept and keeps it with the stream.
+struct PermitListener {
+    listener: TcpListener,
+    state: Arc<ServerState>,
+}
+
+/// A stream holding its connection permit; dropping it closes the connection and frees the slot.
+pub struct PermittedStream {
+    stream: TcpStream,
+    _permit: OwnedSemaphorePermit,
+    state: Arc<ServerState>,
+}
+
+impl Drop for PermittedStream {
+    fn drop(&mut self) {
+        self.state.metrics.connections_open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl axum::serve::Listener for PermitListener {
+    type Io = PermittedStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let permit = match self.state.connections.clone().acquire_owned().await {
+                Ok(permit) => permit,
+                // The semaphore is never closed; should it be, stop taking connections.
+                Err(_) => std::future::pending().await,
+            };
+            match self.listener.accept().await {
+                Ok((stream, addr)) => {
+                    let _ = stream.set_nodelay(true);
+                    Metrics::add(&self.state.metrics.connections_accepted, 1);
+                    self.state.metrics.connections_open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return (PermittedStream { stream, _permit: permit, state: self.state.clone() }, addr);
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    drop(permit);
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.listener.local_addr()
+    }
+}
+
+impl tokio::io::AsyncRead for PermittedStream {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for PermittedStream {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
 }

@@ -1,0 +1,376 @@
+//! The read side: the InfluxQL subset clients need (`/query`), points by series and time
+//! (`/api/v1/query`) and the series list (`/api/v1/series`).
+//!
+//! `/query` (GET or POST, `q` in the URL or a form body) answers `CREATE DATABASE <name>` (write
+//! scope) with `{"results":[{"statement_id":0}]}` and `SHOW DATABASES` (read scope) with the names
+//! seen; several statements separated by `;` get one result each. Any other InfluxQL is refused
+//! with 400 and `{"error": "unsupported InfluxQL statement ..."}`.
+//!
+//! `/api/v1/query?measurement=M[&field=F][&tag.<k>=<v>...][&from=T][&to=T][&format=json|csv][&limit=N]`
+//! returns the points in `[from, to)` (nanoseconds or RFC 3339; the default range is everything)
+//! of every series of measurement M (and field F, when given) carrying all the given tags:
+//! JSON `{"series":[{"key":"m,t=v f","kind":"float","points":[[ts,value],...]}],"truncated":false}`
+//! or CSV `series,timestamp,value` (keys quoted as CSV requires). Byte values are base64 in JSON
+//! and CSV; non-finite floats are `null` in JSON. At most `limit` points are returned over all
+//! series (default 1,000,000, at most 10,000,000): when more match, the answer carries
+//! `"truncated":true` (JSON) or the header `X-Sensordb-Truncated: true` (both formats).
+//!
+//! `/api/v1/series[?measurement=M][&tag.<k>=<v>...]` lists matching series:
+//! `{"series":[{"key":..., "measurement":..., "tags":{...}, "field":..., "kind":...}]}`.
+
+use super::{bearer_token, json_response, ApiError, HttpState};
+use crate::auth::Scope;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use sensordb_engine::{Value, ValueColumn};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Default and largest `limit` of `/api/v1/query`.
+pub const DEFAULT_POINT_LIMIT: usize = 1_000_000;
+pub const MAX_POINT_LIMIT: usize = 10_000_000;
+
+/// `GET`/`POST /query?q=...`.
+pub async fn influxql(
+    State(http): State<Arc<HttpState>>,
+    Query(params): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let mut params = params;
+    let form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    if form {
+        let body_params: Vec<(String, String)> =
+            serde_urlencoded::from_bytes(&body).map_err(|e| ApiError::bad_request(format!("bad form body: {e}")))?;
+        params.extend(body_params);
+    }
+    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let token = bearer_token(&headers).or_else(|| param("p").map(str::to_string));
+    let q = param("q").ok_or_else(|| ApiError::bad_request("missing required parameter \"q\""))?;
+    let mut results = Vec::new();
+    for (statement_id, statement) in q.split(';').map(str::trim).filter(|s| !s.is_empty()).enumerate() {
+        let words: Vec<&str> = statement.split_whitespace().collect();
+        let upper: Vec<String> = words.iter().take(2).map(|w| w.to_ascii_uppercase()).collect();
+        match upper.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+            ["CREATE", "DATABASE"] => {
+                http.server.tokens.check(token.as_deref(), Scope::Write)?;
+                let name = words.get(2).map(|n| unquote(n)).filter(|n| !n.is_empty());
+                let name = name.ok_or_else(|| ApiError::bad_request("CREATE DATABASE needs a name"))?;
+                http.note_database(&name);
+                results.push(serde_json::json!({ "statement_id": statement_id }));
+            }
+            ["SHOW", "DATABASES"] if words.len() == 2 => {
+                http.server.tokens.check(token.as_deref(), Scope::Read)?;
+                let names: Vec<serde_json::Value> =
+                    http.databases.lock().iter().map(|n| serde_json::json!([n])).collect();
+                let mut series = serde_json::json!({ "name": "databases", "columns": ["name"] });
+                if !names.is_empty() {
+                    series["values"] = names.into();
+                }
+                results.push(serde_json::json!({ "statement_id": statement_id, "series": [series] }));
+            }
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "unsupported InfluxQL statement {statement:?}: only CREATE DATABASE and SHOW DATABASES are supported; read points with GET /api/v1/query"
+                )))
+            }
+        }
+    }
+    if results.is_empty() {
+        return Err(ApiError::bad_request("empty query"));
+    }
+    Ok(json_response(StatusCode::OK, serde_json::json!({ "results": results }).to_string()))
+}
+
+/// A database name as written in InfluxQL: bare, `"double"` or `` `back` `` quoted.
+fn unquote(name: &str) -> String {
+    let trimmed = name.trim();
+    for quote in ['"', '`', '\''] {
+        if let Some(inner) = trimmed.strip_prefix(quote).and_then(|s| s.strip_suffix(quote)) {
+            return inner.replace(&format!("\\{quote}"), &quote.to_string());
+        }
+    }
+    trimmed.to_string()
+}
+
+/// The `tag.<k>=<v>` parameters.
+fn tag_filter(params: &[(String, String)]) -> Vec<(&str, &str)> {
+    params.iter().filter_map(|(k, v)| k.strip_prefix("tag.").map(|k| (k, v.as_str()))).collect()
+}
+
+/// `GET /api/v1/series`.
+pub async fn series(
+    State(http): State<Arc<HttpState>>,
+    Query(params): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let token = bearer_token(&headers).or_else(|| param("p").map(str::to_string));
+    http.server.tokens.check(token.as_deref(), Scope::Read)?;
+    let filter = tag_filter(&params);
+    let entries = http.server.engine.select_series(param("measurement"), &filter);
+    let list: Vec<serde_json::Value> = entries
+        .iter()
+        .map(|e| {
+            let tags: serde_json::Map<String, serde_json::Value> =
+                e.key.tags().iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))).collect();
+            serde_json::json!({
+                "key": e.key.canonical(),
+                "measurement": e.key.measurement(),
+                "tags": tags,
+                "field": e.key.field(),
+                "kind": e.kind.to_string(),
+            })
+        })
+        .collect();
+    Ok(json_response(StatusCode::OK, serde_json::json!({ "series": list }).to_string()))
+}
+
+/// `GET /api/v1/query`.
+pub async fn points(
+    State(http): State<Arc<HttpState>>,
+    Query(params): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let token = bearer_token(&headers).or_else(|| param("p").map(str::to_string));
+    http.server.tokens.check(token.as_deref(), Scope::Read)?;
+    let measurement = param("measurement")
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| ApiError::bad_request("missing required parameter \"measurement\""))?
+        .to_string();
+    let field = param("field").map(str::to_string);
+    let from = match param("from") {
+        Some(t) => parse_time(t).ok_or_else(|| ApiError::bad_request(format!("bad from time {t:?}")))?,
+        None => i64::MIN,
+    };
+    let to = match param("to") {
+        Some(t) => parse_time(t).ok_or_else(|| ApiError::bad_request(format!("bad to time {t:?}")))?,
+        None => i64::MAX,
+    };
+    let csv = match param("format").unwrap_or("json") {
+        "json" => false,
+        "csv" => true,
+        other => return Err(ApiError::bad_request(format!("unknown format {other:?}: expected json or csv"))),
+    };
+    let limit = match param("limit") {
+        Some(n) => n.parse::<usize>().map_err(|_| ApiError::bad_request(format!("bad limit {n:?}")))?.min(MAX_POINT_LIMIT),
+        None => DEFAULT_POINT_LIMIT,
+    };
+    let tags: Vec<(String, String)> = tag_filter(&params).into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let worker = http.clone();
+    let (body, truncated) = tokio::task::spawn_blocking(move || {
+        let filter: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut entries = worker.server.engine.select_series(Some(&measurement), &filter);
+        if let Some(field) = &field {
+            entries.retain(|e| e.key.field() == field);
+        }
+        entries.sort_by_key(|e| e.key.canonical());
+        render_points(&worker, &entries, from, to, limit, csv)
+    })
+    .await
+    .map_err(ApiError::join)??;
+    let content_type = if csv { "text/csv" } else { "application/json" };
+    let mut response = (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response();
+    if truncated {
+        response.headers_mut().insert("X-Sensordb-Truncated", HeaderValue::from_static("true"));
+    }
+    Ok(response)
+}
+
+fn render_points(
+    http: &HttpState,
+    entries: &[sensordb_engine::catalog::SeriesEntry],
+    from: i64,
+    to: i64,
+    limit: usize,
+    csv: bool,
+) -> Result<(String, bool), ApiError> {
+    let mut out = String::with_capacity(4096);
+    let mut left = limit;
+    let mut truncated = false;
+    if csv {
+        out.push_str("series,timestamp,value\n");
+    } else {
+        out.push_str("{\"series\":[");
+    }
+    for (i, entry) in entries.iter().enumerate() {
+        let key = entry.key.canonical();
+        let csv_key = csv_quote(&key);
+        if !csv {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{{\"key\":{},\"kind\":\"{}\",\"points\":[", serde_json::Value::from(key.as_str()), entry.kind);
+        }
+        let mut first = true;
+        let mut read = http.server.engine.read(entry.id, from, to);
+        'chunks: while let Some(chunk) = read.next_chunk() {
+            let chunk = chunk.map_err(ApiError::from_engine)?;
+            for (j, &ts) in chunk.timestamps.iter().enumerate() {
+                if left == 0 {
+                    truncated = true;
+                    break 'chunks;
+                }
+                left -= 1;
+                if csv {
+                    let _ = write!(out, "{csv_key},{ts},");
+                    write_value(&mut out, &chunk.values, j, true);
+                    out.push('\n');
+                } else {
+                    if !first {
+                        out.push(',');
+                    }
+                    first = false;
+                    let _ = write!(out, "[{ts},");
+                    write_value(&mut out, &chunk.values, j, false);
+                    out.push(']');
+                }
+            }
+        }
+        if !csv {
+            out.push_str("]}");
+        }
+    }
+    if !csv {
+        let _ = write!(out, "],\"truncated\":{truncated}}}");
+    }
+    Ok((out, truncated))
+}
+
+fn write_value(out: &mut String, values: &ValueColumn, index: usize, csv: bool) {
+    match values.get(index) {
+        Value::F64(x) if x.is_finite() => {
+            let _ = write!(out, "{x:?}");
+        }
+        Value::F64(x) => {
+            if csv {
+                let _ = write!(out, "{x}");
+            } else {
+                out.push_str("null");
+            }
+        }
+        Value::I64(x) => {
+            let _ = write!(out, "{x}");
+        }
+        Value::U64(x) => {
+            let _ = write!(out, "{x}");
+        }
+        Value::Bool(x) => {
+            let _ = write!(out, "{x}");
+        }
+        Value::Bytes(b) => {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(&b);
+            if csv {
+                out.push_str(&encoded);
+            } else {
+                let _ = write!(out, "\"{encoded}\"");
+            }
+        }
+    }
+}
+
+fn csv_quote(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+/// A time as integer nanoseconds or RFC 3339 (`2016-01-01T00:00:00Z`, fractions and offsets
+/// allowed).
+pub fn parse_time(text: &str) -> Option<i64> {
+    if let Ok(ns) = text.parse::<i64>() {
+        return Some(ns);
+    }
+    parse_rfc3339(text)
+}
+
+fn parse_rfc3339(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    let digits = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(range)?;
+        if part.is_empty() || !part.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        part.parse().ok()
+    };
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (year, month, day) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+    let (hour, minute, second) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos = 0i64;
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        i = start;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let fraction = &text[start..i];
+        if fraction.is_empty() || fraction.len() > 9 {
+            return None;
+        }
+        nanos = fraction.parse::<i64>().ok()? * 10i64.pow(9 - fraction.len() as u32);
+    }
+    let offset_seconds = match b.get(i)? {
+        b'Z' | b'z' if i + 1 == b.len() => 0,
+        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+            let seconds = digits(i + 1..i + 3)? * 3600 + digits(i + 4..i + 6)? * 60;
+            if *sign == b'+' {
+                seconds
+            } else {
+                -seconds
+            }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
+    seconds.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse() {
+        assert_eq!(parse_time("1451606400000000000"), Some(1_451_606_400_000_000_000));
+        assert_eq!(parse_time("2016-01-01T00:00:00Z"), Some(1_451_606_400_000_000_000));
+        assert_eq!(parse_time("2016-01-01T01:00:00.5+01:00"), Some(1_451_606_400_500_000_000));
+        assert_eq!(parse_time("1969-12-31T23:59:59Z"), Some(-1_000_000_000));
+        assert_eq!(parse_time("2016-02-29T00:00:00Z"), Some(1_456_704_000_000_000_000));
+        assert_eq!(parse_time("yesterday"), None);
+        assert_eq!(parse_time("2016-01-01T00:00:00"), None);
+    }
+
+    #[test]
+    fn names_unquote() {
+        assert_eq!(unquote("\"my db\""), "my db");
+        assert_eq!(unquote("`x`"), "x");
+        assert_eq!(unquote("plain"), "plain");
+    }
+}

@@ -1,0 +1,137 @@
+//! Series ids by raw line-protocol text, so the write path does not build a `SeriesKey` per line.
+//!
+//! Two levels: the raw (escaped) measurement + tag text of a line maps to a [`CachedSeries`]
+//! (the unescaped measurement and tags, validated once), and inside it the unescaped field name
+//! maps to the engine's series id and value kind (a short list searched at the field's position
+//! in the line first: lines of one series nearly always list their fields in the same order). The outer map is split into shards, each
+//! behind its own read-write lock, so concurrent requests meet on a lock only when they hash to
+//! the same shard, and then only as readers once the series is known. A kind never changes
+//! once a series exists, so cached kinds stay true; the engine remains the judge for new series.
+//!
+//! Entries are never evicted: the cache holds no more series than the engine's catalog, which
+//! keeps every series in memory too.
+
+use parking_lot::RwLock;
+use sensordb_engine::{Engine, SeriesId, SeriesKey, ValueKind};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+
+const SHARDS: usize = 64;
+
+/// One measurement + tag set, with the ids of its fields.
+#[derive(Debug)]
+pub struct CachedSeries {
+    pub measurement: String,
+    pub tags: Vec<(String, String)>,
+    /// Field name, series id, kind; in first-seen order, which is usually the order of the
+    /// fields in every line of this series, so a field is looked for at its position first.
+    fields: RwLock<Vec<(Box<str>, SeriesId, ValueKind)>>,
+}
+
+/// Why a field cannot be written.
+#[derive(Debug)]
+pub enum FieldError {
+    /// The series exists with another kind of value.
+    Conflict { existing: ValueKind, attempted: ValueKind },
+    /// Any other engine refusal (bad key, disk full, ...).
+    Engine(sensordb_engine::Error),
+}
+
+impl CachedSeries {
+    /// The series ids of the fields of one line (`(name, kind)` in line order) into `out`, under
+    /// one read lock when all are known. On failure, the index of the failing field.
+    pub fn resolve(
+        &self,
+        engine: &Engine,
+        fields: &[(&str, ValueKind)],
+        out: &mut Vec<SeriesId>,
+    ) -> Result<(), (usize, FieldError)> {
+        out.clear();
+        {
+            let known = self.fields.read();
+            for (j, &(name, kind)) in fields.iter().enumerate() {
+                let found = match known.get(j) {
+                    Some(entry) if &*entry.0 == name => Some(entry),
+                    _ => known.iter().find(|entry| &*entry.0 == name),
+                };
+                match found {
+                    Some(&(_, id, existing)) if existing == kind => out.push(id),
+                    Some(&(_, _, existing)) => return Err((j, FieldError::Conflict { existing, attempted: kind })),
+                    None => break,
+                }
+            }
+        }
+        for (j, &(name, kind)) in fields.iter().enumerate().skip(out.len()) {
+            out.push(self.field_id(engine, name, kind).map_err(|e| (j, e))?);
+        }
+        Ok(())
+    }
+
+    /// The series id of `field` written with a value of `kind`, registering it when new.
+    pub fn field_id(&self, engine: &Engine, field: &str, kind: ValueKind) -> Result<SeriesId, FieldError> {
+        if let Some(&(_, id, existing)) = self.fields.read().iter().find(|entry| &*entry.0 == field) {
+            return if existing == kind { Ok(id) } else { Err(FieldError::Conflict { existing, attempted: kind }) };
+        }
+        let key = SeriesKey::new(self.measurement.as_str(), self.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), field)
+            .map_err(|e| FieldError::Engine(e.into()))?;
+        match engine.series_id(&key, kind) {
+            Ok(id) => {
+                self.remember(field, id, kind);
+                Ok(id)
+            }
+            Err(sensordb_engine::Error::KindMismatch { existing, attempted, .. }) => {
+                if let Some(id) = engine.find_series(&key) {
+                    self.remember(field, id, existing);
+                }
+                Err(FieldError::Conflict { existing, attempted })
+            }
+            Err(e) => Err(FieldError::Engine(e)),
+        }
+    }
+
+    fn remember(&self, field: &str, id: SeriesId, kind: ValueKind) {
+        let mut fields = self.fields.write();
+        if !fields.iter().any(|entry| &*entry.0 == field) {
+            fields.push((field.into(), id, kind));
+        }
+    }
+}
+
+/// The sharded map from raw series text to [`CachedSeries`].
+pub struct SeriesCache {
+    hasher: RandomState,
+    shards: Vec<RwLock<HashMap<Box<str>, Arc<CachedSeries>>>>,
+}
+
+impl Default for SeriesCache {
+    fn default() -> Self {
+        SeriesCache { hasher: RandomState::new(), shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect() }
+    }
+}
+
+impl SeriesCache {
+    /// The entry of `series_text`, made by `make` (which unescapes and validates) when new.
+    pub fn get_or_insert<E>(
+        &self,
+        series_text: &str,
+        make: impl FnOnce() -> Result<(String, Vec<(String, String)>), E>,
+    ) -> Result<Arc<CachedSeries>, E> {
+        let shard = &self.shards[(self.hasher.hash_one(series_text) as usize) % SHARDS];
+        if let Some(found) = shard.read().get(series_text) {
+            return Ok(found.clone());
+        }
+        let (measurement, tags) = make()?;
+        let entry = Arc::new(CachedSeries { measurement, tags, fields: RwLock::new(Vec::new()) });
+        Ok(shard.write().entry(series_text.into()).or_insert(entry).clone())
+    }
+
+    /// Number of measurement + tag sets cached.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.read().len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

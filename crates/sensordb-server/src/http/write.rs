@@ -1,0 +1,307 @@
+//! The write endpoints: `POST /write` (InfluxDB 1.x) and `POST /api/v2/write` (InfluxDB 2.x).
+//!
+//! A request goes: token check (`write` scope) → parameter check → body size check against
+//! `max_body_bytes` (the `Content-Length` before reading, the bytes while reading, the
+//! decompressed bytes for `Content-Encoding: gzip`, so a gzip bomb stops at the limit) → in-flight
+//! byte permits (one per body byte, taken before parsing and given back once the write is durable;
+//! a sender waits for them, it is never refused) → parse and resolve series ids → one engine
+//! write, durable before the answer → `204 No Content`.
+//!
+//! # Partial writes
+//! As InfluxDB 1.x does, the valid lines of a body with bad lines ARE stored: the answer is then
+//! `400` with `{"error": "partial write: line N: <why> dropped=D", "line": N}`, naming the first
+//! bad line and counting every dropped line. A line whose field has another type than the
+//! existing series (`field type conflict`) is dropped whole, and reported the same way.
+//!
+//! # Disk full
+//! When the engine reports the disk full the answer is `503 Service Unavailable` with
+//! `Retry-After: 30`: nothing of that body is stored, and InfluxDB clients retry a 503 after
+//! backing off, by which time retention may have freed space.
+
+use super::line_protocol::{LineError, Lines, Precision, ReadOptions};
+use super::series_cache::FieldError;
+use super::{bearer_token, ApiError, HttpState};
+use crate::auth::Scope;
+use crate::metrics::Metrics;
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use influxdb_line_protocol::FieldValue;
+use sensordb_engine::batch::WriteBatch;
+use sensordb_engine::{SeriesId, Value, ValueKind};
+use std::io::Read;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::OwnedSemaphorePermit;
+
+/// What one body gave.
+#[derive(Debug, Default)]
+pub struct WriteReport {
+    /// Points stored.
+    pub points: usize,
+    /// The first bad line.
+    pub first_error: Option<LineError>,
+    /// Lines not stored.
+    pub dropped_lines: usize,
+}
+
+/// Parses `body`, resolves series ids and writes the valid points (blocking until durable).
+pub fn ingest(http: &HttpState, body: &str, options: ReadOptions) -> Result<WriteReport, ApiError> {
+    let engine = &http.server.engine;
+    let mut batch = WriteBatch::new();
+    let mut report = WriteReport::default();
+    let mut ids: Vec<SeriesId> = Vec::with_capacity(16);
+    let mut values: Vec<Value> = Vec::with_capacity(16);
+    for line in Lines::new(body, options) {
+        let line = match line {
+            Ok(line) => line,
+            Err(e) => {
+                report.dropped_lines += 1;
+                report.first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        let series = http.cache.get_or_insert(line.series_text, || {
+            let tags = line.parsed.series.tag_set.iter().flatten().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            Ok::<_, ApiError>((line.parsed.series.measurement.to_string(), tags))
+        })?;
+        values.clear();
+        let mut names_kinds: Vec<(&str, ValueKind)> = Vec::with_capacity(line.parsed.field_set.len());
+        for (name, value) in &line.parsed.field_set {
+            let value = match value {
+                FieldValue::F64(x) => Value::F64(*x),
+                FieldValue::I64(x) => Value::I64(*x),
+                FieldValue::U64(x) => Value::U64(*x),
+                FieldValue::Boolean(x) => Value::Bool(*x),
+                FieldValue::String(s) => Value::Bytes(bytes::Bytes::copy_from_slice(s.as_bytes())),
+            };
+            names_kinds.push((name.as_str(), value.kind()));
+            values.push(value);
+        }
+        let mut failed: Option<String> = None;
+        match series.resolve(engine, &names_kinds, &mut ids) {
+            Ok(()) => {}
+            Err((j, FieldError::Conflict { existing, attempted })) => {
+                failed = Some(format!(
+                    "field type conflict: input field \"{}\" on measurement \"{}\" is type {attempted}, already exists as type {existing}",
+                    names_kinds[j].0, series.measurement
+                ));
+            }
+            Err((_, FieldError::Engine(e))) => {
+                if !matches!(e, sensordb_engine::Error::InvalidSeriesKey(_)) {
+                    return Err(ApiError::from_engine(e));
+                }
+                failed = Some(e.to_string());
+            }
+        }
+        if let Some(message) = failed {
+            report.dropped_lines += 1;
+            report.first_error.get_or_insert(LineError { line: line.number, message });
+            continue;
+        }
+        for (&id, value) in ids.iter().zip(values.drain(..)) {
+            if let Err(e) = batch.push(id, line.timestamp, value) {
+                // Cannot happen: kinds were checked against the catalog above.
+                return Err(ApiError::internal(format!("BUG: {e}")));
+            }
+        }
+    }
+    if !batch.is_empty() {
+        let started = Instant::now();
+        engine.write(&batch).map_err(ApiError::from_engine)?;
+        http.server.metrics.record_write_latency(started.elapsed());
+        report.points = batch.len();
+        Metrics::add(&http.server.metrics.points_written, batch.len() as u64);
+    }
+    Ok(report)
+}
+
+/// `POST /write?db=D[&precision=P][&u=U&p=TOKEN]`.
+pub async fn write_v1(
+    State(http): State<Arc<HttpState>>,
+    Query(params): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let token = bearer_token(&headers).or_else(|| param("p").map(str::to_string));
+    http.server.tokens.check(token.as_deref(), Scope::Write)?;
+    let db = param("db").filter(|db| !db.is_empty()).ok_or_else(|| ApiError::bad_request("database is required"))?;
+    http.note_database(db);
+    let precision = Precision::from_v1(param("precision").unwrap_or(""))
+        .ok_or_else(|| ApiError::bad_request("invalid precision: expected one of n, ns, u, us, ms, s, m, h"))?;
+    write_body(&http, &headers, body, precision).await
+}
+
+/// `POST /api/v2/write?bucket=B[&org=O][&precision=P]` with `Authorization: Token T`.
+pub async fn write_v2(
+    State(http): State<Arc<HttpState>>,
+    Query(params): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    http.server.tokens.check(bearer_token(&headers).as_deref(), Scope::Write)?;
+    let bucket = param("bucket").filter(|b| !b.is_empty()).ok_or_else(|| ApiError::bad_request("bucket is required"))?;
+    http.note_database(bucket);
+    let precision = Precision::from_v2(param("precision").unwrap_or(""))
+        .ok_or_else(|| ApiError::bad_request("invalid precision: expected one of ns, us, ms, s"))?;
+    write_body(&http, &headers, body, precision).await
+}
+
+/// In-flight byte permits, mirrored in the `sensordb_in_flight_bytes` gauge.
+struct InFlight {
+    http: Arc<HttpState>,
+    permit: Option<OwnedSemaphorePermit>,
+    bytes: usize,
+}
+
+impl InFlight {
+    /// Waits for `bytes` permits (at most all of them, so one request never waits forever).
+    async fn acquire(http: &Arc<HttpState>, bytes: usize) -> Result<InFlight, ApiError> {
+        let bytes = bytes.min(http.server.config.max_in_flight_bytes).min(u32::MAX as usize);
+        let permit = if bytes == 0 {
+            None
+        } else {
+            Some(
+                http.server
+                    .in_flight_bytes
+                    .clone()
+                    .acquire_many_owned(bytes as u32)
+                    .await
+                    .map_err(|_| ApiError::unavailable("server shutting down"))?,
+            )
+        };
+        http.server.metrics.in_flight_bytes.fetch_add(bytes as i64, Ordering::Relaxed);
+        Ok(InFlight { http: http.clone(), permit, bytes })
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.permit.take();
+        self.http.server.metrics.in_flight_bytes.fetch_sub(self.bytes as i64, Ordering::Relaxed);
+    }
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body exceeds the limit of {limit} bytes"))
+}
+
+/// Reads what is left of an over-limit body (up to one more limit's worth), so the client gets
+/// to read the 413 instead of a connection reset.
+async fn drain(mut body: Body, budget: usize) {
+    let mut seen = 0usize;
+    while seen < budget {
+        match body.frame().await {
+            Some(Ok(frame)) => seen += frame.data_ref().map_or(0, |d| d.len()),
+            _ => break,
+        }
+    }
+}
+
+async fn write_body(http: &Arc<HttpState>, headers: &HeaderMap, mut body: Body, precision: Precision) -> Result<Response, ApiError> {
+    let limit = http.server.config.max_body_bytes;
+    let gzip = match headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase()) {
+        None => false,
+        Some(e) if e == "gzip" => true,
+        Some(e) if e == "identity" || e.is_empty() => false,
+        Some(e) => return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("unsupported Content-Encoding {e:?}"))),
+    };
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        drain(body, limit).await;
+        return Err(too_large(limit));
+    }
+    // With a declared length the permits come before the body is read, so a writer over the
+    // in-flight limit waits with its body still in the socket: TCP backpressure.
+    let mut in_flight = match declared {
+        Some(n) => Some(InFlight::acquire(http, n).await?),
+        None => None,
+    };
+    let mut raw = Vec::with_capacity(declared.unwrap_or(8192));
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::bad_request(format!("cannot read request body: {e}")))?;
+        if let Some(data) = frame.data_ref() {
+            if raw.len() + data.len() > limit {
+                drain(body, limit).await;
+                return Err(too_large(limit));
+            }
+            raw.extend_from_slice(data);
+        }
+    }
+    Metrics::add(&http.server.metrics.bytes_received, raw.len() as u64);
+    if in_flight.is_none() {
+        in_flight = Some(InFlight::acquire(http, raw.len()).await?);
+    }
+    let text = if gzip {
+        let decoded = tokio::task::spawn_blocking(move || gunzip(&raw, limit)).await.map_err(ApiError::join)??;
+        if in_flight.as_ref().is_some_and(|f| f.bytes < decoded.len()) {
+            // Give back the compressed size, then wait for the decompressed size in one go:
+            // never hold some permits while waiting for more.
+            drop(in_flight.take());
+            in_flight = Some(InFlight::acquire(http, decoded.len()).await?);
+        }
+        decoded
+    } else {
+        raw
+    };
+    let options = ReadOptions {
+        precision,
+        default_timestamp: now_ns(),
+        max_line_bytes: http.server.config.max_line_bytes,
+    };
+    let worker = http.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        let text = match std::str::from_utf8(&text) {
+            Ok(text) => text,
+            Err(e) => {
+                // Store the whole lines before the bad byte; report the line holding it.
+                let valid = &text[..e.valid_up_to()];
+                let cut = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+                let line = 1 + valid.iter().filter(|&&b| b == b'\n').count() as u64;
+                let rest_lines = text[cut..].split(|&b| b == b'\n').filter(|l| !l.is_empty()).count();
+                let head = std::str::from_utf8(&text[..cut]).unwrap_or("");
+                let mut report = ingest(&worker, head, options)?;
+                report.dropped_lines += rest_lines;
+                let error = LineError { line, message: "invalid UTF-8".into() };
+                report.first_error = Some(report.first_error.map_or(error.clone(), |first| if first.line < line { first } else { error }));
+                return Ok(report);
+            }
+        };
+        ingest(&worker, text, options)
+    })
+    .await
+    .map_err(ApiError::join)??;
+    drop(in_flight);
+    match report.first_error {
+        None => Ok(StatusCode::NO_CONTENT.into_response()),
+        Some(first) => Err(ApiError {
+            line: Some(first.line),
+            ..ApiError::bad_request(format!("partial write: line {}: {} dropped={}", first.line, first.message, report.dropped_lines))
+        }),
+    }
+}
+
+/// Decompresses a gzip body (one or more members), refusing more than `limit` bytes of output.
+fn gunzip(raw: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut decoded = Vec::with_capacity((raw.len() * 4).min(limit));
+    let mut decoder = flate2::read::MultiGzDecoder::new(raw).take(limit as u64 + 1);
+    decoder
+        .read_to_end(&mut decoded)
+        .map_err(|e| ApiError::bad_request(format!("cannot decompress gzip body: {e}")))?;
+    if decoded.len() > limit {
+        return Err(too_large(limit));
+    }
+    Ok(decoded)
+}
+
+/// The wall clock in nanoseconds since the Unix epoch.
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
