@@ -5,6 +5,10 @@
 //! - [`auth`]: access tokens with read and write scopes.
 //! - [`metrics`]: counters and gauges, rendered in the Prometheus text format.
 //! - [`server`]: starts the listeners on one engine and stops them with a drain.
+//! - [`http`]: the InfluxDB-compatible HTTP API (line-protocol writes, queries, metrics).
+//! - [`protocol`]: the native transactional protocol's frames and point records.
+//! - [`native`]: the native protocol's listener, connections, transactions and the log of
+//!   completed transaction ids.
 //!
 //! Data flows listener → connection → parser → write batch → engine (whose `write` returns once
 //! the batch is durable under the configured durability) → acknowledgement.

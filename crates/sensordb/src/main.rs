@@ -1,9 +1,7 @@
 //! The `sensordb` binary: the server and every CLI subcommand, over the engine library.
 //!
-//! - `sensordb serve`: opens the data directory (recovering after a crash) and serves it. Until
-//!   the network listeners land it runs a local demo: it writes generated TSBS-IoT-like sensor
-//!   data through the engine, reads it back, prints what it did and keeps the store open until
-//!   Ctrl-C.
+//! - `sensordb serve`: opens the data directory (recovering after a crash) and serves it over
+//!   the native transactional protocol and the InfluxDB-compatible HTTP API until Ctrl-C.
 //! - `sensordb inspect`: verifies every block of a data directory, reports damage with file and
 //!   offset, and shows where the bytes go.
 //! - `sensordb bench engine`: in-process engine benchmarks (see `sensordb_bench::engine_bench`).

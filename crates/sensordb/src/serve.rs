@@ -1,74 +1,146 @@
-//! `sensordb serve`: opens the store and, until the network server lands, runs a local demo
-//! that writes and reads back generated sensor data.
+//! `sensordb serve`: opens the store (recovering after a crash) and serves it over the native
+//! transactional protocol and the InfluxDB-compatible HTTP API until Ctrl-C or SIGTERM, then
+//! drains the connections and closes the store cleanly.
+//!
+//! Settings come from `--config FILE` (TOML, see `sensordb_server::config`), then the flags.
+//! `--demo` writes an hour of generated TSBS-IoT-like fleet data at start, to have something
+//! to query.
 
 use anyhow::Context;
 use sensordb_bench::row::SeriesMap;
 use sensordb_bench::tsbs::{TsbsConfig, TsbsGenerator};
 use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey};
+use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId};
+use sensordb_server::{Server, ServerConfig};
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// Data directory.
-    #[arg(long, default_value = "./data")]
-    data: PathBuf,
-    /// What an acknowledged write survives: none, os (process crash) or fsync (power loss).
-    #[arg(long, default_value = "fsync")]
-    durability: Durability,
-    /// Trucks in the demo fleet.
-    #[arg(long, default_value_t = 10)]
-    demo_trucks: u32,
-    /// Hours of demo data written at start.
-    #[arg(long, default_value_t = 1)]
-    demo_hours: u32,
-    /// Exit after the demo instead of waiting for Ctrl-C.
+    /// TOML configuration file; flags override it.
     #[arg(long)]
-    exit_after_demo: bool,
+    config: Option<PathBuf>,
+    /// Data directory (default ./data).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// What an acknowledged write survives: none, os (process crash) or fsync (power loss).
+    #[arg(long)]
+    durability: Option<Durability>,
+    /// HTTP listen address (default 127.0.0.1:8086).
+    #[arg(long)]
+    http: Option<SocketAddr>,
+    /// Native protocol listen address (default 127.0.0.1:7070).
+    #[arg(long)]
+    native: Option<SocketAddr>,
+    /// Write an hour of generated fleet data (10 trucks) at start.
+    #[arg(long)]
+    demo: bool,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = match &args.config {
+        Some(path) => ServerConfig::from_file(path)?,
+        None => ServerConfig::default(),
+    };
+    if let Some(data) = args.data.clone() {
+        config.data_dir = data;
+    }
+    if let Some(durability) = args.durability {
+        config.durability = durability;
+    }
+    if let Some(http) = args.http {
+        config.http_listen = http;
+    }
+    if let Some(native) = args.native {
+        config.native_listen = native;
+    }
+    config.validate()?;
+    raise_open_file_limit(config.max_connections);
+
     let started = Instant::now();
-    let options = EngineOptions { durability: args.durability, ..EngineOptions::default() };
-    let engine = Engine::open(&args.data, options).with_context(|| format!("opening {}", args.data.display()))?;
+    let options = EngineOptions { durability: config.durability, ..EngineOptions::default() };
+    let engine = Arc::new(Engine::open(&config.data_dir, options).with_context(|| format!("opening {}", config.data_dir.display()))?);
     let recovery = engine.recovery();
     println!(
         "sensordb: opened {} in {:.1} ms ({} series, {} segments, {} WAL records replayed, {} problems repaired)",
-        args.data.display(),
+        config.data_dir.display(),
         started.elapsed().as_secs_f64() * 1e3,
         recovery.series,
         recovery.segments,
         recovery.wal_records_replayed,
         recovery.problems.len()
     );
-    demo(&engine, &args)?;
-    if !args.exit_after_demo {
-        println!("sensordb: the network listeners arrive with the server work; store open, Ctrl-C to stop");
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-            .block_on(tokio::signal::ctrl_c())?;
+    for (file, offset, what) in &recovery.problems {
+        println!("sensordb: repaired {} at offset {offset}: {what}", file.display());
     }
+    if args.demo {
+        demo(&engine)?;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let server = Server::start(config.clone(), engine.clone()).await.context("starting the listeners")?;
+        println!(
+            "sensordb: serving HTTP on {} and the native protocol on {} (durability {:?}); Ctrl-C to stop",
+            server.http_addr, server.native_addr, config.durability
+        );
+        shutdown_signal().await;
+        println!("sensordb: stopping");
+        server.shutdown().await;
+        anyhow::Ok(())
+    })?;
+    drop(runtime);
+    let engine = Arc::try_unwrap(engine).map_err(|_| anyhow::anyhow!("the store is still in use after shutdown"))?;
     engine.close().context("closing the store")?;
     println!("sensordb: closed cleanly");
     Ok(())
 }
 
-/// Writes `demo_hours` of a TSBS-IoT-like fleet (continuing after what the store already holds)
-/// and reads one series back.
-fn demo(engine: &Engine, args: &ServeArgs) -> anyhow::Result<()> {
-    let probe_key = SeriesKey::new("readings", Vec::<(String, String)>::new(), "demo_runs")?;
-    let runs = engine.find_series(&probe_key).map_or(0, |_| engine.stats().store.points as i64);
-    let hour = 3_600_000_000_000i64;
-    let config = TsbsConfig { scale: args.demo_trucks, ..TsbsConfig::default() };
-    let start = config.start + runs.min(1_000) * i64::from(args.demo_hours) * hour;
-    let config = TsbsConfig { start, ..config }.with_duration(i64::from(args.demo_hours) * hour);
+async fn shutdown_signal() {
+    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(signal) => signal,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}
+
+/// Raises the soft open-file limit to the hard limit, so `max_connections` sockets fit; warns
+/// when even the hard limit is too low.
+fn raise_open_file_limit(max_connections: usize) {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit write and read the struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    let needed = max_connections as u64 + 256;
+    if (limit.rlim_cur as u64) < needed {
+        tracing::warn!(open_files = limit.rlim_cur, needed, "the open-file limit is below max_connections; connections beyond it will wait");
+    }
+}
+
+/// Writes an hour of a 10-truck TSBS-IoT-like fleet through the engine.
+fn demo(engine: &Engine) -> anyhow::Result<()> {
+    let config = TsbsConfig { scale: 10, ..TsbsConfig::default() }.with_duration(3_600_000_000_000);
     let mut ids: SeriesMap<SeriesId> = SeriesMap::new();
     let mut batch = WriteBatch::new();
     let written_at = Instant::now();
     let mut points = 0u64;
-    for row in TsbsGenerator::new(config.clone()) {
+    for row in TsbsGenerator::new(config) {
         for (field, value) in &row.fields {
             let kind = value.kind();
             let id = *ids.get_or_insert_with(&row.tags, &row.measurement, field, |key| engine.series_id(&key, kind))?;
@@ -81,40 +153,6 @@ fn demo(engine: &Engine, args: &ServeArgs) -> anyhow::Result<()> {
         }
     }
     engine.write(&batch)?;
-    let elapsed = written_at.elapsed();
-    println!(
-        "demo: wrote {points} points of {} trucks over {} h in {:.2} s ({:.0} points/s)",
-        args.demo_trucks,
-        args.demo_hours,
-        elapsed.as_secs_f64(),
-        points as f64 / elapsed.as_secs_f64()
-    );
-    let key = SeriesKey::new("readings", [("name", "truck_0")], "velocity")?;
-    let sample = engine.select_series(Some("readings"), &[("name", "truck_0")]);
-    let velocity = sample.iter().find(|e| e.key.field() == "velocity").or(sample.first());
-    if let Some(entry) = velocity {
-        let read_at = Instant::now();
-        let mut count = 0usize;
-        let (mut first, mut last) = (None, None);
-        for point in engine.read(entry.id, config.start, config.end).points() {
-            let point = point?;
-            first.get_or_insert(point.clone());
-            last = Some(point);
-            count += 1;
-        }
-        println!(
-            "demo: read back {} ({}) : {count} points in {:.2} ms, first {:?}, last {:?}",
-            entry.key,
-            key.measurement(),
-            read_at.elapsed().as_secs_f64() * 1e3,
-            first.map(|p| (p.timestamp, p.value)),
-            last.map(|p| (p.timestamp, p.value))
-        );
-    }
-    let stats = engine.stats();
-    println!(
-        "demo: store holds {} series, {} points in {} blocks / {} segments ({} bytes), {} points buffered",
-        stats.series, stats.store.points, stats.store.blocks, stats.store.segments, stats.store.bytes, stats.memtable_points
-    );
+    println!("demo: wrote {points} points of 10 trucks over one hour (2016-01-01) in {:.2} s", written_at.elapsed().as_secs_f64());
     Ok(())
 }
