@@ -63,6 +63,11 @@ pub struct EngineOptions {
     pub wal_file_bytes_max: u64,
     /// Memtable shards; more shards mean fewer writers meeting on one lock.
     pub memtable_shards: usize,
+    /// Sealed segments whose blocks average fewer points than this are rewritten into long
+    /// blocks (see [`crate::compaction`]).
+    pub compaction_small_block_points: u64,
+    /// Compact in a background thread; otherwise only [`Engine::compact`] does.
+    pub background_compaction: bool,
     pub fs: Arc<dyn FileSystem>,
 }
 
@@ -80,6 +85,8 @@ impl Default for EngineOptions {
             flush_interval: Duration::from_secs(300),
             wal_file_bytes_max: 64 << 20,
             memtable_shards: cores * 8,
+            compaction_small_block_points: 2048,
+            background_compaction: true,
             fs: Arc::new(RealFs),
         }
     }
@@ -153,6 +160,8 @@ struct Inner {
     flushed_wal_checkpoint: Mutex<u64>,
     poisoned: Mutex<Option<String>>,
     closed: AtomicBool,
+    /// Serialises compactions (background thread and explicit calls).
+    compaction_lock: Mutex<()>,
     last_flush: Mutex<Instant>,
 }
 
@@ -160,6 +169,7 @@ struct Inner {
 pub struct Engine {
     inner: Arc<Inner>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    compactor: Mutex<Option<JoinHandle<()>>>,
     recovery: RecoveryReport,
     _lock: DirectoryLock,
 }
@@ -232,6 +242,7 @@ impl Engine {
             flushed_wal_checkpoint: Mutex::new(store_recovery.wal_checkpoint),
             poisoned: Mutex::new(None),
             closed: AtomicBool::new(false),
+            compaction_lock: Mutex::new(()),
             last_flush: Mutex::new(Instant::now()),
             options,
         });
@@ -242,11 +253,22 @@ impl Engine {
                 .spawn(move || inner.run_flusher())
                 .map_err(|e| Error::io(dir, e))?
         };
+        let compactor = if inner.options.background_compaction {
+            let inner = inner.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("sensordb-compact".into())
+                    .spawn(move || inner.run_compactor())
+                    .map_err(|e| Error::io(dir, e))?,
+            )
+        } else {
+            None
+        };
         report.duration = started.elapsed();
         for (file, offset, what) in &report.problems {
             tracing::warn!(file = %file.display(), offset, problem = %what, "recovery repaired damage");
         }
-        Ok(Engine { inner, flusher: Mutex::new(Some(flusher)), recovery: report, _lock: lock })
+        Ok(Engine { inner, flusher: Mutex::new(Some(flusher)), compactor: Mutex::new(compactor), recovery: report, _lock: lock })
     }
 
     /// What start-up found.
@@ -297,6 +319,22 @@ impl Engine {
         RangeRead::new(store, series, from, to, memory)
     }
 
+    /// Flushes, seals the open segment, and compacts until no segment is worth rewriting.
+    /// Returns what each compaction did.
+    pub fn compact(&self) -> Result<Vec<crate::compaction::CompactionReport>> {
+        self.flush()?;
+        self.inner.store.seal()?;
+        let mut reports = Vec::new();
+        // Bounded: every round removes at least one segment of short blocks for good.
+        for _ in 0..10_000 {
+            match self.inner.compact_once()? {
+                Some(report) => reports.push(report),
+                None => break,
+            }
+        }
+        Ok(reports)
+    }
+
     /// Flushes everything buffered into the store and waits for it.
     pub fn flush(&self) -> Result<()> {
         self.inner.check_writable()?;
@@ -340,6 +378,9 @@ impl Engine {
         if let Some(handle) = self.flusher.lock().take() {
             let _ = handle.join();
         }
+        if let Some(handle) = self.compactor.lock().take() {
+            let _ = handle.join();
+        }
     }
 
     fn shutdown(&self) -> Result<()> {
@@ -352,6 +393,9 @@ impl Engine {
             self.inner.signal_changed.notify_all();
         }
         if let Some(handle) = self.flusher.lock().take() {
+            let _ = handle.join();
+        }
+        if let Some(handle) = self.compactor.lock().take() {
             let _ = handle.join();
         }
         let flushed = if self.inner.poisoned.lock().is_none() {
@@ -505,7 +549,8 @@ impl Inner {
         let mut signal = self.signal.lock();
         if !signal.requested {
             signal.requested = true;
-            self.signal_changed.notify_one();
+            // The compactor waits on the same condition variable: wake both.
+            self.signal_changed.notify_all();
         }
     }
 
@@ -540,6 +585,45 @@ impl Inner {
             }
             let _guard = self.flushed_lock.lock();
             self.flushed.notify_all();
+        }
+    }
+
+    fn compaction_options(&self) -> crate::compaction::CompactionOptions {
+        crate::compaction::CompactionOptions {
+            small_block_points: self.options.compaction_small_block_points.max(1),
+            run_bytes_max: self.options.segment_bytes_max.max(1 << 20),
+            block_points_max: self.options.block_points_max,
+            block_bytes_max: self.options.block_bytes_max,
+            points_per_group: 4 << 20,
+        }
+    }
+
+    fn compact_once(&self) -> Result<Option<crate::compaction::CompactionReport>> {
+        let _compacting = self.compaction_lock.lock();
+        crate::compaction::compact_once(&self.store, &self.catalog, &self.compaction_options())
+    }
+
+    /// Background compaction: looks for work every few seconds until shutdown.
+    fn run_compactor(&self) {
+        const PERIOD: Duration = Duration::from_secs(5);
+        loop {
+            {
+                let mut signal = self.signal.lock();
+                if !signal.shutdown {
+                    self.signal_changed.wait_for(&mut signal, PERIOD);
+                }
+                if signal.shutdown {
+                    return;
+                }
+            }
+            if self.poisoned.lock().is_some() {
+                continue;
+            }
+            match self.compact_once() {
+                Ok(_) => {}
+                // Inputs stay in place when a compaction fails; it is retried later.
+                Err(e) => tracing::warn!(error = %e, "compaction failed; will retry"),
+            }
         }
     }
 

@@ -4,6 +4,7 @@
 //! <data>/series.catalog            series catalog (append-only)
 //! <data>/wal/<20-digit id>.wal     write-ahead log files, ids ascending
 //! <data>/segments/<20-digit id>.seg segment files, ids ascending = creation order
+//! <data>/segments/<id>.seg.tmp     a compaction output not yet complete (removed at start-up)
 //! <data>/LOCK                      held while an engine has the directory open
 //! ```
 
@@ -15,6 +16,20 @@ pub const WAL_EXTENSION: &str = "wal";
 pub const SEGMENT_DIR: &str = "segments";
 pub const SEGMENT_EXTENSION: &str = "seg";
 pub const LOCK_FILE: &str = "LOCK";
+/// Suffix of a compaction output until it is complete: `<id>.seg.tmp`.
+pub const TEMPORARY_SUFFIX: &str = "tmp";
+
+/// Where a compaction writes segment `id` before renaming it into place.
+pub fn temporary_segment(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("{id:020}.{SEGMENT_EXTENSION}.{TEMPORARY_SUFFIX}"))
+}
+
+/// True for a name made by [`temporary_segment`].
+pub fn is_temporary_segment(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.ends_with(&format!(".{SEGMENT_EXTENSION}.{TEMPORARY_SUFFIX}")))
+}
 
 pub fn catalog_path(data_dir: &Path) -> PathBuf {
     data_dir.join(CATALOG_FILE)

@@ -18,8 +18,12 @@ use std::sync::Arc;
 
 /// Encodes every series of `memtable` into one flush group.
 pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: usize, block_bytes_max: usize) -> GroupBuilder {
+    encode_series(&memtable.resolved_series(), catalog, block_points_max, block_bytes_max)
+}
+
+/// Encodes resolved series (sorted by id) into one group: rows share timestamps.
+pub fn encode_series(series: &[ResolvedSeries], catalog: &Catalog, block_points_max: usize, block_bytes_max: usize) -> GroupBuilder {
     assert!(block_points_max > 0 && block_bytes_max > 0, "BUG: block limits must be positive");
-    let series = memtable.resolved_series();
     let keys: Vec<Option<Arc<SeriesKey>>> = series.iter().map(|s| catalog.get(s.series).map(|e| e.key)).collect();
     // A row is a measurement and its tag set.
     type Row<'a> = (&'a str, &'a [(String, String)]);

@@ -257,6 +257,9 @@ struct Faults {
     short_writes: AtomicBool,
     /// When set, every fsync fails with EIO.
     fail_sync: AtomicBool,
+    /// When set, renames and removals fail with EIO (a crash between steps of a compaction).
+    fail_renames: AtomicBool,
+    fail_removes: AtomicBool,
 }
 
 /// A file system that injects faults into another one; for tests.
@@ -280,6 +283,12 @@ impl FaultyFs {
     }
     pub fn set_fail_sync(&self, on: bool) {
         self.faults.fail_sync.store(on, Ordering::SeqCst);
+    }
+    pub fn set_fail_renames(&self, on: bool) {
+        self.faults.fail_renames.store(on, Ordering::SeqCst);
+    }
+    pub fn set_fail_removes(&self, on: bool) {
+        self.faults.fail_removes.store(on, Ordering::SeqCst);
     }
     fn wrap(&self, file: Arc<dyn StorageFile>) -> Arc<dyn StorageFile> {
         Arc::new(FaultyFile { inner: file, faults: self.faults.clone() })
@@ -348,9 +357,15 @@ impl FileSystem for FaultyFs {
         Ok(self.wrap(self.inner.open_read(path)?))
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
+        if self.faults.fail_removes.load(Ordering::SeqCst) {
+            return Err(io::Error::other("injected remove failure"));
+        }
         self.inner.remove(path)
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        if self.faults.fail_renames.load(Ordering::SeqCst) {
+            return Err(io::Error::other("injected rename failure"));
+        }
         self.inner.rename(from, to)
     }
     fn exists(&self, path: &Path) -> bool {

@@ -15,6 +15,7 @@
 //!   with a footer index.
 //! - [`index`]: the in-memory map from series to its blocks, rebuilt at start-up from footers.
 //! - [`store`]: the [`store::BlockStore`] trait that hides where sealed blocks live.
+//! - [`compaction`]: rewrites segments of short blocks (frequent flushes) into long blocks.
 //! - [`query`]: range reads that merge memtables and blocks into one time-ordered stream.
 //! - [`engine`]: ties them together: write, read, flush, recovery.
 //! - [`fs`]: file I/O behind a trait so tests can inject faults.
@@ -28,6 +29,7 @@ pub mod block;
 pub mod catalog;
 pub mod checksum;
 pub mod codec;
+pub mod compaction;
 pub mod engine;
 pub mod error;
 pub mod filenames;

@@ -128,7 +128,7 @@ fn raise_open_file_limit(max_connections: usize) {
         }
     }
     let needed = max_connections as u64 + 256;
-    if (limit.rlim_cur as u64) < needed {
+    if limit.rlim_cur < needed {
         tracing::warn!(open_files = limit.rlim_cur, needed, "the open-file limit is below max_connections; connections beyond it will wait");
     }
 }

@@ -45,6 +45,18 @@ impl BlockIndex {
         list[..end].iter().filter(|b| b.entry.max_timestamp >= from).copied().collect()
     }
 
+    /// Every block in the segments `ids`, grouped by series (series in id order), each series'
+    /// blocks by ascending sequence.
+    pub fn blocks_of_segments(&self, ids: &[u64]) -> Vec<BlockRef> {
+        let mut out: Vec<BlockRef> = self
+            .series
+            .values()
+            .flat_map(|list| list.iter().filter(|b| ids.contains(&b.segment)).copied())
+            .collect();
+        out.sort_by_key(|b| (b.entry.series, b.entry.sequence, b.entry.min_timestamp));
+        out
+    }
+
     /// Forgets every block of `segment`.
     pub fn remove_segment(&mut self, segment: u64) {
         let (mut blocks, mut points) = (0usize, 0u64);

@@ -32,7 +32,10 @@
 //! 64+B  I  group index: an index list of the group's N blocks
 //!          zero padding to the next 4 KiB boundary
 //! footer, on a 4 KiB boundary, written when sealing
-//!    0  F  index list of every block in the segment, in file order
+//!    0  F  index list of every block in the segment, in file order, then the replaced list:
+//!          varint count R, then R varints: ids of the segments this one replaces (a compaction
+//!          output names its inputs; recovery removes them if a crash left them behind),
+//!          ascending, each as the difference to the previous (the first to zero)
 //!          zero padding so that the trailer ends on a 4 KiB boundary
 //! trailer, the last 40 bytes of a sealed file
 //!    0  8  footer offset                      u64 LE
@@ -114,6 +117,15 @@ impl IndexEntry {
 
     /// Parses an index list (checksum already verified); the whole of `bytes` must be used.
     pub fn decode_list(bytes: &[u8]) -> Result<Vec<IndexEntry>, String> {
+        let (entries, used) = Self::decode_list_prefix(bytes)?;
+        if used != bytes.len() {
+            return Err(format!("{} bytes after the index list", bytes.len() - used));
+        }
+        Ok(entries)
+    }
+
+    /// Parses an index list at the start of `bytes`; returns it and the bytes it took.
+    pub fn decode_list_prefix(bytes: &[u8]) -> Result<(Vec<IndexEntry>, usize), String> {
         let mut position = 0usize;
         let varint = |position: &mut usize| get_varint(bytes, position).ok_or_else(|| format!("index truncated at byte {position}"));
         let count = varint(&mut position)?;
@@ -141,11 +153,38 @@ impl IndexEntry {
             end = offset.checked_add(u64::from(length)).ok_or("offset overflow")?;
             entries.push(IndexEntry { series: SeriesId(series), kind, count, length, offset, min_timestamp, max_timestamp, sequence });
         }
-        if position != bytes.len() {
-            return Err(format!("{} bytes after the index list", bytes.len() - position));
-        }
-        Ok(entries)
+        Ok((entries, position))
     }
+}
+
+/// Appends the replaced-segments list of a footer.
+pub fn encode_replaced(ids: &[u64], out: &mut Vec<u8>) {
+    put_varint(out, ids.len() as u64);
+    let mut previous = 0u64;
+    for &id in ids {
+        assert!(id >= previous, "BUG: replaced segment ids not ascending");
+        put_varint(out, id - previous);
+        previous = id;
+    }
+}
+
+/// Parses a replaced-segments list that must fill `bytes` exactly.
+pub fn decode_replaced(bytes: &[u8]) -> Result<Vec<u64>, String> {
+    let mut position = 0usize;
+    let count = get_varint(bytes, &mut position).ok_or("replaced list truncated")?;
+    if count > bytes.len() as u64 {
+        return Err(format!("implausible replaced count {count}"));
+    }
+    let mut ids = Vec::with_capacity(count as usize);
+    let mut previous = 0u64;
+    for _ in 0..count {
+        previous = previous.checked_add(get_varint(bytes, &mut position).ok_or("replaced list truncated")?).ok_or("replaced id overflow")?;
+        ids.push(previous);
+    }
+    if position != bytes.len() {
+        return Err(format!("{} bytes after the replaced list", bytes.len() - position));
+    }
+    Ok(ids)
 }
 
 #[cfg(test)]

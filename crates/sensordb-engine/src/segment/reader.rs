@@ -25,6 +25,8 @@ pub struct SegmentScan {
     pub wal_checkpoint: u64,
     /// Damage found, each with its file offset; the data outside it stayed readable.
     pub problems: Vec<(u64, String)>,
+    /// Segments this one replaces (a compaction output), from the footer.
+    pub replaced: Vec<u64>,
 }
 
 /// Builds the index of the segment at `path` without reading its blocks. An unsealed segment's
@@ -44,6 +46,7 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
         end: FILE_HEADER_BYTES,
         wal_checkpoint: 0,
         problems: Vec::new(),
+        replaced: Vec::new(),
     };
     if len < FILE_HEADER_BYTES {
         // Crashed while creating the file: nothing in it was ever acknowledged.
@@ -54,8 +57,9 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
     check_file_header(&scan, path)?;
     let mut scan_limit = len;
     match read_footer(&scan, len) {
-        Ok(Some((footer_offset, entries, wal_checkpoint))) => {
+        Ok(Some((footer_offset, entries, wal_checkpoint, replaced))) => {
             scan.entries = entries;
+            scan.replaced = replaced;
             scan.sealed = true;
             scan.end = footer_offset;
             scan.wal_checkpoint = wal_checkpoint;
@@ -100,10 +104,11 @@ fn check_file_header(scan: &SegmentScan, path: &Path) -> Result<()> {
 }
 
 type FooterError = (u64, String, u64);
+type Footer = (u64, Vec<IndexEntry>, u64, Vec<u64>);
 
 /// `Ok(None)` when there is no trailer (unsealed); `Err` when a trailer exists but the footer
 /// it points to is damaged (offset, reason, footer offset).
-fn read_footer(scan: &SegmentScan, len: u64) -> std::result::Result<Option<(u64, Vec<IndexEntry>, u64)>, FooterError> {
+fn read_footer(scan: &SegmentScan, len: u64) -> std::result::Result<Option<Footer>, FooterError> {
     if len < FILE_HEADER_BYTES + TRAILER_BYTES as u64 || !len.is_multiple_of(PAGE_BYTES) {
         return Ok(None);
     }
@@ -131,11 +136,12 @@ fn read_footer(scan: &SegmentScan, len: u64) -> std::result::Result<Option<(u64,
     if crc32c(&footer) != footer_checksum {
         return Err((footer_offset, "footer checksum mismatch".into(), footer_offset));
     }
-    let entries = IndexEntry::decode_list(&footer).map_err(|reason| (footer_offset, reason, footer_offset))?;
+    let (entries, used) = IndexEntry::decode_list_prefix(&footer).map_err(|reason| (footer_offset, reason, footer_offset))?;
+    let replaced = super::decode_replaced(&footer[used..]).map_err(|reason| (footer_offset, reason, footer_offset))?;
     if entries.len() != count {
         return Err((footer_offset, format!("footer lists {} blocks, trailer says {count}", entries.len()), footer_offset));
     }
-    Ok(Some((footer_offset, entries, wal_checkpoint)))
+    Ok(Some((footer_offset, entries, wal_checkpoint, replaced)))
 }
 
 /// Walks the flush groups from the first page up to `limit`. A damaged group is reported and

@@ -168,7 +168,16 @@ const ALIGNED_BUFFER_KEPT_BYTES: usize = 64 << 20;
 impl SegmentWriter {
     /// Creates segment `id` in `dir`. With `sync`, every group and the seal are fdatasynced.
     pub fn create(fs: &dyn FileSystem, dir: &Path, id: u64, sync: bool) -> Result<SegmentWriter> {
-        let path = numbered_file(dir, id, SEGMENT_EXTENSION);
+        Self::create_at(fs, dir, id, numbered_file(dir, id, SEGMENT_EXTENSION), sync)
+    }
+
+    /// Creates segment `id` under its temporary name: it only becomes part of the store when
+    /// [`SegmentWriter::seal_replacing`] renames it into place.
+    pub fn create_temporary(fs: &dyn FileSystem, dir: &Path, id: u64, sync: bool) -> Result<SegmentWriter> {
+        Self::create_at(fs, dir, id, crate::filenames::temporary_segment(dir, id), sync)
+    }
+
+    fn create_at(fs: &dyn FileSystem, dir: &Path, id: u64, path: PathBuf, sync: bool) -> Result<SegmentWriter> {
         let io = |e| Error::io(&path, e);
         let file = fs.create_for_appends(&path).map_err(io)?;
         let mut header = vec![0u8; FILE_HEADER_BYTES as usize];
@@ -220,6 +229,11 @@ impl SegmentWriter {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Index entries of every block written so far.
+    pub fn entries(&self) -> &[IndexEntry] {
+        &self.entries
     }
 
     /// Appends `group` and makes it durable. On failure the file is cut back to its previous
@@ -297,8 +311,28 @@ impl SegmentWriter {
 
     /// Writes the footer and trailer. The segment is complete afterwards.
     pub fn seal(self) -> Result<()> {
+        self.write_footer(&[])
+    }
+
+    /// Seals a segment made by [`SegmentWriter::create_temporary`], naming the segments it
+    /// replaces in its footer, and renames it into place (with a directory fsync). From then on
+    /// recovery removes the replaced segments should they still exist. Returns the final path.
+    pub fn seal_replacing(self, fs: &dyn FileSystem, dir: &Path, replaced: &[u64]) -> Result<PathBuf> {
+        let temporary = self.path.clone();
+        let final_path = numbered_file(dir, self.id, SEGMENT_EXTENSION);
+        let sync = self.sync;
+        self.write_footer(replaced)?;
+        fs.rename(&temporary, &final_path).map_err(|e| Error::io(&temporary, e))?;
+        if sync {
+            fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        Ok(final_path)
+    }
+
+    fn write_footer(self, replaced: &[u64]) -> Result<()> {
         let mut footer = Vec::with_capacity(self.entries.len() * 16 + PAGE_BYTES as usize);
         IndexEntry::encode_list(&self.entries, &mut footer);
+        super::encode_replaced(replaced, &mut footer);
         let footer_bytes = footer.len() as u64;
         let footer_checksum = crc32c(&footer);
         let total = align_up((footer.len() + TRAILER_BYTES) as u64, PAGE_BYTES) as usize;

@@ -7,7 +7,7 @@
 
 mod segments;
 
-pub use segments::{SegmentStore, SegmentStoreOptions, StoreRecovery};
+pub use segments::{CompactedSegment, SegmentStore, SegmentStoreOptions, SegmentSummary, StoreRecovery};
 
 use crate::block::Block;
 use crate::error::Result;

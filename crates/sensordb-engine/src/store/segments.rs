@@ -30,6 +30,18 @@ impl Default for SegmentStoreOptions {
     }
 }
 
+/// A segment removed by compaction: id, path, open handle, time of removal.
+type RetiredSegment = (u64, PathBuf, Arc<dyn StorageFile>, std::time::Instant);
+
+/// A sealed compaction output, ready for [`SegmentStore::install_compacted`].
+pub struct CompactedSegment {
+    pub id: u64,
+    pub path: PathBuf,
+    pub file: Arc<dyn StorageFile>,
+    pub entries: Vec<crate::segment::IndexEntry>,
+    pub wal_checkpoint: u64,
+}
+
 /// What opening the store found.
 #[derive(Clone, Debug, Default)]
 pub struct StoreRecovery {
@@ -46,7 +58,51 @@ struct SegmentFile {
     path: PathBuf,
     file: Arc<dyn StorageFile>,
     bytes: u64,
+    summary: SegmentSummary,
 }
+
+/// What compaction planning needs to know of a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentSummary {
+    pub id: u64,
+    /// False for the segment still taking flush groups.
+    pub sealed: bool,
+    pub bytes: u64,
+    pub blocks: u64,
+    pub points: u64,
+    pub min_sequence: u64,
+    pub max_sequence: u64,
+    pub wal_checkpoint: u64,
+}
+
+impl SegmentSummary {
+    fn of(id: u64, sealed: bool, bytes: u64, entries: &[crate::segment::IndexEntry], wal_checkpoint: u64) -> Self {
+        SegmentSummary {
+            id,
+            sealed,
+            bytes,
+            blocks: entries.len() as u64,
+            points: entries.iter().map(|e| u64::from(e.count)).sum(),
+            min_sequence: entries.iter().map(|e| e.sequence).min().unwrap_or(u64::MAX),
+            max_sequence: entries.iter().map(|e| e.sequence).max().unwrap_or(0),
+            wal_checkpoint,
+        }
+    }
+
+    fn add(&mut self, entries: &[crate::segment::IndexEntry], bytes: u64, wal_checkpoint: u64) {
+        let more = SegmentSummary::of(self.id, self.sealed, bytes, entries, wal_checkpoint);
+        self.bytes = bytes;
+        self.blocks += more.blocks;
+        self.points += more.points;
+        self.min_sequence = self.min_sequence.min(more.min_sequence);
+        self.max_sequence = self.max_sequence.max(more.max_sequence);
+        self.wal_checkpoint = self.wal_checkpoint.max(wal_checkpoint);
+    }
+}
+
+/// How long the handle of a segment removed by compaction stays open for reads that listed its
+/// blocks before the removal. The file's space is freed when the handle closes.
+const RETIRED_HANDLE_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
 pub struct SegmentStore {
     fs: Arc<dyn FileSystem>,
@@ -57,6 +113,8 @@ pub struct SegmentStore {
     open: Mutex<OpenSegment>,
     commit: Mutex<GroupCommit>,
     committed: Condvar,
+    /// Handles of segments removed by compaction, with the time of removal.
+    retired: Mutex<Vec<RetiredSegment>>,
 }
 
 struct OpenSegment {
@@ -97,10 +155,30 @@ impl SegmentStore {
         let mut index = BlockIndex::default();
         let mut files = BTreeMap::new();
         let mut next_id = 1;
+        let mut scans = Vec::new();
         for path in fs.list(dir).map_err(|e| Error::io(dir, e))? {
+            if crate::filenames::is_temporary_segment(&path) {
+                // A compaction that did not finish: its inputs are all still in place.
+                fs.remove(&path).map_err(|e| Error::io(&path, e))?;
+                recovery.problems.push((path, 0, "removed an unfinished compaction output".into()));
+                continue;
+            }
             let Some(id) = parse_numbered_file(&path, SEGMENT_EXTENSION) else { continue };
             next_id = next_id.max(id + 1);
-            let scan = scan_segment(fs.as_ref(), &path)?;
+            scans.push(scan_segment(fs.as_ref(), &path)?);
+        }
+        // Inputs of a completed compaction that a crash left behind hold nothing the output
+        // does not: remove them before they are indexed.
+        let replaced: std::collections::BTreeSet<u64> = scans.iter().flat_map(|s| s.replaced.iter().copied()).collect();
+        for scan in scans {
+            let path = scan.path.clone();
+            let id = scan.id;
+            if replaced.contains(&id) {
+                drop(scan);
+                fs.remove(&path).map_err(|e| Error::io(&path, e))?;
+                recovery.problems.push((path, 0, "removed a segment that a compaction had replaced".into()));
+                continue;
+            }
             for (offset, what) in &scan.problems {
                 tracing::warn!(file = %path.display(), offset, problem = %what, "segment repaired at open");
                 recovery.problems.push((path.clone(), *offset, what.clone()));
@@ -111,17 +189,15 @@ impl SegmentStore {
                 fs.remove(&path).map_err(|e| Error::io(&path, e))?;
                 continue;
             }
-            let bytes = if scan.sealed {
-                scan.file.len().map_err(|e| Error::io(&path, e))?
-            } else {
-                let writer = SegmentWriter::resume(&scan, options.sync);
-                writer.seal()?;
-                scan.file.len().map_err(|e| Error::io(&path, e))?
-            };
+            if !scan.sealed {
+                SegmentWriter::resume(&scan, options.sync).seal()?;
+            }
+            let bytes = scan.file.len().map_err(|e| Error::io(&path, e))?;
             recovery.max_sequence = recovery.max_sequence.max(scan.entries.iter().map(|e| e.sequence).max().unwrap_or(0));
             recovery.wal_checkpoint = recovery.wal_checkpoint.max(scan.wal_checkpoint);
             index.insert(id, &scan.entries);
-            files.insert(id, SegmentFile { path, file: scan.file, bytes });
+            let summary = SegmentSummary::of(id, true, bytes, &scan.entries, scan.wal_checkpoint);
+            files.insert(id, SegmentFile { path, file: scan.file, bytes, summary });
             recovery.segments += 1;
         }
         let store = SegmentStore {
@@ -133,6 +209,7 @@ impl SegmentStore {
             open: Mutex::new(OpenSegment { writer: None, next_id, sequence: recovery.max_sequence }),
             commit: Mutex::new(GroupCommit::default()),
             committed: Condvar::new(),
+            retired: Mutex::new(Vec::new()),
         };
         Ok((store, recovery))
     }
@@ -140,6 +217,69 @@ impl SegmentStore {
     /// Every series with blocks, and the kind of its values.
     pub fn series_kinds(&self) -> Vec<(SeriesId, crate::model::ValueKind)> {
         self.index.read().series_kinds()
+    }
+
+    /// Summaries of all segments, by id.
+    pub fn summaries(&self) -> Vec<SegmentSummary> {
+        self.files.read().values().map(|f| f.summary).collect()
+    }
+
+    /// Every block of the segments `ids`.
+    pub fn blocks_of_segments(&self, ids: &[u64]) -> Vec<BlockRef> {
+        self.index.read().blocks_of_segments(ids)
+    }
+
+    /// A fresh segment id for a compaction output.
+    pub fn allocate_segment_id(&self) -> u64 {
+        let mut open = self.open.lock();
+        let id = open.next_id;
+        open.next_id += 1;
+        id
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn file_system(&self) -> &dyn FileSystem {
+        self.fs.as_ref()
+    }
+
+    pub fn sync(&self) -> bool {
+        self.options.sync
+    }
+
+    /// Puts a sealed compaction output in place of the segments it replaces: one index update
+    /// (readers see either the old blocks or the new ones), then the old files are removed.
+    /// Their handles stay open for [`RETIRED_HANDLE_GRACE`] for reads already under way.
+    pub fn install_compacted(&self, output: CompactedSegment, replaced: &[u64]) -> Result<()> {
+        let bytes = output.file.len().map_err(|e| Error::io(&output.path, e))?;
+        let summary = SegmentSummary::of(output.id, true, bytes, &output.entries, output.wal_checkpoint);
+        let removed: Vec<SegmentFile> = {
+            let mut index = self.index.write();
+            let mut files = self.files.write();
+            for id in replaced {
+                index.remove_segment(*id);
+            }
+            index.insert(output.id, &output.entries);
+            files.insert(output.id, SegmentFile { path: output.path, file: output.file, bytes, summary });
+            replaced.iter().filter_map(|id| files.remove(id)).collect()
+        };
+        let now = std::time::Instant::now();
+        let mut retired = self.retired.lock();
+        retired.retain(|(.., since)| now.duration_since(*since) < RETIRED_HANDLE_GRACE);
+        let mut outcome = Ok(());
+        for old in removed {
+            if let Err(e) = self.fs.remove(&old.path) {
+                // Recovery removes it: the output's footer names it as replaced.
+                outcome = Err(Error::io(&old.path, e));
+            }
+            retired.push((old.summary.id, old.path, old.file, now));
+        }
+        if self.options.sync {
+            self.fs.sync_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        }
+        outcome
     }
 
     /// Ids of all segments, oldest first.
@@ -201,12 +341,17 @@ impl BlockStore for SegmentStore {
     }
 
     fn read_block(&self, block: &BlockRef) -> Result<Block> {
-        let (path, file) = {
-            let files = self.files.read();
-            let segment = files
-                .get(&block.segment)
-                .ok_or_else(|| Error::corruption(self.dir.clone(), 0, format!("segment {} is gone", block.segment)))?;
-            (segment.path.clone(), segment.file.clone())
+        let live = self.files.read().get(&block.segment).map(|s| (s.path.clone(), s.file.clone()));
+        let (path, file) = match live {
+            Some(found) => found,
+            // Listed before a compaction removed its segment: the handle is kept for a while.
+            None => self
+                .retired
+                .lock()
+                .iter()
+                .find(|(id, ..)| *id == block.segment)
+                .map(|(_, path, file, _)| (path.clone(), file.clone()))
+                .ok_or_else(|| Error::corruption(self.dir.clone(), 0, format!("segment {} is gone", block.segment)))?,
         };
         read_block(&path, file.as_ref(), &block.entry)
     }
@@ -259,7 +404,8 @@ impl SegmentStore {
             let id = open.next_id;
             let writer = SegmentWriter::create(self.fs.as_ref(), &self.dir, id, self.options.sync)?;
             open.next_id += 1;
-            self.files.write().insert(id, SegmentFile { path: writer.path().to_path_buf(), file: writer.file(), bytes: writer.bytes() });
+            let summary = SegmentSummary::of(id, false, writer.bytes(), &[], 0);
+            self.files.write().insert(id, SegmentFile { path: writer.path().to_path_buf(), file: writer.file(), bytes: writer.bytes(), summary });
             open.writer = Some(writer);
         }
         let sequence = open.sequence + 1;
@@ -270,6 +416,7 @@ impl SegmentStore {
         let (id, bytes) = (writer.id(), writer.bytes());
         if let Some(file) = self.files.write().get_mut(&id) {
             file.bytes = bytes;
+            file.summary.add(&entries, bytes, wal_checkpoint);
         }
         self.index.write().insert(id, &entries);
         if bytes >= self.options.segment_bytes_max {
@@ -284,11 +431,14 @@ impl SegmentStore {
         Ok(sequence)
     }
 
+    /// Records that segment `id` was sealed and its final size.
     fn refresh_size(&self, id: u64) {
         if let Some(file) = self.files.write().get_mut(&id) {
             if let Ok(len) = file.file.len() {
                 file.bytes = len;
+                file.summary.bytes = len;
             }
+            file.summary.sealed = true;
         }
     }
 }

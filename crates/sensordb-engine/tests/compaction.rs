@@ -1,0 +1,133 @@
+//! Compaction: segments full of short blocks (frequent flushes) are rewritten into long blocks,
+//! reads stay identical to a last-write-wins model before, after and across restarts, and a
+//! crash at any step of a compaction loses and duplicates nothing.
+
+use sensordb_engine::batch::WriteBatch;
+use sensordb_engine::fs::{FaultyFs, RealFs};
+use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey, Value, ValueKind};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+const SERIES: u8 = 6;
+
+fn options(fs: Arc<dyn sensordb_engine::fs::FileSystem>) -> EngineOptions {
+    EngineOptions {
+        durability: Durability::Os,
+        segment_bytes_max: 64 * 1024,
+        // Explicit compactions only, so each test controls when it happens.
+        background_compaction: false,
+        fs,
+        ..EngineOptions::default()
+    }
+}
+
+/// Two rows of three fields; 40 small flushes with some out-of-order and repeated points.
+fn fill(engine: &Engine) -> (Vec<SeriesId>, BTreeMap<(u8, i64), i64>) {
+    let ids: Vec<SeriesId> = (0..SERIES)
+        .map(|s| {
+            let key = SeriesKey::new("m", [("row", (s / 3).to_string())], format!("f{}", s % 3)).expect("key");
+            engine.series_id(&key, ValueKind::I64).expect("id")
+        })
+        .collect();
+    let mut model = BTreeMap::new();
+    for flush in 0..40i64 {
+        let mut batch = WriteBatch::new();
+        for i in 0..25 {
+            let t = flush * 25 + i;
+            for s in 0..SERIES {
+                // Every seventh flush also rewrites points of an earlier flush.
+                let t = if flush % 7 == 6 && i < 5 { t - 100 } else { t };
+                let value = t * 10 + i64::from(s) + flush;
+                batch.push(ids[s as usize], t, Value::I64(value)).expect("push");
+                model.insert((s, t), value);
+            }
+        }
+        engine.write(&batch).expect("write");
+        engine.flush().expect("flush");
+    }
+    (ids, model)
+}
+
+fn check(engine: &Engine, ids: &[SeriesId], model: &BTreeMap<(u8, i64), i64>) {
+    for s in 0..SERIES {
+        let expected: Vec<(i64, i64)> = model.range((s, i64::MIN)..=(s, i64::MAX)).map(|(&(_, t), &v)| (t, v)).collect();
+        let actual: Vec<(i64, i64)> = engine
+            .read(ids[s as usize], i64::MIN, i64::MAX)
+            .points()
+            .map(|p| {
+                let p = p.expect("read");
+                match p.value {
+                    Value::I64(v) => (p.timestamp, v),
+                    other => panic!("wrong kind {other:?}"),
+                }
+            })
+            .collect();
+        assert_eq!(actual, expected, "series {s}");
+    }
+}
+
+fn segment_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("segments"))
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn short_blocks_are_rewritten_into_long_ones_and_reads_do_not_change() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(dir.path(), options(Arc::new(RealFs))).expect("open");
+    let (ids, model) = fill(&engine);
+    let before = engine.stats().store;
+    assert!(before.blocks >= 40 * SERIES as usize, "{before:?}");
+    check(&engine, &ids, &model);
+    let reports = engine.compact().expect("compact");
+    assert!(!reports.is_empty());
+    let after = engine.stats().store;
+    assert!(after.blocks * 10 < before.blocks, "blocks {} -> {}", before.blocks, after.blocks);
+    assert!(after.bytes < before.bytes, "bytes {} -> {}", before.bytes, after.bytes);
+    check(&engine, &ids, &model);
+    engine.close().expect("close");
+    let engine = Engine::open(dir.path(), options(Arc::new(RealFs))).expect("reopen");
+    assert!(engine.recovery().problems.is_empty(), "{:?}", engine.recovery().problems);
+    assert_eq!(engine.stats().store.blocks, after.blocks);
+    check(&engine, &ids, &model);
+}
+
+#[test]
+fn a_crash_before_the_output_is_renamed_leaves_the_inputs_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let disk = FaultyFs::new(Arc::new(RealFs));
+    let engine = Engine::open(dir.path(), options(Arc::new(disk.clone()))).expect("open");
+    let (ids, model) = fill(&engine);
+    let files_before = segment_files(dir.path());
+    disk.set_fail_renames(true);
+    assert!(engine.compact().is_err());
+    assert!(segment_files(dir.path()).iter().any(|f| f.ends_with(".tmp")), "the output was written");
+    check(&engine, &ids, &model);
+    engine.abandon();
+    let engine = Engine::open(dir.path(), options(Arc::new(RealFs))).expect("reopen");
+    assert_eq!(segment_files(dir.path()), files_before, "the unfinished output is gone, the inputs are intact");
+    check(&engine, &ids, &model);
+}
+
+#[test]
+fn a_crash_before_the_inputs_are_removed_is_finished_at_start_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let disk = FaultyFs::new(Arc::new(RealFs));
+    let engine = Engine::open(dir.path(), options(Arc::new(disk.clone()))).expect("open");
+    let (ids, model) = fill(&engine);
+    let blocks_before = engine.stats().store.blocks;
+    disk.set_fail_removes(true);
+    assert!(engine.compact().is_err(), "removing the inputs failed");
+    check(&engine, &ids, &model);
+    engine.abandon();
+    let engine = Engine::open(dir.path(), options(Arc::new(RealFs))).expect("reopen");
+    let removed = engine.recovery().problems.iter().filter(|(_, _, what)| what.contains("replaced")).count();
+    assert!(removed > 0, "{:?}", engine.recovery().problems);
+    assert!(engine.stats().store.blocks * 10 < blocks_before);
+    check(&engine, &ids, &model);
+}
