@@ -79,10 +79,18 @@ pub struct IngestFigures {
     pub bytes_on_disk: u64,
     pub bytes_per_value: f64,
     pub stats: EngineStats,
+    /// With `flush_every_points`: bytes on disk before compaction, and the compaction time.
+    pub before_compaction: Option<(u64, Duration)>,
 }
 
 fn engine_options(config: &EngineBenchConfig) -> EngineOptions {
-    EngineOptions { durability: config.durability, memtable_bytes_max: config.memtable_bytes_max, ..EngineOptions::default() }
+    EngineOptions {
+        durability: config.durability,
+        memtable_bytes_max: config.memtable_bytes_max,
+        // Measured explicitly after the load, so it does not compete with ingestion here.
+        background_compaction: false,
+        ..EngineOptions::default()
+    }
 }
 
 fn fresh_dir(path: &Path) -> std::io::Result<()> {
@@ -207,6 +215,15 @@ pub fn ingest(config: &EngineBenchConfig) -> Result<IngestFigures, String> {
     engine.flush().map_err(|e| e.to_string())?;
     let wall = started.elapsed();
     let cpu = process_cpu_time().saturating_sub(cpu_before);
+    let before_compaction = match config.flush_every_points {
+        Some(_) => {
+            let bytes = directory_bytes(&dir);
+            let compacting = Instant::now();
+            engine.compact().map_err(|e| e.to_string())?;
+            Some((bytes, compacting.elapsed()))
+        }
+        None => None,
+    };
     let stats = engine.stats();
     engine.close().map_err(|e| e.to_string())?;
     let bytes_on_disk = directory_bytes(&dir);
@@ -220,6 +237,7 @@ pub fn ingest(config: &EngineBenchConfig) -> Result<IngestFigures, String> {
         bytes_on_disk,
         bytes_per_value: bytes_on_disk as f64 / points as f64,
         stats,
+        before_compaction,
     })
 }
 

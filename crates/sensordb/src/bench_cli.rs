@@ -94,6 +94,14 @@ fn engine(args: EngineArgs) -> anyhow::Result<()> {
                 f.points, f.series, f.wall.as_secs_f64(), f.cpu.as_secs_f64(),
                 f.points_per_second, f.points_per_cpu_second, f.bytes_on_disk, f.bytes_per_value, f.stats.store.blocks, f.stats.store.segments
             );
+            if let Some((bytes, took)) = f.before_compaction {
+                println!(
+                    "  flushing every {} points: {bytes} bytes = {:.3} bytes/value before compaction; compaction took {:.2} s",
+                    config.flush_every_points.unwrap_or(0),
+                    bytes as f64 / f.points as f64,
+                    took.as_secs_f64()
+                );
+            }
         }
     }
     if wants("payload") {
