@@ -279,19 +279,16 @@ impl SegmentWriter {
         self.aligned.zeroed(index_padded)[..index.len()].copy_from_slice(&index);
 
         let write = || -> std::io::Result<u64> {
-            let mut at = group_offset;
-            self.file.write_all_at(header_page.as_slice(), at)?;
-            at += PAGE_BYTES;
-            for part in &parts {
-                self.file.write_all_at(part.buffer.as_slice(), at)?;
-                at += part.buffer.as_slice().len() as u64;
-            }
-            self.file.write_all_at(self.aligned.as_slice(), at)?;
-            at += index_padded as u64;
+            let mut pieces: Vec<&[u8]> = Vec::with_capacity(parts.len() + 2);
+            pieces.push(header_page.as_slice());
+            pieces.extend(parts.iter().map(|part| part.buffer.as_slice()));
+            pieces.push(self.aligned.as_slice());
+            let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+            self.file.write_all_vectored_at(&pieces, group_offset)?;
             if self.sync {
                 self.file.sync_data()?;
             }
-            Ok(at)
+            Ok(group_offset + len)
         };
         let written = write();
         self.aligned.shrink(ALIGNED_BUFFER_KEPT_BYTES);
