@@ -304,6 +304,9 @@ pub async fn run(config: &IngestBenchConfig, addr: SocketAddr) -> Result<IngestR
 
 type ClientOutcome = (u64, BTreeMap<String, u64>);
 
+/// How long an HTTP request may run past the end of the run.
+const HTTP_GRACE: Duration = Duration::from_secs(5);
+
 async fn native_client(
     client: Client,
     handles: Vec<sensordb_client::SeriesHandle>,
@@ -383,7 +386,9 @@ async fn http_client(
                 }
             }
             let Some(conn) = connection.as_mut() else { break 'rounds };
-            match tokio::time::timeout(timeout, conn.post(&head, body)).await {
+            // A request may run past the deadline, but not by more than the grace.
+            let wait = timeout.min(deadline.saturating_duration_since(Instant::now()) + HTTP_GRACE);
+            match tokio::time::timeout(wait, conn.post(&head, body)).await {
                 Ok(Ok(answer)) if (200..300).contains(&answer.status) => {
                     counters.points.fetch_add(*points, Ordering::Relaxed);
                     counters.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
@@ -411,7 +416,8 @@ async fn http_client(
                 }
                 Err(_) => {
                     counters.failed.fetch_add(1, Ordering::Relaxed);
-                    *errors.entry("HTTP: timed out".to_string()).or_default() += 1;
+                    let message = format!("HTTP: no answer to POST /write within {wait:?} (is the HTTP API implemented and up?)");
+                    *errors.entry(message).or_default() += 1;
                     connection = None;
                 }
             }
@@ -568,9 +574,13 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Appends `row` as one line of InfluxDB line protocol (nanosecond timestamp) to `out`. Tags
-/// with an empty value are left out (line protocol has no empty tag values); string values are
-/// `Value::Bytes` as UTF-8 (invalid sequences replaced).
+/// with an empty value are left out (line protocol has no empty tag values), and so is a row
+/// without fields; string values are `Value::Bytes` as UTF-8 (invalid sequences replaced).
 pub fn render_row(row: &Row, out: &mut Vec<u8>) {
+    if row.fields.is_empty() {
+        // Not expressible: a line needs at least one field.
+        return;
+    }
     escape(&row.measurement, b", ", out);
     for (key, value) in &row.tags.tags {
         if value.is_empty() || key.is_empty() {

@@ -41,6 +41,7 @@ impl std::fmt::Display for FileLimit {
 
 /// Raises RLIMIT_NOFILE to at least `wanted` if it can: the soft limit up to the hard one, and
 /// past the hard one when the process may (root, up to `fs.nr_open`). Never lowers it.
+#[allow(clippy::unnecessary_cast)] // rlim_t is not u64 on every target
 pub fn raise_open_file_limit(wanted: u64) -> FileLimit {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit/setrlimit only read and write the struct passed.

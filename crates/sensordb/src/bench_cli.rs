@@ -3,13 +3,114 @@
 
 use anyhow::anyhow;
 use sensordb_bench::engine_bench::{self, EngineBenchConfig};
+use sensordb_bench::ingest_bench::{self, IngestBenchConfig, IngestProtocol};
+use sensordb_bench::load::{raise_open_file_limit, InProcessServer};
+use sensordb_bench::tx_bench::{self, TxBenchConfig};
 use sensordb_engine::Durability;
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(clap::Subcommand)]
 pub enum BenchCommand {
     /// In-process storage engine benchmarks on TSBS-IoT-like data.
     Engine(EngineArgs),
+    /// Site-to-site style load test of the native protocol: many clients, each committing
+    /// transactions of packets at an interval (NiFi's site-to-site load test figures).
+    Tx(TxArgs),
+    /// Maximum sustained ingest over the network (native transactions or HTTP line protocol)
+    /// for a bounded time.
+    Ingest(IngestArgs),
+}
+
+#[derive(clap::Args)]
+pub struct TxArgs {
+    /// Native listener of a running server; without it an in-process server is started on
+    /// 127.0.0.1 with a temporary data directory.
+    #[arg(long)]
+    addr: Option<SocketAddr>,
+    /// Access token.
+    #[arg(long, default_value = "")]
+    token: String,
+    /// Durability of the in-process server: fsync, os or none.
+    #[arg(long, default_value = "fsync")]
+    durability: Durability,
+    /// Concurrent clients, each with its own connection.
+    #[arg(long, default_value_t = 10)]
+    clients: usize,
+    /// Transactions per client.
+    #[arg(long, default_value_t = 10)]
+    transactions: u64,
+    /// Packets (SEND frames) per transaction.
+    #[arg(long, default_value_t = 5)]
+    packets: u64,
+    /// Float points per packet.
+    #[arg(long, default_value_t = 100, conflicts_with = "payload_bytes")]
+    points: u64,
+    /// Instead of points: one bytes value of this size per packet.
+    #[arg(long)]
+    payload_bytes: Option<usize>,
+    /// Between the starts of a client's transactions; clients start spread over one interval.
+    #[arg(long, default_value_t = 1000)]
+    interval_ms: u64,
+    /// Stop starting transactions after this many seconds (the run also ends when every
+    /// transaction is done).
+    #[arg(long)]
+    duration_s: Option<f64>,
+    /// Connections opened at once while connecting.
+    #[arg(long, default_value_t = 250)]
+    connect_wave: usize,
+    /// Commit attempts per transaction (1: every error counts as a failure).
+    #[arg(long, default_value_t = 1)]
+    max_attempts: u32,
+    /// Longest wait for one answer, ms.
+    #[arg(long, default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// Append one CSV row with every parameter and result (header when the file is new).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct IngestArgs {
+    /// native or http.
+    #[arg(long, default_value = "native")]
+    protocol: IngestProtocol,
+    /// The server's listener for the protocol; without it an in-process server is started on
+    /// 127.0.0.1 with a temporary data directory.
+    #[arg(long)]
+    addr: Option<SocketAddr>,
+    #[arg(long, default_value = "")]
+    token: String,
+    /// Durability of the in-process server: fsync, os or none.
+    #[arg(long, default_value = "fsync")]
+    durability: Durability,
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 2)]
+    clients: usize,
+    /// Seconds during which requests start.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Points per transaction or HTTP body.
+    #[arg(long, default_value_t = 10_000)]
+    batch_points: usize,
+    /// Trucks of the generated TSBS fleet.
+    #[arg(long, default_value_t = 100)]
+    scale: u32,
+    /// Hours of generated data (one round; later rounds repeat it).
+    #[arg(long, default_value_t = 6)]
+    hours: u32,
+    #[arg(long, default_value_t = 123)]
+    seed: u64,
+    /// Line protocol to send instead of generated rows.
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// Database named in HTTP writes.
+    #[arg(long, default_value = "sensordb")]
+    db: String,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
 }
 
 #[derive(clap::Args)]
@@ -61,7 +162,126 @@ pub struct EngineArgs {
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Engine(args) => engine(args),
+        BenchCommand::Tx(args) => tx(args),
+        BenchCommand::Ingest(args) => ingest(args),
     }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+/// Raises the open-file limit for `connections` (twice that with an in-process server) and
+/// prints what it is.
+fn file_limit(connections: usize, in_process: bool) {
+    let per_connection = if in_process { 2 } else { 1 };
+    let limit = raise_open_file_limit((connections * per_connection + 1024) as u64);
+    println!("client: {limit}");
+    if !limit.is_enough() {
+        eprintln!("warning: cannot raise the open-file limit to {}: {limit}", limit.wanted);
+    }
+}
+
+fn tx(args: TxArgs) -> anyhow::Result<()> {
+    let command_line: Vec<String> = std::env::args().collect();
+    println!("# {}", command_line.join(" "));
+    file_limit(args.clients, args.addr.is_none());
+    let config = TxBenchConfig {
+        token: args.token.clone(),
+        clients: args.clients,
+        transactions: args.transactions,
+        packets: args.packets,
+        points: args.points,
+        payload_bytes: args.payload_bytes,
+        interval: Duration::from_millis(args.interval_ms),
+        duration: args.duration_s.map(Duration::from_secs_f64),
+        connect_wave: args.connect_wave,
+        max_attempts: args.max_attempts,
+        reply_timeout: Duration::from_millis(args.timeout_ms),
+        ..TxBenchConfig::default()
+    };
+    runtime()?.block_on(async {
+        let (server, addr) = match args.addr {
+            Some(addr) => (None, addr),
+            None => {
+                let server = InProcessServer::start(args.durability, args.clients).await.map_err(|e| anyhow!(e))?;
+                println!("{}", server.describe());
+                let addr = server.native_addr();
+                (Some(server), addr)
+            }
+        };
+        println!("client: native {addr}, {} worker threads", tokio::runtime::Handle::current().metrics().num_workers());
+        let report = tx_bench::run(&config, addr).await;
+        for line in tx_bench::format_report(&config, &report) {
+            println!("{line}");
+        }
+        let durability = if server.is_some() { format!("{:?}", args.durability).to_lowercase() } else { String::new() };
+        let stored = match server {
+            Some(server) => {
+                let stored = server.shutdown(Duration::from_secs(60)).await.map_err(|e| anyhow!(e))?;
+                println!(
+                    "server stored {stored} points (acknowledged {}){}",
+                    report.points,
+                    if stored == report.points { "" } else { ": MISMATCH" }
+                );
+                Some(stored)
+            }
+            None => None,
+        };
+        if let Some(path) = &args.csv {
+            tx_bench::append_csv(path, &config, &report, &durability, stored)?;
+            println!("csv: appended a row to {}", path.display());
+        }
+        Ok(())
+    })
+}
+
+fn ingest(args: IngestArgs) -> anyhow::Result<()> {
+    let command_line: Vec<String> = std::env::args().collect();
+    println!("# {}", command_line.join(" "));
+    file_limit(args.clients, args.addr.is_none());
+    let config = IngestBenchConfig {
+        protocol: args.protocol,
+        token: args.token.clone(),
+        clients: args.clients,
+        duration: Duration::from_secs(args.seconds),
+        batch_points: args.batch_points,
+        scale: args.scale,
+        hours: args.hours,
+        seed: args.seed,
+        file: args.file.clone(),
+        db: args.db.clone(),
+        progress: !args.no_progress,
+        ..IngestBenchConfig::default()
+    };
+    runtime()?.block_on(async {
+        let (server, addr) = match args.addr {
+            Some(addr) => (None, addr),
+            None => {
+                let server = InProcessServer::start(args.durability, args.clients).await.map_err(|e| anyhow!(e))?;
+                println!("{}", server.describe());
+                let addr = match args.protocol {
+                    IngestProtocol::Native => server.native_addr(),
+                    IngestProtocol::Http => server.http_addr(),
+                };
+                (Some(server), addr)
+            }
+        };
+        println!("client: {} {addr}", args.protocol);
+        let report = ingest_bench::run(&config, addr).await.map_err(|e| anyhow!(e))?;
+        for line in ingest_bench::format_report(&config, &report) {
+            println!("{line}");
+        }
+        if let Some(server) = server {
+            let stored = server.shutdown(Duration::from_secs(60)).await.map_err(|e| anyhow!(e))?;
+            let note = match args.protocol {
+                IngestProtocol::Native if stored != report.points => ": MISMATCH",
+                _ => "",
+            };
+            println!("server stored {stored} points (acknowledged {}){note}", report.points);
+        }
+        Ok(())
+    })
 }
 
 fn engine(args: EngineArgs) -> anyhow::Result<()> {
