@@ -3,8 +3,11 @@
 //! `txIntervalMillis` → `totalSuccessfulTx`, `totalFailureTx`, `avgCreateTxMillis`,
 //! `avgSendMillis`, `avgConfirmMillis`, `avgCompleteMillis`).
 //!
-//! Each of `clients` clients holds its own connection and owns one series (`bench_tx,client=N
-//! value`, F64, or `payload` of bytes with `payload_bytes`). Every `interval` it commits one
+//! Each of `clients` clients holds its own connection and writes one of `series` series
+//! (`bench_tx,series=S value`, F64, or `payload` of bytes with `payload_bytes`; client `n` writes
+//! series `n % series`, with timestamps that interleave so every point is distinct: creating a
+//! series costs the server a durable catalog write, so 10,000 clients do not make 10,000 series
+//! unless asked to). Every `interval` it commits one
 //! transaction of `packets` packets; a packet is `points` points (or one bytes value) and the
 //! client is set up so that each packet goes out as one SEND frame. Client `n` starts at
 //! `n × interval / clients`, so the load is spread over one interval; a client that falls behind
@@ -34,6 +37,8 @@ use tokio::time::MissedTickBehavior;
 pub struct TxBenchConfig {
     pub token: String,
     pub clients: usize,
+    /// Series written (client `n` writes series `n % series`); 0 means one per client.
+    pub series: usize,
     /// Transactions per client.
     pub transactions: u64,
     /// Packets per transaction.
@@ -53,7 +58,7 @@ pub struct TxBenchConfig {
     pub max_attempts: u32,
     /// Longest wait for one answer.
     pub reply_timeout: Duration,
-    /// First timestamp written (ns); series are per client, timestamps increase per point.
+    /// First timestamp written (ns): point k of client n is at `start + k × clients + n`.
     pub start: Timestamp,
 }
 
@@ -62,6 +67,7 @@ impl Default for TxBenchConfig {
         TxBenchConfig {
             token: String::new(),
             clients: 10,
+            series: 100,
             transactions: 10,
             packets: 5,
             points: 100,
@@ -77,6 +83,11 @@ impl Default for TxBenchConfig {
 }
 
 impl TxBenchConfig {
+    /// Series actually written: `series` (one per client for 0), at most one per client.
+    pub fn effective_series(&self) -> usize {
+        if self.series == 0 { self.clients } else { self.series.min(self.clients) }
+    }
+
     /// Points in one transaction.
     pub fn points_per_transaction(&self) -> u64 {
         self.packets * if self.payload_bytes.is_some() { 1 } else { self.points }
@@ -238,7 +249,7 @@ async fn connect_all(config: &Arc<TxBenchConfig>, addr: SocketAddr) -> (Vec<(usi
         for task in tasks {
             match task.await {
                 Ok((n, Ok((client, handle)))) => connected.push((n, client, handle)),
-                Ok((_, Err(error))) => *errors.entry(format!("connect: {error}")).or_default() += 1,
+                Ok((_, Err(error))) => *errors.entry(error_kind(&format!("connect: {error}"))).or_default() += 1,
                 Err(error) => *errors.entry(format!("connect task: {error}")).or_default() += 1,
             }
         }
@@ -258,7 +269,8 @@ async fn connect_one(config: &TxBenchConfig, addr: SocketAddr, n: usize) -> Resu
     };
     let client = Client::connect_with(addr, options).await.map_err(|e| e.to_string())?;
     let (field, kind) = if config.payload_bytes.is_some() { ("payload", ValueKind::Bytes) } else { ("value", ValueKind::F64) };
-    let key = SeriesKey::new("bench_tx", [("client", n.to_string())], field).map_err(|e| e.to_string())?;
+    let series = config.effective_series();
+    let key = SeriesKey::new("bench_tx", [("series", (n % series.max(1)).to_string())], field).map_err(|e| e.to_string())?;
     let handle = client.series(&key, kind).await.map_err(|e| e.to_string())?;
     Ok((client, handle))
 }
@@ -278,7 +290,10 @@ async fn client_loop(
     let mut ticks = tokio::time::interval_at(first, config.interval.max(Duration::from_micros(1)));
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let per_packet = if payload.is_some() { 1 } else { config.points };
-    let mut timestamp = config.start;
+    // Point k of client n is at start + (k × clients + n) ns: distinct across the clients that
+    // share a series.
+    let step = config.clients.max(1) as i64;
+    let mut timestamp = config.start + n as i64;
     for t in 0..config.transactions {
         ticks.tick().await;
         if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
@@ -294,7 +309,7 @@ async fn client_loop(
                     None => Value::F64((t * 1000 + i) as f64 * 0.5),
                 };
                 pushed = tx.push(&handle, timestamp, value);
-                timestamp += 1_000_000;
+                timestamp += step;
                 if pushed.is_err() {
                     break 'build;
                 }
@@ -310,7 +325,7 @@ async fn client_loop(
             Ok(stats) => result.stats.push((stats, commit_started.elapsed())),
             Err(error) => {
                 result.failed += 1;
-                *result.errors.entry(error.to_string()).or_default() += 1;
+                *result.errors.entry(error_kind(&error.to_string())).or_default() += 1;
             }
         }
     }
@@ -318,12 +333,35 @@ async fn client_loop(
     result
 }
 
+/// An error message with transaction ids (runs of 16 or more hex digits) replaced by `…`, so
+/// errors of the same kind are counted together.
+pub fn error_kind(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut run = String::new();
+    for c in message.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_hexdigit() {
+            run.push(c);
+            continue;
+        }
+        if run.len() >= 16 {
+            out.push('…');
+        } else {
+            out.push_str(&run);
+        }
+        run.clear();
+        out.push(c);
+    }
+    out.pop();
+    out
+}
+
 /// The report as the lines `sensordb bench tx` prints (after the command line and settings).
 pub fn format_report(config: &TxBenchConfig, report: &TxBenchReport) -> Vec<String> {
     let mut lines = vec![
         format!(
-            "numOfClient={}, numOfTx={}, numOfPacketsPerTx={}, {}, txIntervalMillis={}, totalSuccessfulTx={}, totalFailureTx={}, avgCreateTxMillis={:.3}, avgSendMillis={:.3}, avgConfirmMillis={:.3}, avgCompleteMillis={:.3}",
+            "numOfClient={}, series={}, numOfTx={}, numOfPacketsPerTx={}, {}, txIntervalMillis={}, totalSuccessfulTx={}, totalFailureTx={}, avgCreateTxMillis={:.3}, avgSendMillis={:.3}, avgConfirmMillis={:.3}, avgCompleteMillis={:.3}",
             config.clients,
+            config.effective_series(),
             config.transactions,
             config.packets,
             match config.payload_bytes {
@@ -379,7 +417,7 @@ pub fn format_report(config: &TxBenchConfig, report: &TxBenchReport) -> Vec<Stri
     lines
 }
 
-const CSV_HEADER: &str = "unix_time,clients,transactions,packets,points_per_packet,payload_bytes,interval_ms,duration_s,max_attempts,durability,successful,failed,not_started,retried,connect_failures,connect_s,avg_create_ms,avg_send_ms,avg_confirm_ms,avg_complete_ms,complete_p50_ms,complete_p99_ms,complete_max_ms,avg_tx_ms,tx_p50_ms,tx_p99_ms,tx_max_ms,points,bytes,wall_s,points_per_s,mb_per_s,server_points_stored";
+const CSV_HEADER: &str = "unix_time,clients,series,transactions,packets,points_per_packet,payload_bytes,interval_ms,duration_s,max_attempts,durability,successful,failed,not_started,retried,connect_failures,connect_s,avg_create_ms,avg_send_ms,avg_confirm_ms,avg_complete_ms,complete_p50_ms,complete_p99_ms,complete_max_ms,avg_tx_ms,tx_p50_ms,tx_p99_ms,tx_max_ms,points,bytes,wall_s,points_per_s,mb_per_s,server_points_stored";
 
 /// Appends one row with every parameter and result to `path`, writing the header first when the
 /// file is new or empty. `durability` and `stored` describe an in-process server ("" and `None`
@@ -396,6 +434,7 @@ pub fn append_csv(path: &Path, config: &TxBenchConfig, report: &TxBenchReport, d
     let fields: Vec<String> = vec![
         unix.to_string(),
         config.clients.to_string(),
+        config.effective_series().to_string(),
         config.transactions.to_string(),
         config.packets.to_string(),
         if config.payload_bytes.is_some() { String::new() } else { config.points.to_string() },

@@ -22,6 +22,7 @@ async fn tx_bench_stores_every_point_and_reports_sane_figures() {
     let server = InProcessServer::start(Durability::Fsync, 50).await.expect("server");
     let config = TxBenchConfig {
         clients: 50,
+        series: 7,
         transactions: 3,
         packets: 2,
         points: 100,
@@ -63,7 +64,7 @@ async fn tx_bench_stores_every_point_and_reports_sane_figures() {
     let columns = lines[0].split(',').count();
     for row in &lines[1..] {
         assert_eq!(row.split(',').count(), columns, "{row}");
-        assert!(row.contains(",50,3,2,100,,100,"), "{row}");
+        assert!(row.contains(",50,7,3,2,100,,100,"), "{row}");
         assert!(row.ends_with(",30000"), "{row}");
     }
 }
@@ -73,6 +74,7 @@ async fn tx_bench_payload_packets_and_duration_bound() {
     let server = InProcessServer::start(Durability::Os, 8).await.expect("server");
     let payload = TxBenchConfig {
         clients: 4,
+        series: 0,
         transactions: 2,
         packets: 3,
         payload_bytes: Some(20_000),
@@ -269,4 +271,13 @@ async fn http_ingest_stops_at_once_when_there_is_no_write_endpoint() {
     assert_eq!(report.points, 0);
     assert_eq!(report.failed, 2, "one failure per client, then it stops");
     assert!(report.errors.keys().any(|m| m.starts_with("HTTP 404")), "{:?}", report.errors);
+}
+
+#[test]
+fn error_kinds_hide_transaction_ids() {
+    assert_eq!(
+        tx_bench::error_kind("server error Storage: transaction 00036d424a362297bce4c17ca139a254 not stored: log file 2 failed"),
+        "server error Storage: transaction … not stored: log file 2 failed"
+    );
+    assert_eq!(tx_bench::error_kind("timed out waiting for CREATED"), "timed out waiting for CREATED");
 }
