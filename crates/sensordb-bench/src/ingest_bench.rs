@@ -15,7 +15,10 @@
 //!   clock starts (see [`render_row`]); a later round resends the same bodies (the same points).
 //!   Bytes are body bytes. The client is a small hand-written one on a tokio `TcpStream`: one
 //!   buffered write per request, the answer's head parsed in place, no per-request allocation
-//!   but the read buffer's growth.
+//!   but the read buffer's growth. Measured against hyper 1's http1 client (one keep-alive
+//!   connection, sequential POSTs to a minimal 204 server on 127.0.0.1, release build), client
+//!   CPU per request: 8.7 µs vs 10.1 µs for 200-byte bodies, 19.3 vs 22.7 µs for 100 kB,
+//!   111 vs 117 µs for 1 MB; so the cheaper one is kept, without hyper's dependencies.
 //!
 //! A progress bar on stderr ticks the points/s of each second; the figures are points/s and
 //! MB/s (10^6 bytes) of wall time.
