@@ -419,7 +419,7 @@ async fn http_client(
                 }
                 Err(_) => {
                     counters.failed.fetch_add(1, Ordering::Relaxed);
-                    let message = format!("HTTP: no answer to POST /write within {wait:?} (is the HTTP API implemented and up?)");
+                    let message = format!("HTTP: no answer to POST /write within {:.1} s (is the HTTP API implemented and up?)", wait.as_secs_f64());
                     *errors.entry(message).or_default() += 1;
                     connection = None;
                 }
