@@ -6,14 +6,21 @@
 //!   waveform payload generator.
 //! - [`line_protocol`]: a reader of InfluxDB line protocol (e.g. real TSBS files) into rows.
 //! - [`stats`]: summary figures of a row stream, to compare generated with real TSBS data.
+//! - [`engine_bench`]: in-process engine benchmarks (`sensordb bench engine`).
+//! - [`tx_bench`]: the site-to-site style transaction load test (`sensordb bench tx`).
+//! - [`ingest_bench`]: maximum sustained ingest over native or HTTP (`sensordb bench ingest`).
+//! - [`load`]: what the network load tests share (open-file limit, in-process server).
 //!
 //! Real TSBS data comes from `scripts/tsbs-data`.
 
 pub mod engine_bench;
+pub mod ingest_bench;
 pub mod line_protocol;
+pub mod load;
 pub mod row;
 pub mod stats;
 pub mod tsbs;
+pub mod tx_bench;
 
 pub use line_protocol::{LineProtocolError, LineProtocolReader, Precision, ReaderOptions};
 pub use row::{Row, SeriesMap, TagSet};

@@ -3,13 +3,134 @@
 
 use anyhow::anyhow;
 use sensordb_bench::engine_bench::{self, EngineBenchConfig};
+use sensordb_bench::ingest_bench::{self, IngestBenchConfig, IngestProtocol};
+use sensordb_bench::load::{raise_open_file_limit, InProcessServer};
+use sensordb_bench::tx_bench::{self, TxBenchConfig};
 use sensordb_engine::Durability;
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(clap::Subcommand)]
 pub enum BenchCommand {
     /// In-process storage engine benchmarks on TSBS-IoT-like data.
     Engine(EngineArgs),
+    /// Site-to-site style load test of the native protocol: many clients, each committing
+    /// transactions of packets at an interval (NiFi's site-to-site load test figures).
+    Tx(TxArgs),
+    /// Maximum sustained ingest over the network (native transactions or HTTP line protocol)
+    /// for a bounded time.
+    Ingest(IngestArgs),
+    /// Internal: the server side of `bench tx`/`bench ingest` in a process of its own (used when
+    /// one process cannot hold both ends' descriptors). Prints its addresses, serves until its
+    /// standard input closes, then prints the points stored.
+    #[command(hide = true)]
+    ServerProcess(ServerProcessArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ServerProcessArgs {
+    #[arg(long, default_value = "fsync")]
+    durability: Durability,
+    #[arg(long, default_value_t = 10_000)]
+    connections: usize,
+}
+
+#[derive(clap::Args)]
+pub struct TxArgs {
+    /// Native listener of a running server; without it an in-process server is started on
+    /// 127.0.0.1 with a temporary data directory.
+    #[arg(long)]
+    addr: Option<SocketAddr>,
+    /// Access token.
+    #[arg(long, default_value = "")]
+    token: String,
+    /// Durability of the in-process server: fsync, os or none.
+    #[arg(long, default_value = "fsync")]
+    durability: Durability,
+    /// Concurrent clients, each with its own connection.
+    #[arg(long, default_value_t = 10)]
+    clients: usize,
+    /// Series written; client n writes series n % series (0: one per client).
+    #[arg(long, default_value_t = 100)]
+    series: usize,
+    /// Run the server side in a child process even when one process could hold both ends'
+    /// descriptors (it does so by itself when it cannot).
+    #[arg(long)]
+    server_process: bool,
+    /// Transactions per client.
+    #[arg(long, default_value_t = 10)]
+    transactions: u64,
+    /// Packets (SEND frames) per transaction.
+    #[arg(long, default_value_t = 5)]
+    packets: u64,
+    /// Float points per packet.
+    #[arg(long, default_value_t = 100, conflicts_with = "payload_bytes")]
+    points: u64,
+    /// Instead of points: one bytes value of this size per packet.
+    #[arg(long)]
+    payload_bytes: Option<usize>,
+    /// Between the starts of a client's transactions; clients start spread over one interval.
+    #[arg(long, default_value_t = 1000)]
+    interval_ms: u64,
+    /// Stop starting transactions after this many seconds (the run also ends when every
+    /// transaction is done).
+    #[arg(long)]
+    duration_s: Option<f64>,
+    /// Connections opened at once while connecting.
+    #[arg(long, default_value_t = 250)]
+    connect_wave: usize,
+    /// Commit attempts per transaction (1: every error counts as a failure).
+    #[arg(long, default_value_t = 1)]
+    max_attempts: u32,
+    /// Longest wait for one answer, ms.
+    #[arg(long, default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// Append one CSV row with every parameter and result (header when the file is new).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct IngestArgs {
+    /// native or http.
+    #[arg(long, default_value = "native")]
+    protocol: IngestProtocol,
+    /// The server's listener for the protocol; without it an in-process server is started on
+    /// 127.0.0.1 with a temporary data directory.
+    #[arg(long)]
+    addr: Option<SocketAddr>,
+    #[arg(long, default_value = "")]
+    token: String,
+    /// Durability of the in-process server: fsync, os or none.
+    #[arg(long, default_value = "fsync")]
+    durability: Durability,
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 2)]
+    clients: usize,
+    /// Seconds during which requests start.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Points per transaction or HTTP body.
+    #[arg(long, default_value_t = 10_000)]
+    batch_points: usize,
+    /// Trucks of the generated TSBS fleet.
+    #[arg(long, default_value_t = 100)]
+    scale: u32,
+    /// Hours of generated data (one round; later rounds repeat it).
+    #[arg(long, default_value_t = 6)]
+    hours: u32,
+    #[arg(long, default_value_t = 123)]
+    seed: u64,
+    /// Line protocol to send instead of generated rows.
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// Database named in HTTP writes.
+    #[arg(long, default_value = "sensordb")]
+    db: String,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
 }
 
 #[derive(clap::Args)]
@@ -61,7 +182,273 @@ pub struct EngineArgs {
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Engine(args) => engine(args),
+        BenchCommand::Tx(args) => tx(args),
+        BenchCommand::Ingest(args) => ingest(args),
+        BenchCommand::ServerProcess(args) => server_process(args),
     }
+}
+
+/// The server side: the in-process one, or one in a child process.
+enum BenchServer {
+    InProcess(Box<InProcessServer>),
+    Child(ChildServer),
+}
+
+impl BenchServer {
+    /// Starts the server for `connections` clients: in this process when the open-file limit
+    /// holds both ends (two descriptors per connection) and `separate` is false, else in a
+    /// child process running `sensordb bench server-process`.
+    async fn start(durability: Durability, connections: usize, separate: bool) -> anyhow::Result<BenchServer> {
+        let wanted = (2 * connections + 1024) as u64;
+        let limit = raise_open_file_limit(wanted);
+        if !separate && limit.is_enough() {
+            let server = InProcessServer::start(durability, connections).await.map_err(|e| anyhow!(e))?;
+            println!("{}", server.describe());
+            return Ok(BenchServer::InProcess(Box::new(server)));
+        }
+        if !separate {
+            println!("server: the open-file limit {} cannot hold both ends of {connections} connections: the server runs in a child process", limit.now);
+        }
+        let child = tokio::task::spawn_blocking(move || ChildServer::start(durability, connections)).await??;
+        Ok(BenchServer::Child(child))
+    }
+
+    fn native_addr(&self) -> SocketAddr {
+        match self {
+            BenchServer::InProcess(s) => s.native_addr(),
+            BenchServer::Child(c) => c.native_addr,
+        }
+    }
+
+    fn http_addr(&self) -> SocketAddr {
+        match self {
+            BenchServer::InProcess(s) => s.http_addr(),
+            BenchServer::Child(c) => c.http_addr,
+        }
+    }
+
+    /// Stops the server and returns the points it stored; prints why when that fails.
+    async fn shutdown(self) -> Option<u64> {
+        let stored = match self {
+            BenchServer::InProcess(s) => s.shutdown(Duration::from_secs(60)).await.map_err(|e| anyhow!(e)),
+            BenchServer::Child(c) => tokio::task::spawn_blocking(move || c.shutdown()).await.map_err(|e| anyhow!(e)).and_then(|r| r),
+        };
+        match stored {
+            Ok(points) => Some(points),
+            Err(error) => {
+                println!("server: cannot count the points stored: {error:#}");
+                None
+            }
+        }
+    }
+}
+
+/// `sensordb bench server-process` as a child: its stdin is the stop signal.
+struct ChildServer {
+    child: std::process::Child,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    native_addr: SocketAddr,
+    http_addr: SocketAddr,
+}
+
+impl ChildServer {
+    fn start(durability: Durability, connections: usize) -> anyhow::Result<ChildServer> {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let exe = std::env::current_exe()?;
+        let durability_text = format!("{durability:?}").to_lowercase();
+        let mut child = Command::new(exe)
+            .args(["bench", "server-process", "--durability", &durability_text, "--connections", &connections.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout of the server process"))?;
+        let mut stdout = std::io::BufReader::new(stdout);
+        let (mut native_addr, mut http_addr) = (None, None);
+        let mut line = String::new();
+        // The child prints a few lines, the last of them its addresses.
+        for _ in 0..20 {
+            line.clear();
+            if stdout.read_line(&mut line)? == 0 {
+                break;
+            }
+            print!("server process: {line}");
+            if let Some(rest) = line.trim().strip_prefix("listening native ") {
+                let mut parts = rest.split(" http ");
+                native_addr = parts.next().and_then(|a| a.parse().ok());
+                http_addr = parts.next().and_then(|a| a.parse().ok());
+                break;
+            }
+        }
+        match (native_addr, http_addr) {
+            (Some(native_addr), Some(http_addr)) => Ok(ChildServer { child, stdout, native_addr, http_addr }),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(anyhow!("the server process did not start"))
+            }
+        }
+    }
+
+    fn shutdown(mut self) -> anyhow::Result<u64> {
+        use std::io::BufRead;
+        drop(self.child.stdin.take());
+        let mut stored = None;
+        let mut line = String::new();
+        for _ in 0..20 {
+            line.clear();
+            if self.stdout.read_line(&mut line)? == 0 {
+                break;
+            }
+            print!("server process: {line}");
+            if let Some(n) = line.trim().strip_prefix("stored ") {
+                stored = n.split_whitespace().next().and_then(|n| n.parse().ok());
+            }
+        }
+        let status = self.child.wait()?;
+        stored.ok_or_else(|| anyhow!("the server process ended ({status}) without counting"))
+    }
+}
+
+fn server_process(args: ServerProcessArgs) -> anyhow::Result<()> {
+    let limit = raise_open_file_limit((args.connections + 1024) as u64);
+    println!("{limit}");
+    runtime()?.block_on(async {
+        let server = InProcessServer::start(args.durability, args.connections).await.map_err(|e| anyhow!(e))?;
+        println!("{}", server.describe());
+        println!("listening native {} http {}", server.native_addr(), server.http_addr());
+        // Serve until the parent closes our stdin (or dies).
+        tokio::task::spawn_blocking(|| {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+        })
+        .await?;
+        match server.shutdown(Duration::from_secs(60)).await {
+            Ok(stored) => println!("stored {stored} points"),
+            Err(error) => println!("cannot count the points stored: {error}"),
+        }
+        Ok(())
+    })
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+/// Raises the open-file limit for `connections` (twice that with an in-process server) and
+/// prints what it is.
+fn file_limit(connections: usize, in_process: bool) {
+    let per_connection = if in_process { 2 } else { 1 };
+    let limit = raise_open_file_limit((connections * per_connection + 1024) as u64);
+    println!("client: {limit}");
+    if !limit.is_enough() {
+        eprintln!("warning: cannot raise the open-file limit to {}: {limit}", limit.wanted);
+    }
+}
+
+fn tx(args: TxArgs) -> anyhow::Result<()> {
+    let command_line: Vec<String> = std::env::args().collect();
+    println!("# {}", command_line.join(" "));
+    let config = TxBenchConfig {
+        token: args.token.clone(),
+        clients: args.clients,
+        series: args.series,
+        transactions: args.transactions,
+        packets: args.packets,
+        points: args.points,
+        payload_bytes: args.payload_bytes,
+        interval: Duration::from_millis(args.interval_ms),
+        duration: args.duration_s.map(Duration::from_secs_f64),
+        connect_wave: args.connect_wave,
+        max_attempts: args.max_attempts,
+        reply_timeout: Duration::from_millis(args.timeout_ms),
+        ..TxBenchConfig::default()
+    };
+    runtime()?.block_on(async {
+        let server = match args.addr {
+            Some(_) => None,
+            None => Some(BenchServer::start(args.durability, args.clients, args.server_process).await?),
+        };
+        let same_process = matches!(server, Some(BenchServer::InProcess(_)));
+        file_limit(args.clients, same_process);
+        let addr = match (&server, args.addr) {
+            (Some(server), _) => server.native_addr(),
+            (None, Some(addr)) => addr,
+            (None, None) => return Err(anyhow!("no server address")),
+        };
+        println!("client: native {addr}, {} worker threads", tokio::runtime::Handle::current().metrics().num_workers());
+        let report = tx_bench::run(&config, addr).await;
+        for line in tx_bench::format_report(&config, &report) {
+            println!("{line}");
+        }
+        let durability = if server.is_some() { format!("{:?}", args.durability).to_lowercase() } else { String::new() };
+        let stored = match server {
+            Some(server) => {
+                let stored = server.shutdown().await;
+                if let Some(stored) = stored {
+                    println!(
+                        "server stored {stored} points (acknowledged {}){}",
+                        report.points,
+                        if stored == report.points { "" } else { ": MISMATCH" }
+                    );
+                }
+                stored
+            }
+            None => None,
+        };
+        if let Some(path) = &args.csv {
+            tx_bench::append_csv(path, &config, &report, &durability, stored)?;
+            println!("csv: appended a row to {}", path.display());
+        }
+        Ok(())
+    })
+}
+
+fn ingest(args: IngestArgs) -> anyhow::Result<()> {
+    let command_line: Vec<String> = std::env::args().collect();
+    println!("# {}", command_line.join(" "));
+    file_limit(args.clients, args.addr.is_none());
+    let config = IngestBenchConfig {
+        protocol: args.protocol,
+        token: args.token.clone(),
+        clients: args.clients,
+        duration: Duration::from_secs(args.seconds),
+        batch_points: args.batch_points,
+        scale: args.scale,
+        hours: args.hours,
+        seed: args.seed,
+        file: args.file.clone(),
+        db: args.db.clone(),
+        progress: !args.no_progress,
+        ..IngestBenchConfig::default()
+    };
+    runtime()?.block_on(async {
+        let server = match args.addr {
+            Some(_) => None,
+            None => Some(BenchServer::start(args.durability, args.clients, false).await?),
+        };
+        let addr = match (&server, args.addr, args.protocol) {
+            (Some(server), _, IngestProtocol::Native) => server.native_addr(),
+            (Some(server), _, IngestProtocol::Http) => server.http_addr(),
+            (None, Some(addr), _) => addr,
+            (None, None, _) => return Err(anyhow!("no server address")),
+        };
+        println!("client: {} {addr}", args.protocol);
+        let report = ingest_bench::run(&config, addr).await.map_err(|e| anyhow!(e))?;
+        for line in ingest_bench::format_report(&config, &report) {
+            println!("{line}");
+        }
+        if let Some(server) = server {
+            if let Some(stored) = server.shutdown().await {
+                let note = match args.protocol {
+                    IngestProtocol::Native if stored != report.points => ": MISMATCH",
+                    _ => "",
+                };
+                println!("server stored {stored} points (acknowledged {}){note}", report.points);
+            }
+        }
+        Ok(())
+    })
 }
 
 fn engine(args: EngineArgs) -> anyhow::Result<()> {

@@ -1,0 +1,201 @@
+//! Pieces shared by the network load-test clients ([`crate::tx_bench`], [`crate::ingest_bench`]):
+//!
+//! - [`raise_open_file_limit`]: many clients need many descriptors (two per client when the
+//!   server runs in the same process).
+//! - [`InProcessServer`]: a complete server on 127.0.0.1 with a temporary data directory, so one
+//!   command is a whole benchmark; it counts what the engine stored after the run.
+//! - [`Percentiles`]: p50 / p99 / max of a set of durations.
+
+use sensordb_engine::{Durability, Engine, EngineOptions};
+use sensordb_server::{RunningServer, Server, ServerConfig};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The process's open-file limit before and after [`raise_open_file_limit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileLimit {
+    pub wanted: u64,
+    pub before: u64,
+    /// Soft limit now in force.
+    pub now: u64,
+    pub hard: u64,
+}
+
+impl FileLimit {
+    /// True when the limit now in force covers what was wanted.
+    pub fn is_enough(&self) -> bool {
+        self.now >= self.wanted
+    }
+}
+
+impl std::fmt::Display for FileLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "open-file limit {} (was {}, hard {}, wanted {})", self.now, self.before, self.hard, self.wanted)?;
+        if !self.is_enough() {
+            write!(f, ": TOO LOW, connections beyond it will fail")?;
+        }
+        Ok(())
+    }
+}
+
+/// Raises RLIMIT_NOFILE to at least `wanted` if it can: the soft limit up to the hard one, and
+/// past the hard one when the process may (root, up to `fs.nr_open`). Never lowers it.
+#[allow(clippy::unnecessary_cast)] // rlim_t is not u64 on every target
+pub fn raise_open_file_limit(wanted: u64) -> FileLimit {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return FileLimit { wanted, before: 0, now: 0, hard: 0 };
+    }
+    let before = limit.rlim_cur as u64;
+    let mut result = FileLimit { wanted, before, now: before, hard: limit.rlim_max as u64 };
+    if before >= wanted {
+        return result;
+    }
+    if wanted > result.hard {
+        // Only a privileged process may raise the hard limit; try, then fall back.
+        let raised = libc::rlimit { rlim_cur: wanted as libc::rlim_t, rlim_max: wanted as libc::rlim_t };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            result.now = wanted;
+            result.hard = wanted;
+            return result;
+        }
+    }
+    let soft = wanted.min(result.hard);
+    let raised = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: limit.rlim_max };
+    // SAFETY: as above.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        result.now = soft;
+    }
+    result
+}
+
+/// p50, p99 and maximum of a set of durations (nearest-rank).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Percentiles {
+    pub p50: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+}
+
+impl Percentiles {
+    /// Sorts `samples` in place and takes the figures; all zero for no samples.
+    pub fn of(samples: &mut [Duration]) -> Percentiles {
+        if samples.is_empty() {
+            return Percentiles::default();
+        }
+        samples.sort_unstable();
+        let rank = |q: f64| {
+            let index = ((q * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1;
+            samples[index]
+        };
+        Percentiles { p50: rank(0.50), p99: rank(0.99), max: samples[samples.len() - 1] }
+    }
+}
+
+/// Milliseconds of `d` as a float.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A server on 127.0.0.1 (both listeners on port 0) over an engine in a temporary directory.
+pub struct InProcessServer {
+    pub server: RunningServer,
+    pub engine: Arc<Engine>,
+    pub config: ServerConfig,
+    /// Removed on drop.
+    pub dir: tempfile::TempDir,
+}
+
+impl InProcessServer {
+    /// Starts the server; `max_connections` at least `connections`. Call inside a tokio runtime.
+    pub async fn start(durability: Durability, connections: usize) -> Result<InProcessServer, String> {
+        let dir = tempfile::Builder::new().prefix("sensordb-bench-").tempdir().map_err(|e| format!("temp dir: {e}"))?;
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let defaults = ServerConfig::default();
+        let config = ServerConfig {
+            data_dir: dir.path().to_path_buf(),
+            durability,
+            http_listen: loopback,
+            native_listen: loopback,
+            max_connections: defaults.max_connections.max(connections + 16),
+            ..defaults
+        };
+        let options = EngineOptions { durability, ..EngineOptions::default() };
+        let engine = Arc::new(Engine::open(dir.path(), options).map_err(|e| format!("opening the engine: {e}"))?);
+        let server = Server::start(config.clone(), engine.clone()).await.map_err(|e| format!("starting the server: {e}"))?;
+        Ok(InProcessServer { server, engine, config, dir })
+    }
+
+    pub fn native_addr(&self) -> SocketAddr {
+        self.server.native_addr
+    }
+
+    pub fn http_addr(&self) -> SocketAddr {
+        self.server.http_addr
+    }
+
+    /// One line describing the server side's settings.
+    pub fn describe(&self) -> String {
+        let c = &self.config;
+        format!(
+            "in-process server: native {} http {}, durability={:?}, data dir {} (temporary), max_connections={}, max_in_flight_bytes={}, max_connection_in_flight_bytes={}, max_frame_bytes={}, transaction_timeout_ms={}, idle_timeout_ms={}, tokens={}",
+            self.server.native_addr,
+            self.server.http_addr,
+            c.durability,
+            c.data_dir.display(),
+            c.max_connections,
+            c.max_in_flight_bytes,
+            c.max_connection_in_flight_bytes,
+            c.max_frame_bytes,
+            c.transaction_timeout_ms,
+            c.idle_timeout_ms,
+            if c.tokens.is_empty() { "none (open)".to_string() } else { c.tokens.len().to_string() }
+        )
+    }
+
+    /// Stops the server (draining connections, at most `drain` long), flushes the engine and
+    /// returns the number of points it holds.
+    pub async fn shutdown(self, drain: Duration) -> Result<u64, String> {
+        let InProcessServer { server, engine, dir, .. } = self;
+        if tokio::time::timeout(drain, server.shutdown()).await.is_err() {
+            return Err(format!("the server did not drain within {drain:?}"));
+        }
+        let stored = tokio::task::spawn_blocking(move || {
+            engine.flush().map_err(|e| format!("flush: {e}"))?;
+            let stats = engine.stats();
+            Ok::<u64, String>(stats.store.points + stats.memtable_points as u64)
+        })
+        .await
+        .map_err(|e| format!("flush task: {e}"))??;
+        drop(dir);
+        Ok(stored)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_ordered_nearest_rank() {
+        let mut samples: Vec<Duration> = (1..=100u64).rev().map(Duration::from_millis).collect();
+        let p = Percentiles::of(&mut samples);
+        assert_eq!(p.p50, Duration::from_millis(50));
+        assert_eq!(p.p99, Duration::from_millis(99));
+        assert_eq!(p.max, Duration::from_millis(100));
+        assert_eq!(Percentiles::of(&mut []), Percentiles::default());
+        let mut one = [Duration::from_millis(7)];
+        assert_eq!(Percentiles::of(&mut one).p50, Duration::from_millis(7));
+    }
+
+    #[test]
+    fn the_file_limit_is_never_lowered() {
+        let first = raise_open_file_limit(64);
+        assert!(first.now >= first.before.min(64));
+        let again = raise_open_file_limit(1);
+        assert_eq!(again.now, again.before);
+    }
+}
