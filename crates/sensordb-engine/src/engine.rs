@@ -480,7 +480,7 @@ impl Inner {
         }
         if let (Some(wal), Some(position)) = (&self.wal, position) {
             if let Err(e) = wal.wait_durable(position) {
-                if !e.is_no_space() {
+                if e.is_fatal() {
                     self.poison(&e);
                 }
                 return Err(e);
@@ -518,7 +518,7 @@ impl Inner {
         let checkpoint = *self.flushed_wal_checkpoint.lock();
         match self.store.put_group(group, checkpoint) {
             Ok(_) => Ok(()),
-            Err(e) if e.is_no_space() => Err(e),
+            Err(e) if !e.is_fatal() => Err(e),
             Err(e) => {
                 self.poison(&e);
                 Err(e)
@@ -577,6 +577,12 @@ impl Inner {
                 Err(e) if e.is_no_space() => {
                     failures += 1;
                     tracing::warn!(error = %e, failures, "flush postponed: disk full");
+                }
+                // A failed flush changes nothing on disk (the segment is cut back, the frozen
+                // memtable kept), so transient errors are retried rather than fatal.
+                Err(e) if !e.is_fatal() => {
+                    failures += 1;
+                    tracing::warn!(error = %e, failures, "flush failed; will retry");
                 }
                 Err(e) => {
                     self.poison(&e);

@@ -66,6 +66,13 @@ impl Error {
     pub fn is_no_space(&self) -> bool {
         matches!(self, Error::NoSpace { .. })
     }
+
+    /// True when the engine cannot go on safely: a log that stopped after a failed fsync, or
+    /// damaged data. Everything else (a full disk, a descriptor table that ran out, a file that
+    /// could not be created) left the files as they were, and a retry may succeed.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Error::Poisoned(_) | Error::Corruption { .. } | Error::UnsupportedVersion { .. })
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -309,6 +309,8 @@ struct Faults {
     /// When set, renames and removals fail with EIO (a crash between steps of a compaction).
     fail_renames: AtomicBool,
     fail_removes: AtomicBool,
+    /// When set, creating files fails with EMFILE (too many open files).
+    fail_creates: AtomicBool,
 }
 
 /// A file system that injects faults into another one; for tests.
@@ -332,6 +334,9 @@ impl FaultyFs {
     }
     pub fn set_fail_sync(&self, on: bool) {
         self.faults.fail_sync.store(on, Ordering::SeqCst);
+    }
+    pub fn set_fail_creates(&self, on: bool) {
+        self.faults.fail_creates.store(on, Ordering::SeqCst);
     }
     pub fn set_fail_renames(&self, on: bool) {
         self.faults.fail_renames.store(on, Ordering::SeqCst);
@@ -392,11 +397,22 @@ impl StorageFile for FaultyFile {
     }
 }
 
+impl FaultyFs {
+    fn check_create(&self) -> io::Result<()> {
+        if self.faults.fail_creates.load(Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(libc::EMFILE));
+        }
+        Ok(())
+    }
+}
+
 impl FileSystem for FaultyFs {
     fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
+        self.check_create()?;
         Ok(self.wrap(self.inner.create(path)?))
     }
     fn create_for_appends(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
+        self.check_create()?;
         Ok(self.wrap(self.inner.create_for_appends(path)?))
     }
     fn open_rw(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {

@@ -1,4 +1,4 @@
-//! A full disk: writes fail with a clear `NoSpace` error instead of poisoning the engine, the
+//! A full disk (and an exhausted descriptor table): writes fail with a clear `NoSpace` error instead of poisoning the engine, the
 //! engine resumes by itself once space is back, and nothing acknowledged is lost.
 
 use sensordb_engine::batch::WriteBatch;
@@ -62,4 +62,24 @@ fn a_disk_that_fills_during_a_flush_loses_nothing() {
     let engine = Engine::open(dir.path(), EngineOptions { fs: Arc::new(RealFs), ..options }).expect("reopen");
     assert!(engine.recovery().problems.is_empty(), "{:?}", engine.recovery().problems);
     assert_eq!(engine.read(id, 0, 1_000).points().count(), 1_000);
+}
+
+/// Found by `sensordb bench tx` with 10,000 clients: "too many open files" while the WAL
+/// started a new file stopped the engine for good. Nothing had changed on disk, so it must not.
+#[test]
+fn running_out_of_file_descriptors_is_not_fatal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let disk = FaultyFs::new(Arc::new(RealFs));
+    let options = EngineOptions { durability: Durability::Fsync, fs: Arc::new(disk.clone()), ..EngineOptions::default() };
+    let engine = Engine::open(dir.path(), options.clone()).expect("open");
+    let id = engine.series_id(&SeriesKey::new("m", [("s", "1")], "v").expect("key"), ValueKind::F64).expect("id");
+    engine.write(&batch(id, 0)).expect("acknowledged");
+    disk.set_fail_creates(true);
+    assert!(engine.flush().is_err(), "the WAL cannot start its next file");
+    disk.set_fail_creates(false);
+    engine.write(&batch(id, 100)).expect("writes go on");
+    engine.flush().expect("flushes go on");
+    engine.close().expect("close");
+    let engine = Engine::open(dir.path(), EngineOptions { fs: Arc::new(RealFs), ..options }).expect("reopen");
+    assert_eq!(engine.read(id, 0, 1_000).points().count(), 200);
 }

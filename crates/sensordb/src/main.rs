@@ -5,6 +5,9 @@
 //! - `sensordb inspect`: verifies every block of a data directory, reports damage with file and
 //!   offset, and shows where the bytes go.
 //! - `sensordb bench engine`: in-process engine benchmarks (see `sensordb_bench::engine_bench`).
+//! - `sensordb bench tx`: the site-to-site style load test over the native protocol (many
+//!   clients, transactions of packets, per-phase latencies, one CSV row per run).
+//! - `sensordb bench ingest`: maximum sustained ingest over the native protocol or HTTP.
 
 mod bench_cli;
 mod inspect_cli;

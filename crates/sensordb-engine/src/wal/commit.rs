@@ -83,17 +83,23 @@ pub(crate) struct State {
     spare: Vec<u8>,
 }
 
-/// Records `first..=last` were not written because the disk was full.
+/// Records `first..=last` were not written because the disk was full, or (`reason` set)
+/// because a new log file could not be created (too many open files, say) before anything
+/// changed on disk.
 struct FailedGroup {
     first: u64,
     last: u64,
     path: PathBuf,
+    reason: Option<String>,
 }
 
 /// How a group failed.
 enum GroupFailure {
     /// Out of space; the file was restored to its state before the group.
     NoSpace(PathBuf),
+    /// A new file could not be created and nothing changed on disk: the group fails, the log
+    /// goes on with its old file (an exhausted descriptor table is not a reason to stop).
+    Retryable(PathBuf, String),
     /// Anything else: the log stops.
     Poison(String),
 }
@@ -121,20 +127,23 @@ impl State {
                 break;
             }
             if group.first <= sequence {
-                return Err(Error::NoSpace { path: group.path.clone() });
+                return Err(match &group.reason {
+                    None => Error::NoSpace { path: group.path.clone() },
+                    Some(reason) => Error::Io { path: group.path.clone(), source: std::io::Error::other(reason.clone()) },
+                });
             }
         }
         Ok(())
     }
 
-    fn record_failure(&mut self, first: u64, last: u64, path: PathBuf) {
+    fn record_failure(&mut self, first: u64, last: u64, path: PathBuf, reason: Option<String>) {
         if let Some(previous) = self.failed_groups.back_mut() {
-            if previous.last + 1 == first {
+            if previous.last + 1 == first && previous.reason == reason {
                 previous.last = last;
                 return;
             }
         }
-        self.failed_groups.push_back(FailedGroup { first, last, path });
+        self.failed_groups.push_back(FailedGroup { first, last, path, reason });
         if self.failed_groups.len() > FAILED_GROUPS_MAX {
             self.poison(format!("more than {FAILED_GROUPS_MAX} separate disk-full failures"));
         }
@@ -260,10 +269,17 @@ impl Wal {
             }
             Err(GroupFailure::NoSpace(path)) => {
                 if first <= last {
-                    state.record_failure(first, last, path.clone());
+                    state.record_failure(first, last, path.clone(), None);
                 }
                 state.settled_through = state.settled_through.max(last);
                 Err(Error::NoSpace { path })
+            }
+            Err(GroupFailure::Retryable(path, reason)) => {
+                if first <= last {
+                    state.record_failure(first, last, path.clone(), Some(reason.clone()));
+                }
+                state.settled_through = state.settled_through.max(last);
+                Err(Error::Io { path, source: std::io::Error::other(reason) })
             }
             Err(GroupFailure::Poison(reason)) => {
                 state.poison(reason.clone());
@@ -339,6 +355,7 @@ impl Wal {
             }
             Err(failure) => match failure.error {
                 Error::NoSpace { path } if failure.clean => Err(GroupFailure::NoSpace(path)),
+                Error::Io { path, source } if failure.clean => Err(GroupFailure::Retryable(path, source.to_string())),
                 error => {
                     Err(GroupFailure::Poison(format!("starting log file {id} failed: {error}")))
                 }
