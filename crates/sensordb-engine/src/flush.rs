@@ -11,25 +11,45 @@
 
 use crate::catalog::Catalog;
 use crate::memtable::{Memtable, ResolvedSeries};
-use crate::model::{SeriesKey, Timestamp, ValueColumn};
+use crate::model::{SeriesId, SeriesKey, Timestamp, ValueColumn};
 use crate::segment::{GroupBuilder, SharedTimestamps};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Encodes every series of `memtable` into one flush group.
 pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: usize, block_bytes_max: usize) -> GroupBuilder {
-    encode_series(&memtable.resolved_series(), catalog, block_points_max, block_bytes_max)
+    // One row at a time is resolved (copied out of the memtable, sorted), so a flush holds at
+    // most one row's copy besides the memtable itself, not a second copy of everything.
+    let ids = memtable.series_ids();
+    let mut group = GroupBuilder::new();
+    for row in rows_of(&ids, catalog) {
+        let resolved: Vec<ResolvedSeries> = row.iter().filter_map(|&id| memtable.read_all(id)).collect();
+        add_row_blocks(&mut group, &resolved.iter().collect::<Vec<_>>(), block_points_max, block_bytes_max);
+    }
+    group
 }
 
 /// Encodes resolved series (sorted by id) into one group: rows share timestamps.
 pub fn encode_series(series: &[ResolvedSeries], catalog: &Catalog, block_points_max: usize, block_bytes_max: usize) -> GroupBuilder {
-    assert!(block_points_max > 0 && block_bytes_max > 0, "BUG: block limits must be positive");
-    let keys: Vec<Option<Arc<SeriesKey>>> = series.iter().map(|s| catalog.get(s.series).map(|e| e.key)).collect();
+    let ids: Vec<SeriesId> = series.iter().map(|s| s.series).collect();
+    let position: HashMap<SeriesId, usize> = ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+    let mut group = GroupBuilder::new();
+    for row in rows_of(&ids, catalog) {
+        let members: Vec<&ResolvedSeries> = row.iter().map(|id| &series[position[id]]).collect();
+        add_row_blocks(&mut group, &members, block_points_max, block_bytes_max);
+    }
+    group
+}
+
+/// Groups series ids (in id order) into rows: same measurement and tag set. A series the
+/// catalog does not know is a row of its own.
+fn rows_of(ids: &[SeriesId], catalog: &Catalog) -> Vec<Vec<SeriesId>> {
+    let keys: Vec<Option<Arc<SeriesKey>>> = ids.iter().map(|&id| catalog.get(id).map(|e| e.key)).collect();
     // A row is a measurement and its tag set.
     type Row<'a> = (&'a str, &'a [(String, String)]);
     let mut row_of: HashMap<Row<'_>, usize> = HashMap::new();
-    let mut rows: Vec<Vec<&ResolvedSeries>> = Vec::new();
-    for (resolved, key) in series.iter().zip(&keys) {
+    let mut rows: Vec<Vec<SeriesId>> = Vec::new();
+    for (&id, key) in ids.iter().zip(&keys) {
         let row = match key {
             Some(key) => *row_of.entry((key.measurement(), key.tags())).or_insert_with(|| {
                 rows.push(Vec::new());
@@ -40,20 +60,22 @@ pub fn encode_series(series: &[ResolvedSeries], catalog: &Catalog, block_points_
                 rows.len() - 1
             }
         };
-        rows[row].push(resolved);
+        rows[row].push(id);
     }
-    let mut group = GroupBuilder::new();
-    for row in rows {
-        let payload_row = row.iter().any(|s| matches!(s.values, ValueColumn::Bytes(_)));
-        if row.len() == 1 || payload_row {
-            for series in row {
-                add_inline(&mut group, series, block_points_max, block_bytes_max);
-            }
-        } else {
-            add_row(&mut group, &row, block_points_max);
+    rows
+}
+
+/// Adds the blocks of one row: shared timestamps for several numeric fields, inline otherwise.
+fn add_row_blocks(group: &mut GroupBuilder, row: &[&ResolvedSeries], block_points_max: usize, block_bytes_max: usize) {
+    assert!(block_points_max > 0 && block_bytes_max > 0, "BUG: block limits must be positive");
+    let payload_row = row.iter().any(|s| matches!(s.values, ValueColumn::Bytes(_)));
+    if row.len() == 1 || payload_row {
+        for series in row {
+            add_inline(group, series, block_points_max, block_bytes_max);
         }
+    } else if !row.is_empty() {
+        add_row(group, row, block_points_max);
     }
-    group
 }
 
 /// Adds the blocks of one series with inline timestamps.

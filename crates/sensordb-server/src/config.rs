@@ -13,6 +13,7 @@
 //! max_line_bytes = 1048576
 //! idle_timeout_ms = 60000
 //! transaction_timeout_ms = 30000
+//! memtable_bytes_max = 134217728  # points buffered in memory before flushing, active + frozen
 //! [[tokens]]
 //! token = "secret"
 //! scopes = ["write", "read"]
@@ -44,6 +45,10 @@ pub struct ServerConfig {
     pub max_line_bytes: usize,
     pub idle_timeout_ms: u64,
     pub transaction_timeout_ms: u64,
+    /// Memory for buffered points (the engine's memtables, active plus frozen). The main lever
+    /// on the server's resident memory; smaller values flush more often, and background
+    /// compaction merges the resulting short blocks.
+    pub memtable_bytes_max: usize,
     pub tokens: Vec<TokenConfig>,
     /// TLS certificate chain and private key (PEM); both or neither.
     pub tls_cert: Option<PathBuf>,
@@ -65,6 +70,7 @@ impl Default for ServerConfig {
             max_line_bytes: 1 << 20,
             idle_timeout_ms: 60_000,
             transaction_timeout_ms: 30_000,
+            memtable_bytes_max: 128 << 20,
             tokens: Vec::new(),
             tls_cert: None,
             tls_key: None,
@@ -105,6 +111,9 @@ impl ServerConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.memtable_bytes_max < 1 << 20 {
+            return Err(ConfigError::Invalid("memtable_bytes_max must be at least 1 MiB".into()));
+        }
         if self.max_connections == 0 {
             return Err(ConfigError::Invalid("max_connections must be at least 1".into()));
         }

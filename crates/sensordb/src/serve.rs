@@ -60,7 +60,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     raise_open_file_limit(config.max_connections);
 
     let started = Instant::now();
-    let options = EngineOptions { durability: config.durability, ..EngineOptions::default() };
+    let options = EngineOptions { durability: config.durability, memtable_bytes_max: config.memtable_bytes_max, ..EngineOptions::default() };
     let engine = Arc::new(Engine::open(&config.data_dir, options).with_context(|| format!("opening {}", config.data_dir.display()))?);
     let recovery = engine.recovery();
     println!(

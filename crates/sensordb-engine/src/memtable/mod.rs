@@ -154,12 +154,22 @@ impl Memtable {
         shard.get(&series).is_some_and(|b| b.timestamps.iter().any(|&t| t >= from && t <= to))
     }
 
+    /// Ids of every series with buffered points, ascending.
+    pub fn series_ids(&self) -> Vec<SeriesId> {
+        let mut ids: Vec<SeriesId> = self.shards.iter().flat_map(|s| s.lock().keys().copied().collect::<Vec<_>>()).collect();
+        ids.sort();
+        ids
+    }
+
+    /// All buffered points of `series`, sorted, repeats resolved.
+    pub fn read_all(&self, series: SeriesId) -> Option<ResolvedSeries> {
+        self.read_bounded(series, Timestamp::MIN, None)
+    }
+
     /// Every series, sorted by id, each sorted and with repeats resolved: the input of a flush.
     /// The memtable stays intact, so readers keep seeing it until the blocks are published.
     pub fn resolved_series(&self) -> Vec<ResolvedSeries> {
-        let mut ids: Vec<SeriesId> = self.shards.iter().flat_map(|s| s.lock().keys().copied().collect::<Vec<_>>()).collect();
-        ids.sort();
-        ids.into_iter().filter_map(|id| self.read_bounded(id, Timestamp::MIN, None)).collect()
+        self.series_ids().into_iter().filter_map(|id| self.read_all(id)).collect()
     }
 
 }
