@@ -99,7 +99,7 @@ impl TlsAcceptor {
     {
         LazyTlsStream {
             state: LazyState::Handshaking {
-                accept: self.inner.accept(stream),
+                accept: Box::new(self.inner.accept(stream)),
                 deadline: Box::pin(tokio::time::sleep(self.timeout)),
             },
         }
@@ -112,7 +112,7 @@ pub struct LazyTlsStream<S> {
 }
 
 enum LazyState<S> {
-    Handshaking { accept: tokio_rustls::Accept<S>, deadline: Pin<Box<tokio::time::Sleep>> },
+    Handshaking { accept: Box<tokio_rustls::Accept<S>>, deadline: Pin<Box<tokio::time::Sleep>> },
     Ready(Box<tokio_rustls::server::TlsStream<S>>),
     Failed,
 }
@@ -126,7 +126,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> LazyTlsStream<S> {
                 _ => Poll::Ready(Ok(())),
             };
         };
-        match Pin::new(accept).poll(cx) {
+        match Pin::new(&mut **accept).poll(cx) {
             Poll::Ready(Ok(stream)) => {
                 self.state = LazyState::Ready(Box::new(stream));
                 Poll::Ready(Ok(()))

@@ -64,10 +64,15 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown:
                                 Some(tls) => {
                                     // The handshake runs in the connection's task, under a timeout.
                                     let tls = tls.clone();
-                                    let shutdown = shutdown.clone();
+                                    let mut shutdown = shutdown.clone();
                                     connections.spawn(async move {
                                         let _ = stream.set_nodelay(true);
-                                        match tls.accept(stream).await {
+                                        let handshake = tokio::select! {
+                                            handshake = tls.accept(stream) => handshake,
+                                            // Shutting down: a handshake in progress is abandoned.
+                                            _ = shutdown.wait_for(|stop| *stop) => return,
+                                        };
+                                        match handshake {
                                             Ok(stream) => conn.run_io(stream, shutdown, permit).await,
                                             Err(error) => tracing::debug!(%error, %peer, "TLS handshake failed"),
                                         }
