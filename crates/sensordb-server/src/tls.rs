@@ -263,3 +263,44 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTlsStream<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn acceptor(dir: &Path) -> TlsAcceptor {
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
+        std::fs::write(dir.join("cert.pem"), certified.cert.pem()).expect("write");
+        std::fs::write(dir.join("key.pem"), certified.key_pair.serialize_pem()).expect("write");
+        TlsAcceptor::from_pem_files(&dir.join("cert.pem"), &dir.join("key.pem")).expect("acceptor")
+    }
+
+    #[tokio::test]
+    async fn a_stalled_handshake_times_out() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tls = acceptor(dir.path()).with_timeout(Duration::from_millis(100));
+        // The peer end stays open and silent.
+        let (server_end, _client_end) = tokio::io::duplex(1024);
+        let Err(error) = tls.accept(server_end).await else { panic!("the handshake must time out") };
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+
+        let (server_end, _client_end) = tokio::io::duplex(1024);
+        let mut lazy = tls.accept_lazily(server_end);
+        let mut byte = [0u8; 1];
+        let Err(error) = lazy.read(&mut byte).await else { panic!("the read must time out") };
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        assert!(lazy.read(&mut byte).await.is_err(), "a failed stream stays failed");
+    }
+
+    #[tokio::test]
+    async fn plaintext_fails_the_handshake_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tls = acceptor(dir.path());
+        let (server_end, mut client_end) = tokio::io::duplex(1024);
+        client_end.write_all(b"GET / HTTP/1.1\r\n\r\n").await.expect("write");
+        let started = std::time::Instant::now();
+        assert!(tls.accept(server_end).await.is_err());
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}
