@@ -2,7 +2,7 @@
 //! connection, and a reader task that routes each answer to whoever waits for it (transaction
 //! answers by transaction id, DEFINE_SERIES answers by short series id).
 
-use crate::ClientError;
+use crate::{ClientError, ClientTls};
 use parking_lot::Mutex;
 use sensordb_server::protocol::frame::{read_frame, Frame, TxId, VERSION};
 use std::collections::{HashMap, HashSet};
@@ -10,8 +10,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -31,8 +30,11 @@ pub struct ServerLimits {
     pub server: String,
 }
 
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
 pub(crate) struct Conn {
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    writer: tokio::sync::Mutex<Writer>,
     routes: Arc<Mutex<Routes>>,
     closed: Arc<AtomicBool>,
     reader: JoinHandle<()>,
@@ -61,10 +63,24 @@ impl Conn {
         token: &str,
         client_name: &str,
         timeout: Duration,
+        tls: Option<&ClientTls>,
     ) -> Result<Arc<Conn>, ClientError> {
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr)).await.map_err(|_| ClientError::Timeout("connect"))??;
         let _ = stream.set_nodelay(true);
-        let (mut read_half, mut write_half) = stream.into_split();
+        let (mut read_half, mut write_half): (Reader, Writer) = match tls {
+            None => {
+                let (read_half, write_half) = stream.into_split();
+                (Box::new(read_half), Box::new(write_half))
+            }
+            Some(tls) => {
+                let (connector, server_name) = tls.connector()?;
+                let stream = tokio::time::timeout(timeout, connector.connect(server_name, stream))
+                    .await
+                    .map_err(|_| ClientError::Timeout("TLS handshake"))??;
+                let (read_half, write_half) = tokio::io::split(stream);
+                (Box::new(read_half), Box::new(write_half))
+            }
+        };
         let hello = Frame::Hello {
             min_version: VERSION,
             max_version: VERSION,

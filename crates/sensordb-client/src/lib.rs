@@ -54,6 +54,8 @@ pub enum ClientError {
     ChecksumMismatch { server: u32, client: u32 },
     #[error("protocol error: {0}")]
     Protocol(String),
+    #[error("TLS setup: {0}")]
+    Tls(String),
     #[error("series {key} holds {kind} values, not {attempted}")]
     KindMismatch { key: String, kind: ValueKind, attempted: ValueKind },
 }
@@ -65,7 +67,7 @@ impl ClientError {
             ClientError::Io(_) | ClientError::Frame(_) | ClientError::ConnectionLost | ClientError::Timeout(_) => true,
             ClientError::ChecksumMismatch { .. } => true,
             ClientError::Server { code, .. } => code.is_retryable(),
-            ClientError::Protocol(_) | ClientError::KindMismatch { .. } => false,
+            ClientError::Protocol(_) | ClientError::Tls(_) | ClientError::KindMismatch { .. } => false,
         }
     }
 }
@@ -87,6 +89,60 @@ pub struct ClientOptions {
     pub reply_timeout: Duration,
     /// Largest SEND body; also bounded by the server's frame limit.
     pub packet_bytes: usize,
+    /// TLS, for a server started with `tls_cert`/`tls_key`; `None` (the default) is plaintext.
+    pub tls: Option<ClientTls>,
+}
+
+/// How the client verifies a TLS server: the CA certificate(s) it trusts and the name the
+/// server's certificate must carry.
+#[derive(Clone)]
+pub struct ClientTls {
+    /// PEM with one or more CERTIFICATE blocks (a self-signed server certificate will do).
+    pub ca_pem: Vec<u8>,
+    /// A DNS name or IP address in the server certificate (e.g. "localhost", "127.0.0.1").
+    pub server_name: String,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls").field("ca_pem_bytes", &self.ca_pem.len()).field("server_name", &self.server_name).finish()
+    }
+}
+
+impl ClientTls {
+    pub fn new(ca_pem: impl Into<Vec<u8>>, server_name: impl Into<String>) -> ClientTls {
+        ClientTls { ca_pem: ca_pem.into(), server_name: server_name.into() }
+    }
+
+    /// Trusts the CA certificate(s) in the PEM file at `path`.
+    pub fn from_ca_file(path: impl AsRef<std::path::Path>, server_name: impl Into<String>) -> std::io::Result<ClientTls> {
+        Ok(ClientTls::new(std::fs::read(path)?, server_name))
+    }
+
+    /// The rustls connector and server name (`ring` provider, no client certificate).
+    pub(crate) fn connector(
+        &self,
+    ) -> Result<(tokio_rustls::TlsConnector, tokio_rustls::rustls::pki_types::ServerName<'static>), ClientError> {
+        use tokio_rustls::rustls;
+        use tokio_rustls::rustls::pki_types::pem::PemObject;
+        use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(&self.ca_pem) {
+            let cert = cert.map_err(|e| ClientError::Tls(format!("CA certificate PEM: {e}")))?;
+            roots.add(cert).map_err(|e| ClientError::Tls(format!("CA certificate: {e}")))?;
+        }
+        if roots.is_empty() {
+            return Err(ClientError::Tls("no CERTIFICATE in the CA PEM".into()));
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| ClientError::Tls(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = ServerName::try_from(self.server_name.clone())
+            .map_err(|e| ClientError::Tls(format!("server name {:?}: {e}", self.server_name)))?;
+        Ok((tokio_rustls::TlsConnector::from(Arc::new(config)), name))
+    }
 }
 
 impl Default for ClientOptions {
@@ -99,6 +155,7 @@ impl Default for ClientOptions {
             retry_backoff: Duration::from_millis(50),
             reply_timeout: Duration::from_secs(30),
             packet_bytes: 1 << 20,
+            tls: None,
         }
     }
 }
@@ -174,7 +231,8 @@ impl Client {
             }
         }
         let options = &self.inner.options;
-        let conn = Conn::open(self.inner.addr, options.client_id, &options.token, &options.client_name, options.reply_timeout).await?;
+        let conn = Conn::open(self.inner.addr, options.client_id, &options.token, &options.client_name, options.reply_timeout, options.tls.as_ref())
+            .await?;
         *slot = Some(conn.clone());
         Ok(conn)
     }

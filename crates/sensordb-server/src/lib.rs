@@ -9,6 +9,7 @@
 //! - [`protocol`]: the native transactional protocol's frames and point records.
 //! - [`native`]: the native protocol's listener, connections, transactions and the log of
 //!   completed transaction ids.
+//! - [`tls`]: optional TLS (rustls) for both listeners.
 //!
 //! Data flows listener → connection → parser → write batch → engine (whose `write` returns once
 //! the batch is durable under the configured durability) → acknowledgement.
@@ -20,6 +21,7 @@ pub mod metrics;
 pub mod native;
 pub mod protocol;
 pub mod server;
+pub mod tls;
 
 pub use config::ServerConfig;
 pub use server::{RunningServer, Server};

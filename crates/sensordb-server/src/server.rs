@@ -24,6 +24,8 @@ pub struct ServerState {
     pub metrics: Metrics,
     pub connections: Arc<Semaphore>,
     pub in_flight_bytes: Arc<Semaphore>,
+    /// Set when both listeners speak TLS only (`tls_cert`/`tls_key`).
+    pub tls: Option<crate::tls::TlsAcceptor>,
 }
 
 /// Receives `true` when the server is shutting down.
@@ -47,6 +49,8 @@ impl Server {
         if tokens.is_open() {
             tracing::warn!("no access tokens configured: every client may read and write");
         }
+        // Certificate and key problems fail the start, before anything listens.
+        let tls = crate::tls::TlsAcceptor::from_config(&config)?;
         let http_listener = TcpListener::bind(config.http_listen).await?;
         let native_listener = TcpListener::bind(config.native_listen).await?;
         let state = Arc::new(ServerState {
@@ -55,6 +59,7 @@ impl Server {
             engine,
             tokens,
             metrics: Metrics::default(),
+            tls,
             config,
         });
         let (shutdown, signal) = watch::channel(false);
@@ -64,7 +69,7 @@ impl Server {
             tokio::spawn(crate::http::serve(http_listener, state.clone(), signal.clone())),
             tokio::spawn(crate::native::serve(native_listener, state.clone(), signal)),
         ];
-        tracing::info!(%http_addr, %native_addr, "sensordb listening");
+        tracing::info!(%http_addr, %native_addr, tls = state.tls.is_some(), "sensordb listening");
         Ok(RunningServer { http_addr, native_addr, state, shutdown, tasks })
     }
 }

@@ -227,7 +227,8 @@ struct PermitListener {
 
 /// A stream holding its connection permit; dropping it closes the connection and frees the slot.
 pub struct PermittedStream {
-    stream: TcpStream,
+    /// TLS when configured; its handshake runs on first use, in the connection's own task.
+    stream: crate::tls::MaybeTlsStream<TcpStream>,
     _permit: OwnedSemaphorePermit,
     state: Arc<ServerState>,
 }
@@ -254,6 +255,10 @@ impl axum::serve::Listener for PermitListener {
                     let _ = stream.set_nodelay(true);
                     Metrics::add(&self.state.metrics.connections_accepted, 1);
                     self.state.metrics.connections_open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let stream = match &self.state.tls {
+                        Some(tls) => crate::tls::MaybeTlsStream::Tls(tls.accept_lazily(stream)),
+                        None => crate::tls::MaybeTlsStream::Plain(stream),
+                    };
                     return (PermittedStream { stream, _permit: permit, state: self.state.clone() }, addr);
                 }
                 Err(e) => {

@@ -25,8 +25,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinSet;
@@ -95,12 +94,29 @@ impl Connection {
     }
 
     /// Serves the connection to its end; `_permit` is its `connections` slot.
-    pub async fn run(mut self, stream: TcpStream, shutdown: ShutdownSignal, _permit: OwnedSemaphorePermit) {
+    pub async fn run(self, stream: TcpStream, shutdown: ShutdownSignal, permit: OwnedSemaphorePermit) {
+        let _ = stream.set_nodelay(true);
+        let (read_half, write_half) = stream.into_split();
+        self.run_halves(read_half, write_half, shutdown, permit).await;
+    }
+
+    /// [`Connection::run`] over any byte stream (a TLS session, say).
+    pub async fn run_io<S>(self, stream: S, shutdown: ShutdownSignal, permit: OwnedSemaphorePermit)
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let (read_half, write_half) = tokio::io::split(stream);
+        self.run_halves(read_half, write_half, shutdown, permit).await;
+    }
+
+    async fn run_halves<R, W>(mut self, read_half: R, write_half: W, shutdown: ShutdownSignal, _permit: OwnedSemaphorePermit)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let metrics = &self.state.metrics;
         metrics.connections_accepted.fetch_add(1, Ordering::Relaxed);
         metrics.connections_open.fetch_add(1, Ordering::Relaxed);
-        let _ = stream.set_nodelay(true);
-        let (read_half, write_half) = stream.into_split();
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         self.out = Some(out_tx);
         let writer = tokio::spawn(write_loop(write_half, out_rx));
@@ -426,7 +442,7 @@ async fn finish(state: Arc<ServerState>, txlog: Arc<TxLog>, key: super::txlog::T
 }
 
 /// Reads frames until the end of the stream, a fatal framing error or the state machine going.
-async fn read_loop(mut reader: OwnedReadHalf, state: Arc<ServerState>, incoming: mpsc::Sender<Incoming>) {
+async fn read_loop<R: AsyncRead + Unpin>(mut reader: R, state: Arc<ServerState>, incoming: mpsc::Sender<Incoming>) {
     let max_body = u32::try_from(state.config.max_frame_bytes).unwrap_or(u32::MAX);
     let permit_cap = state.config.max_in_flight_bytes.clamp(1, u32::MAX as usize);
     loop {
@@ -473,7 +489,7 @@ async fn read_loop(mut reader: OwnedReadHalf, state: Arc<ServerState>, incoming:
 }
 
 /// Reads and discards until the peer closes (bounded by the caller's linger).
-async fn drain(mut reader: OwnedReadHalf) {
+async fn drain<R: AsyncRead + Unpin>(mut reader: R) {
     let mut scratch = vec![0u8; 8192];
     while let Ok(n) = reader.read(&mut scratch).await {
         if n == 0 {
@@ -483,7 +499,7 @@ async fn drain(mut reader: OwnedReadHalf) {
 }
 
 /// Writes answers, coalescing those already queued into one write.
-async fn write_loop(mut writer: OwnedWriteHalf, mut out: mpsc::UnboundedReceiver<Frame>) {
+async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut out: mpsc::UnboundedReceiver<Frame>) {
     let mut buffer = Vec::with_capacity(4096);
     while let Some(frame) = out.recv().await {
         frame.encode(&mut buffer);

@@ -57,7 +57,28 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown:
                     match accepted {
                         Ok((stream, peer)) => {
                             let conn = connection::Connection::new(state.clone(), txlog.clone(), peer);
-                            connections.spawn(conn.run(stream, shutdown.clone(), permit));
+                            match &state.tls {
+                                None => {
+                                    connections.spawn(conn.run(stream, shutdown.clone(), permit));
+                                }
+                                Some(tls) => {
+                                    // The handshake runs in the connection's task, under a timeout.
+                                    let tls = tls.clone();
+                                    let mut shutdown = shutdown.clone();
+                                    connections.spawn(async move {
+                                        let _ = stream.set_nodelay(true);
+                                        let handshake = tokio::select! {
+                                            handshake = tls.accept(stream) => handshake,
+                                            // Shutting down: a handshake in progress is abandoned.
+                                            _ = shutdown.wait_for(|stop| *stop) => return,
+                                        };
+                                        match handshake {
+                                            Ok(stream) => conn.run_io(stream, shutdown, permit).await,
+                                            Err(error) => tracing::debug!(%error, %peer, "TLS handshake failed"),
+                                        }
+                                    });
+                                }
+                            }
                         }
                         Err(error) => {
                             // Out of file descriptors and the like: wait a little, keep serving.
