@@ -127,9 +127,12 @@ impl<'a> Lines<'a> {
     /// The next record: a [`Line`] with its fields in `fields` (cleared first), or an error.
     pub fn next_line(&mut self, fields: &mut Vec<Field<'a>>) -> Option<Result<Line<'a>, LineError>> {
         loop {
-            let record = self.records.next()?;
+            let (record, quoted) = self.records.next()?;
             let number = self.next_number;
-            self.next_number += 1 + memchr_count(record.as_bytes(), b'\n');
+            if quoted {
+                self.next_number += record.bytes().filter(|&b| b == b'\n').count() as u64;
+            }
+            self.next_number += 1;
             if let Some(result) = self.read(number, record, fields) {
                 return Some(result);
             }
@@ -220,22 +223,25 @@ struct Records<'a> {
 }
 
 impl<'a> Iterator for Records<'a> {
-    type Item = &'a str;
+    /// The record, and whether it may hold a newline (inside a quoted string).
+    type Item = (&'a str, bool);
 
-    fn next(&mut self) -> Option<&'a str> {
+    fn next(&mut self) -> Option<(&'a str, bool)> {
         let rest = self.rest?;
         let bytes = rest.as_bytes();
-        let newline = bytes.iter().position(|&b| b == b'\n');
-        let simple_end = newline.unwrap_or(bytes.len());
-        let end = if bytes[..simple_end].iter().any(|&b| b == b'"' || b == b'\\') { quoted_record_end(bytes) } else { newline };
+        let (end, quoted) = match bytes.iter().position(|&b| b == b'\n' || b == b'"' || b == b'\\') {
+            Some(i) if bytes[i] == b'\n' => (Some(i), false),
+            Some(_) => (quoted_record_end(bytes), true),
+            None => (None, false),
+        };
         match end {
             Some(end) => {
                 self.rest = Some(&rest[end + 1..]);
-                Some(&rest[..end])
+                Some((&rest[..end], quoted))
             }
             None => {
                 self.rest = None;
-                Some(rest)
+                Some((rest, quoted))
             }
         }
     }
@@ -263,10 +269,6 @@ fn quoted_record_end(bytes: &[u8]) -> Option<usize> {
         }
     }
     None
-}
-
-fn memchr_count(bytes: &[u8], byte: u8) -> u64 {
-    bytes.iter().filter(|&&b| b == byte).count() as u64
 }
 
 /// At most 64 bytes of `line`, for error messages.
@@ -342,7 +344,7 @@ mod tests {
             "",
             "m s=\"é\\\"\né\" 1\nx f=1",
         ] {
-            let ours: Vec<&str> = Records { rest: Some(body) }.collect();
+            let ours: Vec<&str> = Records { rest: Some(body) }.map(|(record, _)| record).collect();
             let crate_: Vec<&str> = influxdb_line_protocol::split_lines(body).collect();
             assert_eq!(ours, crate_, "{body:?}");
         }

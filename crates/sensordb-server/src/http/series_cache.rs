@@ -49,8 +49,8 @@ impl CachedSeries {
             for (j, field) in fields.iter().enumerate() {
                 let (name, kind) = (&*field.key, field.value.kind());
                 let found = match known.get(j) {
-                    Some(entry) if &*entry.0 == name => Some(entry),
-                    _ => known.iter().find(|entry| &*entry.0 == name),
+                    Some(entry) if same(&entry.0, name) => Some(entry),
+                    _ => known.iter().find(|entry| same(&entry.0, name)),
                 };
                 match found {
                     Some(&(_, id, existing)) if existing == kind => out.push(id),
@@ -93,6 +93,12 @@ impl CachedSeries {
             fields.push((field.into(), id, kind));
         }
     }
+}
+
+/// String equality without a `memcmp` call: field names are short.
+#[inline]
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
 }
 
 /// The sharded map from raw series text to [`CachedSeries`].

@@ -133,11 +133,13 @@ fn skip_spaces(b: &[u8], mut i: usize) -> usize {
 /// The end of a valid measurement + tag set starting `b` (the index of the space after it).
 fn scan_series(b: &[u8]) -> Option<usize> {
     let mut i = 0;
+    let mut escaped = false;
     // Measurement.
     loop {
         match *b.get(i)? {
             b' ' | b',' => break,
             b'\\' => {
+                escaped = true;
                 b.get(i + 1)?;
                 i += 2;
             }
@@ -145,17 +147,19 @@ fn scan_series(b: &[u8]) -> Option<usize> {
             _ => i += 1,
         }
     }
-    if i == 0 || ends_with_backslash(&b[..i], MEASUREMENT_ESCAPES) {
+    if i == 0 || (escaped && ends_with_backslash(&b[..i], MEASUREMENT_ESCAPES)) {
         return None;
     }
     while b[i] == b',' {
         i += 1;
         // Tag key.
         let start = i;
+        let mut escaped = false;
         loop {
             match *b.get(i)? {
                 b'=' => break,
                 b'\\' => {
+                    escaped = true;
                     b.get(i + 1)?;
                     i += 2;
                 }
@@ -163,16 +167,18 @@ fn scan_series(b: &[u8]) -> Option<usize> {
                 _ => i += 1,
             }
         }
-        if i == start || ends_with_backslash(&b[start..i], KEY_ESCAPES) {
+        if i == start || (escaped && ends_with_backslash(&b[start..i], KEY_ESCAPES)) {
             return None;
         }
         i += 1;
         // Tag value.
         let start = i;
+        let mut escaped = false;
         loop {
             match b.get(i) {
                 Some(b' ' | b',') => break,
                 Some(b'\\') => {
+                    escaped = true;
                     b.get(i + 1)?;
                     i += 2;
                 }
@@ -180,7 +186,7 @@ fn scan_series(b: &[u8]) -> Option<usize> {
                 Some(_) => i += 1,
             }
         }
-        if i == start || ends_with_backslash(&b[start..i], KEY_ESCAPES) {
+        if i == start || (escaped && ends_with_backslash(&b[start..i], KEY_ESCAPES)) {
             return None;
         }
     }
@@ -191,8 +197,7 @@ const MEASUREMENT_ESCAPES: &[u8] = b", \\";
 const KEY_ESCAPES: &[u8] = b",= \\";
 
 /// Whether the unescaped form of `raw` (whose backslashes each come with a following byte) ends
-/// with a backslash: only when its last pair is `\\` (an escaped backslash) or it ends in a pair
-/// whose second byte is... never otherwise, since a kept pair `\x` ends with `x`.
+/// with a backslash: only when its last unit is the pair `\\` (a kept pair `\x` ends with `x`).
 fn ends_with_backslash(raw: &[u8], escapes: &[u8]) -> bool {
     // Walk the pairs to find where the last unit starts.
     let mut i = 0;
