@@ -12,10 +12,18 @@
 //! A repeated tag key passes here and is refused when the series key is built (see
 //! `write::ingest`), once per distinct series text.
 //!
+//! Lines are first read by the single-pass reader in [`fast`], which covers everything clients
+//! normally send; a record it does not take (a bad line, or a rare valid shape such as a newline in
+//! a quoted string) goes to the crate, which then accepts it or words the error. So the crate stays
+//! the judge of what is valid, and its messages are the ones clients see.
+//!
 //! Every problem is a [`LineError`] naming the (first) line number of the offending record; the
 //! reader goes on with the next record, so the caller decides what to do with the valid ones.
 
-use influxdb_line_protocol::ParsedLine;
+mod fast;
+
+pub use fast::{Field, FieldValue};
+use std::borrow::Cow;
 
 /// Unit of the timestamps in a request body.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -76,16 +84,23 @@ pub struct LineError {
     pub message: String,
 }
 
-/// One valid record.
+/// One valid record; its fields are in the buffer given to [`Lines::next_line`].
 #[derive(Debug)]
 pub struct Line<'a> {
     /// Line number, from 1, of the record's first line.
     pub number: u64,
     /// The raw (still escaped) measurement and tag text: the series cache key.
     pub series_text: &'a str,
-    pub parsed: ParsedLine<'a>,
+    /// The unescaped measurement and tags, when the crate read the line; otherwise they come
+    /// from [`parse_series`] (only needed when the series text is not cached yet).
+    pub series: Option<(String, Vec<(String, String)>)>,
     /// In nanoseconds.
     pub timestamp: i64,
+}
+
+/// The unescaped measurement and tags of the series text of a valid line.
+pub fn parse_series(series_text: &str) -> Option<(String, Vec<(String, String)>)> {
+    fast::parse_series(series_text)
 }
 
 /// How to read a body.
@@ -109,7 +124,22 @@ impl<'a> Lines<'a> {
         Lines { records: Records { rest: Some(body) }, next_number: 1, options }
     }
 
-    fn read(&self, number: u64, record: &'a str) -> Option<Result<Line<'a>, LineError>> {
+    /// The next record: a [`Line`] with its fields in `fields` (cleared first), or an error.
+    pub fn next_line(&mut self, fields: &mut Vec<Field<'a>>) -> Option<Result<Line<'a>, LineError>> {
+        loop {
+            let (record, quoted) = self.records.next()?;
+            let number = self.next_number;
+            if quoted {
+                self.next_number += record.bytes().filter(|&b| b == b'\n').count() as u64;
+            }
+            self.next_number += 1;
+            if let Some(result) = self.read(number, record, fields) {
+                return Some(result);
+            }
+        }
+    }
+
+    fn read(&self, number: u64, record: &'a str, fields: &mut Vec<Field<'a>>) -> Option<Result<Line<'a>, LineError>> {
         let text = record.strip_suffix('\r').unwrap_or(record);
         let trimmed = text.trim_start();
         if trimmed.is_empty() || trimmed.starts_with('#') {
@@ -123,39 +153,65 @@ impl<'a> Lines<'a> {
                 self.options.max_line_bytes
             ))));
         }
-        let mut parsed = influxdb_line_protocol::parse_lines(trimmed);
-        let line = match parsed.next() {
-            Some(Ok(line)) => line,
-            Some(Err(e)) => return Some(Err(error(format!("unable to parse '{}': {e}", excerpt(trimmed))))),
-            None => return None,
+        let (series_text, series, timestamp) = match fast::parse_line(trimmed, fields) {
+            Some(line) => (line.series_text, None, line.timestamp),
+            None => match slow_parse(trimmed, fields) {
+                Ok(Some((series, timestamp))) => (series_prefix(trimmed), Some(series), timestamp),
+                Ok(None) => return None,
+                Err(message) => return Some(Err(error(message))),
+            },
         };
-        if parsed.next().is_some() {
-            return Some(Err(error("more than one line in a record".to_string())));
-        }
-        let timestamp = match line.timestamp {
+        let timestamp = match timestamp {
             Some(t) => match t.checked_mul(self.options.precision.nanos()) {
                 Some(t) => t,
                 None => return Some(Err(error(format!("timestamp {t} overflows nanoseconds")))),
             },
             None => self.options.default_timestamp,
         };
-        Some(Ok(Line { number, series_text: series_prefix(trimmed), parsed: line, timestamp }))
+        Some(Ok(Line { number, series_text, series, timestamp }))
     }
 }
 
-impl<'a> Iterator for Lines<'a> {
-    type Item = Result<Line<'a>, LineError>;
+/// Measurement and tags of a line read by the crate, and its timestamp.
+type SlowLine = ((String, Vec<(String, String)>), Option<i64>);
 
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            let record = self.records.next()?;
-            let number = self.next_number;
-            self.next_number += 1 + memchr_count(record.as_bytes(), b'\n');
-            if let Some(result) = self.read(number, record) {
-                return Some(result);
-            }
-        }
+/// Reads a record with the crate (the fields into `fields`); `Ok(None)` when it holds no line.
+fn slow_parse<'a>(trimmed: &'a str, fields: &mut Vec<Field<'a>>) -> Result<Option<SlowLine>, String> {
+    use influxdb_line_protocol::FieldValue as F;
+    fields.clear();
+    let mut parsed = influxdb_line_protocol::parse_lines(trimmed);
+    let line = match parsed.next() {
+        Some(Ok(line)) => line,
+        Some(Err(e)) => return Err(format!("unable to parse '{}': {e}", excerpt(trimmed))),
+        None => return Ok(None),
+    };
+    if parsed.next().is_some() {
+        return Err("more than one line in a record".to_string());
     }
+    for (key, value) in &line.field_set {
+        let value = match value {
+            F::F64(x) => FieldValue::F64(*x),
+            F::I64(x) => FieldValue::I64(*x),
+            F::U64(x) => FieldValue::U64(*x),
+            F::Boolean(x) => FieldValue::Bool(*x),
+            F::String(s) => FieldValue::String(Cow::Owned(s.to_string())),
+        };
+        fields.push(Field { key: Cow::Owned(key.to_string()), value });
+    }
+    let tags = line.series.tag_set.iter().flatten().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    Ok(Some(((line.series.measurement.to_string(), tags), line.timestamp)))
+}
+
+/// Reads every record of `body`: each valid line with its fields, or the error (for tests).
+#[cfg(test)]
+pub fn read_all(body: &str, options: ReadOptions) -> Vec<Result<(Line<'_>, Vec<Field<'_>>), LineError>> {
+    let mut lines = Lines::new(body, options);
+    let mut out = Vec::new();
+    let mut fields = Vec::new();
+    while let Some(result) = lines.next_line(&mut fields) {
+        out.push(result.map(|line| (line, fields.clone())));
+    }
+    out
 }
 
 /// Splits a body into records as the Go server's `scanLine` does (and the crate's
@@ -167,22 +223,25 @@ struct Records<'a> {
 }
 
 impl<'a> Iterator for Records<'a> {
-    type Item = &'a str;
+    /// The record, and whether it may hold a newline (inside a quoted string).
+    type Item = (&'a str, bool);
 
-    fn next(&mut self) -> Option<&'a str> {
+    fn next(&mut self) -> Option<(&'a str, bool)> {
         let rest = self.rest?;
         let bytes = rest.as_bytes();
-        let newline = bytes.iter().position(|&b| b == b'\n');
-        let simple_end = newline.unwrap_or(bytes.len());
-        let end = if bytes[..simple_end].iter().any(|&b| b == b'"' || b == b'\\') { quoted_record_end(bytes) } else { newline };
+        let (end, quoted) = match bytes.iter().position(|&b| b == b'\n' || b == b'"' || b == b'\\') {
+            Some(i) if bytes[i] == b'\n' => (Some(i), false),
+            Some(_) => (quoted_record_end(bytes), true),
+            None => (None, false),
+        };
         match end {
             Some(end) => {
                 self.rest = Some(&rest[end + 1..]);
-                Some(&rest[..end])
+                Some((&rest[..end], quoted))
             }
             None => {
                 self.rest = None;
-                Some(rest)
+                Some((rest, quoted))
             }
         }
     }
@@ -210,10 +269,6 @@ fn quoted_record_end(bytes: &[u8]) -> Option<usize> {
         }
     }
     None
-}
-
-fn memchr_count(bytes: &[u8], byte: u8) -> u64 {
-    bytes.iter().filter(|&&b| b == byte).count() as u64
 }
 
 /// At most 64 bytes of `line`, for error messages.
@@ -245,7 +300,6 @@ pub fn series_prefix(line: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use influxdb_line_protocol::FieldValue;
 
     fn options() -> ReadOptions {
         ReadOptions { precision: Precision::Nanoseconds, default_timestamp: 42, max_line_bytes: 1 << 20 }
@@ -254,25 +308,26 @@ mod tests {
     #[test]
     fn reads_values_series_text_and_line_numbers() {
         let body = "# comment\n\nm,host=a f=1.5,i=5i,u=5u,t=T,s=\"a\nb\" 7\r\nm x=1\n";
-        let lines: Vec<_> = Lines::new(body, options()).collect::<Result<_, _>>().expect("valid");
+        let lines: Vec<_> = read_all(body, options()).into_iter().collect::<Result<_, _>>().expect("valid");
         assert_eq!(lines.len(), 2);
-        assert_eq!(lines[0].number, 3);
-        assert_eq!(lines[0].series_text, "m,host=a");
-        assert_eq!(lines[0].timestamp, 7);
-        assert!(matches!(lines[0].parsed.field_set[2].1, FieldValue::U64(5)));
-        assert!(matches!(lines[0].parsed.field_set[3].1, FieldValue::Boolean(true)));
-        assert_eq!(lines[1].number, 5, "the quoted newline counts as a line");
-        assert_eq!(lines[1].timestamp, 42, "default timestamp");
+        assert_eq!(lines[0].0.number, 3);
+        assert_eq!(lines[0].0.series_text, "m,host=a");
+        assert_eq!(lines[0].0.timestamp, 7);
+        assert_eq!(lines[0].1[2].value, FieldValue::U64(5));
+        assert_eq!(lines[0].1[3].value, FieldValue::Bool(true));
+        assert_eq!(lines[0].1[4].value, FieldValue::String("a\nb".into()));
+        assert_eq!(lines[1].0.number, 5, "the quoted newline counts as a line");
+        assert_eq!(lines[1].0.timestamp, 42, "default timestamp");
     }
 
     #[test]
     fn errors_name_the_line_and_reading_goes_on() {
         let body = "m f=1 1\nm f= 2\nm f=12x 3\nm f=1 4 extra\nm f=1 5\n";
-        let results: Vec<_> = Lines::new(body, options()).collect();
+        let results = read_all(body, options());
         let lines: Vec<u64> = results
             .iter()
             .map(|r| match r {
-                Ok(line) => line.number,
+                Ok((line, _)) => line.number,
                 Err(e) => 1000 + e.line,
             })
             .collect();
@@ -289,7 +344,7 @@ mod tests {
             "",
             "m s=\"é\\\"\né\" 1\nx f=1",
         ] {
-            let ours: Vec<&str> = Records { rest: Some(body) }.collect();
+            let ours: Vec<&str> = Records { rest: Some(body) }.map(|(record, _)| record).collect();
             let crate_: Vec<&str> = influxdb_line_protocol::split_lines(body).collect();
             assert_eq!(ours, crate_, "{body:?}");
         }
@@ -299,11 +354,12 @@ mod tests {
     fn precision_limits_and_overflow() {
         let mut opts = options();
         opts.precision = Precision::Hours;
-        let line = Lines::new("m f=1 2", opts).next().expect("one").expect("valid");
+        let first = |body: &'static str, opts| read_all(body, opts).into_iter().next().expect("one");
+        let (line, _) = first("m f=1 2", opts).expect("valid");
         assert_eq!(line.timestamp, 7_200_000_000_000);
-        assert!(Lines::new("m f=1 9223372036854775807", opts).next().expect("one").is_err());
+        assert!(first("m f=1 9223372036854775807", opts).is_err());
         opts.max_line_bytes = 4;
-        assert!(Lines::new("m f=1 2", opts).next().expect("one").is_err());
+        assert!(first("m f=1 2", opts).is_err());
         assert_eq!(Precision::from_v1("u"), Some(Precision::Microseconds));
         assert_eq!(Precision::from_v2("m"), None);
     }

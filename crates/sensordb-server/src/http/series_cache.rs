@@ -11,6 +11,7 @@
 //! Entries are never evicted: the cache holds no more series than the engine's catalog, which
 //! keeps every series in memory too.
 
+use super::line_protocol::Field;
 use parking_lot::RwLock;
 use sensordb_engine::{Engine, SeriesId, SeriesKey, ValueKind};
 use std::collections::HashMap;
@@ -41,19 +42,15 @@ pub enum FieldError {
 impl CachedSeries {
     /// The series ids of the fields of one line (`(name, kind)` in line order) into `out`, under
     /// one read lock when all are known. On failure, the index of the failing field.
-    pub fn resolve(
-        &self,
-        engine: &Engine,
-        fields: &[(&str, ValueKind)],
-        out: &mut Vec<SeriesId>,
-    ) -> Result<(), (usize, FieldError)> {
+    pub fn resolve(&self, engine: &Engine, fields: &[Field<'_>], out: &mut Vec<SeriesId>) -> Result<(), (usize, FieldError)> {
         out.clear();
         {
             let known = self.fields.read();
-            for (j, &(name, kind)) in fields.iter().enumerate() {
+            for (j, field) in fields.iter().enumerate() {
+                let (name, kind) = (&*field.key, field.value.kind());
                 let found = match known.get(j) {
-                    Some(entry) if &*entry.0 == name => Some(entry),
-                    _ => known.iter().find(|entry| &*entry.0 == name),
+                    Some(entry) if same(&entry.0, name) => Some(entry),
+                    _ => known.iter().find(|entry| same(&entry.0, name)),
                 };
                 match found {
                     Some(&(_, id, existing)) if existing == kind => out.push(id),
@@ -62,8 +59,8 @@ impl CachedSeries {
                 }
             }
         }
-        for (j, &(name, kind)) in fields.iter().enumerate().skip(out.len()) {
-            out.push(self.field_id(engine, name, kind).map_err(|e| (j, e))?);
+        for (j, field) in fields.iter().enumerate().skip(out.len()) {
+            out.push(self.field_id(engine, &field.key, field.value.kind()).map_err(|e| (j, e))?);
         }
         Ok(())
     }
@@ -96,6 +93,12 @@ impl CachedSeries {
             fields.push((field.into(), id, kind));
         }
     }
+}
+
+/// String equality without a `memcmp` call: field names are short.
+#[inline]
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
 }
 
 /// The sharded map from raw series text to [`CachedSeries`].

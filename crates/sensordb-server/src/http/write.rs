@@ -18,7 +18,7 @@
 //! `Retry-After: 30`: nothing of that body is stored, and InfluxDB clients retry a 503 after
 //! backing off, by which time retention may have freed space.
 
-use super::line_protocol::{LineError, Lines, Precision, ReadOptions};
+use super::line_protocol::{parse_series, Field, FieldValue, LineError, Lines, Precision, ReadOptions};
 use super::series_cache::FieldError;
 use super::{bearer_token, ApiError, HttpState};
 use crate::auth::Scope;
@@ -28,9 +28,8 @@ use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
-use influxdb_line_protocol::FieldValue;
 use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::{SeriesId, Value, ValueKind};
+use sensordb_engine::{SeriesId, Value};
 use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -54,9 +53,10 @@ pub fn ingest(http: &HttpState, body: &str, options: ReadOptions) -> Result<Writ
     let mut batch = WriteBatch::new();
     let mut report = WriteReport::default();
     let mut ids: Vec<SeriesId> = Vec::with_capacity(16);
-    let mut values: Vec<Value> = Vec::with_capacity(16);
-    for line in Lines::new(body, options) {
-        let line = match line {
+    let mut fields: Vec<Field<'_>> = Vec::with_capacity(16);
+    let mut lines = Lines::new(body, options);
+    while let Some(line) = lines.next_line(&mut fields) {
+        let mut line = match line {
             Ok(line) => line,
             Err(e) => {
                 report.dropped_lines += 1;
@@ -64,30 +64,18 @@ pub fn ingest(http: &HttpState, body: &str, options: ReadOptions) -> Result<Writ
                 continue;
             }
         };
-        let series = http.cache.get_or_insert(line.series_text, || {
-            let tags = line.parsed.series.tag_set.iter().flatten().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-            Ok::<_, ApiError>((line.parsed.series.measurement.to_string(), tags))
+        let series = http.cache.get_or_insert(line.series_text, || match line.series.take() {
+            Some(series) => Ok(series),
+            None => parse_series(line.series_text)
+                .ok_or_else(|| ApiError::internal(format!("BUG: cannot read series text {:?} again", line.series_text))),
         })?;
-        values.clear();
-        let mut names_kinds: Vec<(&str, ValueKind)> = Vec::with_capacity(line.parsed.field_set.len());
-        for (name, value) in &line.parsed.field_set {
-            let value = match value {
-                FieldValue::F64(x) => Value::F64(*x),
-                FieldValue::I64(x) => Value::I64(*x),
-                FieldValue::U64(x) => Value::U64(*x),
-                FieldValue::Boolean(x) => Value::Bool(*x),
-                FieldValue::String(s) => Value::Bytes(bytes::Bytes::copy_from_slice(s.as_bytes())),
-            };
-            names_kinds.push((name.as_str(), value.kind()));
-            values.push(value);
-        }
         let mut failed: Option<String> = None;
-        match series.resolve(engine, &names_kinds, &mut ids) {
+        match series.resolve(engine, &fields, &mut ids) {
             Ok(()) => {}
             Err((j, FieldError::Conflict { existing, attempted })) => {
                 failed = Some(format!(
                     "field type conflict: input field \"{}\" on measurement \"{}\" is type {attempted}, already exists as type {existing}",
-                    names_kinds[j].0, series.measurement
+                    fields[j].key, series.measurement
                 ));
             }
             Err((_, FieldError::Engine(e))) => {
@@ -102,7 +90,14 @@ pub fn ingest(http: &HttpState, body: &str, options: ReadOptions) -> Result<Writ
             report.first_error.get_or_insert(LineError { line: line.number, message });
             continue;
         }
-        for (&id, value) in ids.iter().zip(values.drain(..)) {
+        for (&id, field) in ids.iter().zip(fields.drain(..)) {
+            let value = match field.value {
+                FieldValue::F64(x) => Value::F64(x),
+                FieldValue::I64(x) => Value::I64(x),
+                FieldValue::U64(x) => Value::U64(x),
+                FieldValue::Bool(x) => Value::Bool(x),
+                FieldValue::String(s) => Value::Bytes(bytes::Bytes::copy_from_slice(s.as_bytes())),
+            };
             if let Err(e) = batch.push(id, line.timestamp, value) {
                 // Cannot happen: kinds were checked against the catalog above.
                 return Err(ApiError::internal(format!("BUG: {e}")));

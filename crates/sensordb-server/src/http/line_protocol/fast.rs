@@ -1,0 +1,652 @@
+//! The single-pass line reader of the hot path.
+//!
+//! It accepts a subset of what the `influxdb-line-protocol` crate accepts (every line a client
+//! normally sends: escapes included) and yields the same measurement, tags, fields and timestamp
+//! for it; for anything else (bad lines, and rare valid shapes such as a newline inside a quoted
+//! string) it answers `None` and the caller hands the record to the crate, which then decides and
+//! words the error. The property test `fast_parser_agrees_with_the_crate` holds the two together.
+//!
+//! The grammar, as the crate (and the Go parser) reads it:
+//! * measurement: bytes other than space, tab, newline, NUL, comma, backslash; a backslash escapes
+//!   the next character (`\,` `\ ` `\\` give the character, any other pair is kept as is);
+//! * `,key=value` tags, at least one after a comma: a key holds anything but space, tab, newline,
+//!   `=` and backslash (so a comma may be in it), a value anything but space, tab, newline, comma
+//!   and backslash (so `=` may be in it); `\,` `\=` `\ ` `\\` give the character;
+//! * one or more spaces, then `key=value` fields separated by commas (keys as tag keys); values
+//!   `-?\d+i`, `\d+u`, `-?\d+(\.\d+)?([eE][+-]?\d+)?` (a float), `"..."` (with `\"` and `\\`),
+//!   `t T true True TRUE f F false False FALSE`;
+//! * optionally one or more spaces and a `-?\d+` timestamp, then only spaces;
+//! * no unescaped text may end with a backslash.
+
+use sensordb_engine::ValueKind;
+use std::borrow::Cow;
+
+/// A field value as read from a line.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FieldValue<'a> {
+    F64(f64),
+    I64(i64),
+    U64(u64),
+    Bool(bool),
+    String(Cow<'a, str>),
+}
+
+impl FieldValue<'_> {
+    /// The engine kind of this value.
+    pub fn kind(&self) -> ValueKind {
+        match self {
+            FieldValue::F64(_) => ValueKind::F64,
+            FieldValue::I64(_) => ValueKind::I64,
+            FieldValue::U64(_) => ValueKind::U64,
+            FieldValue::Bool(_) => ValueKind::Bool,
+            FieldValue::String(_) => ValueKind::Bytes,
+        }
+    }
+}
+
+/// One field of a line: the unescaped key and the value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field<'a> {
+    pub key: Cow<'a, str>,
+    pub value: FieldValue<'a>,
+}
+
+/// What the fast reader gives for a line: the raw series text and the timestamp (the fields go to
+/// the caller's buffer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FastLine<'a> {
+    /// Measurement and tags, still escaped, as written.
+    pub series_text: &'a str,
+    pub timestamp: Option<i64>,
+}
+
+/// Reads `line` (no leading whitespace, no comment). `None` when the line is not in the subset this
+/// reader accepts: then `fields` holds garbage and the crate must judge the line.
+pub fn parse_line<'a>(line: &'a str, fields: &mut Vec<Field<'a>>) -> Option<FastLine<'a>> {
+    fields.clear();
+    let b = line.as_bytes();
+    let series_end = scan_series(b)?;
+    let mut i = series_end;
+    // One or more spaces.
+    i = skip_spaces(b, i);
+    if i == series_end {
+        return None;
+    }
+    loop {
+        // Field key: up to '='.
+        let key_start = i;
+        let mut escaped = false;
+        loop {
+            match *b.get(i)? {
+                b'=' => break,
+                b'\\' => {
+                    escaped = true;
+                    b.get(i + 1)?;
+                    i += 2;
+                }
+                b' ' | b'\t' | b'\n' => return None,
+                _ => i += 1,
+            }
+        }
+        if i == key_start {
+            return None;
+        }
+        let key = unescape_key(&line[key_start..i], escaped)?;
+        i += 1;
+        let (value, next) = parse_value(line, i)?;
+        fields.push(Field { key, value });
+        i = next;
+        match b.get(i) {
+            None => return Some(FastLine { series_text: &line[..series_end], timestamp: None }),
+            Some(b',') => i += 1,
+            Some(b' ') => break,
+            Some(_) => return None,
+        }
+    }
+    // Timestamp.
+    i = skip_spaces(b, i);
+    let start = i;
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    let digits = i;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    if i == digits {
+        return None;
+    }
+    let timestamp = parse_i64(&line[start..i], &b[digits..i], digits > start)?;
+    if skip_spaces(b, i) != b.len() {
+        return None;
+    }
+    Some(FastLine { series_text: &line[..series_end], timestamp: Some(timestamp) })
+}
+
+fn skip_spaces(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && b[i] == b' ' {
+        i += 1;
+    }
+    i
+}
+
+/// The end of a valid measurement + tag set starting `b` (the index of the space after it).
+fn scan_series(b: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    let mut escaped = false;
+    // Measurement.
+    loop {
+        match *b.get(i)? {
+            b' ' | b',' => break,
+            b'\\' => {
+                escaped = true;
+                b.get(i + 1)?;
+                i += 2;
+            }
+            b'\t' | b'\n' | 0 => return None,
+            _ => i += 1,
+        }
+    }
+    if i == 0 || (escaped && ends_with_backslash(&b[..i], MEASUREMENT_ESCAPES)) {
+        return None;
+    }
+    while b[i] == b',' {
+        i += 1;
+        // Tag key.
+        let start = i;
+        let mut escaped = false;
+        loop {
+            match *b.get(i)? {
+                b'=' => break,
+                b'\\' => {
+                    escaped = true;
+                    b.get(i + 1)?;
+                    i += 2;
+                }
+                b' ' | b'\t' | b'\n' => return None,
+                _ => i += 1,
+            }
+        }
+        if i == start || (escaped && ends_with_backslash(&b[start..i], KEY_ESCAPES)) {
+            return None;
+        }
+        i += 1;
+        // Tag value.
+        let start = i;
+        let mut escaped = false;
+        loop {
+            match b.get(i) {
+                Some(b' ' | b',') => break,
+                Some(b'\\') => {
+                    escaped = true;
+                    b.get(i + 1)?;
+                    i += 2;
+                }
+                Some(b'\t' | b'\n') | None => return None,
+                Some(_) => i += 1,
+            }
+        }
+        if i == start || (escaped && ends_with_backslash(&b[start..i], KEY_ESCAPES)) {
+            return None;
+        }
+    }
+    Some(i)
+}
+
+const MEASUREMENT_ESCAPES: &[u8] = b", \\";
+const KEY_ESCAPES: &[u8] = b",= \\";
+
+/// Whether the unescaped form of `raw` (whose backslashes each come with a following byte) ends
+/// with a backslash: only when its last unit is the pair `\\` (a kept pair `\x` ends with `x`).
+fn ends_with_backslash(raw: &[u8], escapes: &[u8]) -> bool {
+    // Walk the pairs to find where the last unit starts.
+    let mut i = 0;
+    let mut last_pair = None;
+    while i < raw.len() {
+        if raw[i] == b'\\' {
+            last_pair = Some(raw[i + 1]);
+            i += 2;
+        } else {
+            last_pair = None;
+            i += 1;
+        }
+    }
+    // `\\` yields `\` (when backslash is an escape, which it always is here).
+    debug_assert!(escapes.contains(&b'\\'));
+    last_pair == Some(b'\\')
+}
+
+/// Unescapes raw measurement or key text (already checked: every backslash has a byte after it).
+fn unescape(raw: &str, escapes: &[u8]) -> String {
+    let b = raw.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && escapes.contains(&b[i + 1]) {
+            out.push(b[i + 1]);
+            i += 2;
+        } else if b[i] == b'\\' {
+            out.extend_from_slice(&b[i..i + 2]);
+            i += 2;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    // Only ASCII bytes were removed, each before another byte that stays: still UTF-8.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn unescape_key(raw: &str, escaped: bool) -> Option<Cow<'_, str>> {
+    if !escaped {
+        return Some(Cow::Borrowed(raw));
+    }
+    if ends_with_backslash(raw.as_bytes(), KEY_ESCAPES) {
+        return None;
+    }
+    Some(Cow::Owned(unescape(raw, KEY_ESCAPES)))
+}
+
+/// The unescaped measurement and tags of series text accepted by [`parse_line`].
+pub fn parse_series(series_text: &str) -> Option<(String, Vec<(String, String)>)> {
+    let b = series_text.as_bytes();
+    if scan_series_complete(b)? != b.len() {
+        return None;
+    }
+    let mut i = 0;
+    while i < b.len() && b[i] != b',' {
+        i += if b[i] == b'\\' { 2 } else { 1 };
+    }
+    let measurement = unescape(&series_text[..i], MEASUREMENT_ESCAPES);
+    let mut tags = Vec::new();
+    while i < b.len() {
+        i += 1;
+        let start = i;
+        while b[i] != b'=' {
+            i += if b[i] == b'\\' { 2 } else { 1 };
+        }
+        let key = unescape(&series_text[start..i], KEY_ESCAPES);
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i] != b',' {
+            i += if b[i] == b'\\' { 2 } else { 1 };
+        }
+        tags.push((key, unescape(&series_text[start..i], KEY_ESCAPES)));
+    }
+    Some((measurement, tags))
+}
+
+/// [`scan_series`] for text that ends where the series ends (no space after it).
+fn scan_series_complete(b: &[u8]) -> Option<usize> {
+    let mut with_space = Vec::with_capacity(b.len() + 1);
+    with_space.extend_from_slice(b);
+    with_space.push(b' ');
+    scan_series(&with_space)
+}
+
+/// A field value starting at `i`; also the index after it.
+fn parse_value(line: &str, mut i: usize) -> Option<(FieldValue<'_>, usize)> {
+    let b = line.as_bytes();
+    match *b.get(i)? {
+        b'"' => {
+            let start = i + 1;
+            i = start;
+            let mut escaped = false;
+            loop {
+                match *b.get(i)? {
+                    b'"' => break,
+                    b'\\' => {
+                        escaped = true;
+                        // `\"` and `\\` are pairs; any other backslash stands alone, and the byte
+                        // after it is an ordinary one (neither quote nor backslash) either way.
+                        b.get(i + 1)?;
+                        i += 2;
+                    }
+                    b'\n' => return None,
+                    _ => i += 1,
+                }
+            }
+            let raw = &line[start..i];
+            let value = if escaped { Cow::Owned(unescape_string(raw)) } else { Cow::Borrowed(raw) };
+            Some((FieldValue::String(value), i + 1))
+        }
+        b't' | b'T' | b'f' | b'F' => {
+            let start = i;
+            while i < b.len() && b[i] != b',' && b[i] != b' ' {
+                i += 1;
+            }
+            let value = match &b[start..i] {
+                b"t" | b"T" | b"true" | b"True" | b"TRUE" => true,
+                b"f" | b"F" | b"false" | b"False" | b"FALSE" => false,
+                _ => return None,
+            };
+            Some((FieldValue::Bool(value), i))
+        }
+        b'-' | b'0'..=b'9' => parse_number(line, i),
+        _ => None,
+    }
+}
+
+fn unescape_string(raw: &str) -> String {
+    let b = raw.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 1 < b.len() && (b[i + 1] == b'"' || b[i + 1] == b'\\') {
+            out.push(b[i + 1]);
+            i += 2;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Powers of ten exactly representable as `f64`.
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21,
+    1e22,
+];
+
+fn parse_number(line: &str, start: usize) -> Option<(FieldValue<'_>, usize)> {
+    let b = line.as_bytes();
+    let mut i = start;
+    let negative = b[i] == b'-';
+    if negative {
+        i += 1;
+    }
+    let int_start = i;
+    let mut mantissa: u64 = 0;
+    while i < b.len() && b[i].is_ascii_digit() {
+        mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(b[i] - b'0'));
+        i += 1;
+    }
+    let int_digits = i - int_start;
+    if int_digits == 0 {
+        return None;
+    }
+    let value = match b.get(i) {
+        Some(b'i') => {
+            let value = parse_i64(&line[start..i], &b[int_start..i], negative)?;
+            i += 1;
+            FieldValue::I64(value)
+        }
+        Some(b'u') => {
+            if negative {
+                return None;
+            }
+            let value = if int_digits <= 19 { mantissa } else { line[int_start..i].parse().ok()? };
+            i += 1;
+            FieldValue::U64(value)
+        }
+        _ => {
+            let mut frac_digits = 0;
+            if b.get(i) == Some(&b'.') {
+                let frac_start = i + 1;
+                i = frac_start;
+                while i < b.len() && b[i].is_ascii_digit() {
+                    mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(b[i] - b'0'));
+                    i += 1;
+                }
+                frac_digits = i - frac_start;
+                if frac_digits == 0 {
+                    return None;
+                }
+            }
+            let mut exponent = false;
+            if matches!(b.get(i), Some(b'e' | b'E')) {
+                exponent = true;
+                i += 1;
+                if matches!(b.get(i), Some(b'+' | b'-')) {
+                    i += 1;
+                }
+                let exp_start = i;
+                while i < b.len() && b[i].is_ascii_digit() {
+                    i += 1;
+                }
+                if i == exp_start {
+                    return None;
+                }
+            }
+            let value = if !exponent && int_digits + frac_digits <= 19 && mantissa <= (1u64 << 53) && frac_digits < POW10.len() {
+                // Clinger's fast path: both operands exact, so one correctly rounded division.
+                let x = mantissa as f64 / POW10[frac_digits];
+                if negative {
+                    -x
+                } else {
+                    x
+                }
+            } else {
+                line[start..i].parse::<f64>().ok()?
+            };
+            FieldValue::F64(value)
+        }
+    };
+    match b.get(i) {
+        None | Some(b',' | b' ') => Some((value, i)),
+        Some(_) => None,
+    }
+}
+
+/// `-?digits` as `i64`; `None` on overflow.
+fn parse_i64(text: &str, digits: &[u8], negative: bool) -> Option<i64> {
+    if digits.len() <= 18 {
+        let mut v: i64 = 0;
+        for &d in digits {
+            v = v * 10 + i64::from(d - b'0');
+        }
+        Some(if negative { -v } else { v })
+    } else {
+        text.parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    type Parsed = (String, Vec<(String, String)>, Vec<(String, FieldValue<'static>)>, Option<i64>);
+
+    fn owned(fields: &[Field<'_>]) -> Vec<(String, FieldValue<'static>)> {
+        fields
+            .iter()
+            .map(|f| {
+                let value = match &f.value {
+                    FieldValue::String(s) => FieldValue::String(Cow::Owned(s.to_string())),
+                    FieldValue::F64(x) => FieldValue::F64(*x),
+                    FieldValue::I64(x) => FieldValue::I64(*x),
+                    FieldValue::U64(x) => FieldValue::U64(*x),
+                    FieldValue::Bool(x) => FieldValue::Bool(*x),
+                };
+                (f.key.to_string(), value)
+            })
+            .collect()
+    }
+
+    fn ours(line: &str) -> Option<Parsed> {
+        let mut fields = Vec::new();
+        let parsed = parse_line(line, &mut fields)?;
+        let (measurement, tags) = parse_series(parsed.series_text).expect("series text of an accepted line");
+        Some((measurement, tags, owned(&fields), parsed.timestamp))
+    }
+
+    /// The crate's reading of `line` as one record, or `None` when it refuses it.
+    fn reference(line: &str) -> Option<Parsed> {
+        use influxdb_line_protocol::FieldValue as F;
+        let mut lines = influxdb_line_protocol::parse_lines(line);
+        let parsed = lines.next()?.ok()?;
+        if lines.next().is_some() {
+            return None;
+        }
+        let tags = parsed.series.tag_set.iter().flatten().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let fields = parsed
+            .field_set
+            .iter()
+            .map(|(k, v)| {
+                let value = match v {
+                    F::F64(x) => FieldValue::F64(*x),
+                    F::I64(x) => FieldValue::I64(*x),
+                    F::U64(x) => FieldValue::U64(*x),
+                    F::Boolean(x) => FieldValue::Bool(*x),
+                    F::String(s) => FieldValue::String(Cow::Owned(s.to_string())),
+                };
+                (k.to_string(), value)
+            })
+            .collect();
+        Some((parsed.series.measurement.to_string(), tags, fields, parsed.timestamp))
+    }
+
+    /// Equality with floats compared bit for bit.
+    fn same(a: &Parsed, b: &Parsed) -> bool {
+        a.0 == b.0
+            && a.1 == b.1
+            && a.3 == b.3
+            && a.2.len() == b.2.len()
+            && a.2.iter().zip(&b.2).all(|(x, y)| {
+                x.0 == y.0
+                    && match (&x.1, &y.1) {
+                        (FieldValue::F64(p), FieldValue::F64(q)) => p.to_bits() == q.to_bits(),
+                        (p, q) => p == q,
+                    }
+            })
+    }
+
+    /// Checks one line: whatever we accept, the crate accepts the same way.
+    fn check(line: &str) -> Result<bool, TestCaseError> {
+        let series_prefix = super::super::series_prefix(line);
+        match ours(line) {
+            Some(fast) => {
+                let slow = reference(line);
+                prop_assert!(slow.is_some(), "we accept what the crate refuses: {line:?} -> {fast:?}");
+                let slow = slow.expect("checked");
+                prop_assert!(same(&fast, &slow), "{line:?}: ours {fast:?} crate {slow:?}");
+                let mut fields = Vec::new();
+                let text = parse_line(line, &mut fields).expect("accepted").series_text;
+                prop_assert_eq!(text, series_prefix);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn escape(text: &str, special: &[char]) -> String {
+        let mut out = String::new();
+        for c in text.chars() {
+            if special.contains(&c) || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    fn name() -> impl Strategy<Value = String> {
+        proptest::string::string_regex("[a-zA-Z0-9_ ,=\"\\\\é.\\-]{1,8}").expect("regex")
+    }
+
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<i64>().prop_map(|v| format!("{v}i")),
+            any::<u64>().prop_map(|v| format!("{v}u")),
+            any::<f64>().prop_filter("finite", |v| v.is_finite()).prop_map(|v| format!("{v}")),
+            (-100000i64..100000, 0u32..6).prop_map(|(m, k)| format!("{}", m as f64 / 10f64.powi(k as i32))),
+            (-99999i64..99999, 0u32..12, -30i32..30).prop_map(|(m, d, e)| format!("{m}.{d}e{e}")),
+            proptest::string::string_regex("[0-9]{1,25}(\\.[0-9]{1,25})?").expect("regex"),
+            proptest::sample::select(vec!["t", "T", "true", "True", "TRUE", "f", "F", "false", "False", "FALSE"])
+                .prop_map(str::to_string),
+            proptest::string::string_regex("[a-z \",=\\\\é]{0,8}")
+                .expect("regex")
+                .prop_map(|s| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))),
+        ]
+    }
+
+    fn valid_line() -> impl Strategy<Value = String> {
+        (
+            name(),
+            proptest::collection::vec((name(), name()), 0..4),
+            proptest::collection::vec((name(), value()), 1..5),
+            proptest::option::of(any::<i64>()),
+            0usize..3,
+        )
+            .prop_map(|(m, tags, fields, ts, spaces)| {
+                let mut line = escape(&m, &[',', ' ']);
+                for (k, v) in tags {
+                    line.push(',');
+                    line.push_str(&escape(&k, &[',', '=', ' ']));
+                    line.push('=');
+                    line.push_str(&escape(&v, &[',', '=', ' ']));
+                }
+                line.push_str(&" ".repeat(spaces + 1));
+                let fields: Vec<String> = fields.into_iter().map(|(k, v)| format!("{}={v}", escape(&k, &[',', '=', ' ']))).collect();
+                line.push_str(&fields.join(","));
+                if let Some(ts) = ts {
+                    line.push_str(&" ".repeat(spaces + 1));
+                    line.push_str(&ts.to_string());
+                }
+                line
+            })
+    }
+
+    /// Lines made of fragments that are often invalid or odd.
+    fn soup() -> impl Strategy<Value = String> {
+        let piece = proptest::sample::select(vec![
+            "m", "a", ",", " ", "  ", "=", "\\", "\"", "1", "-", ".", "e", "E", "+", "i", "u", "t", "true", "F", "x", "\t", "\n", "\0",
+            "\r", "é", "9223372036854775808", "18446744073709551616", "#",
+        ]);
+        proptest::collection::vec(piece, 1..24).prop_map(|pieces| pieces.concat())
+    }
+
+    fn mutated() -> impl Strategy<Value = String> {
+        (valid_line(), any::<prop::sample::Index>(), soup()).prop_map(|(line, at, extra)| {
+            let mut cut = at.index(line.len() + 1);
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            format!("{}{extra}{}", &line[..cut], &line[cut..])
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn fast_parser_agrees_with_the_crate(line in valid_line()) {
+            let trimmed = line.trim_start();
+            prop_assume!(!trimmed.starts_with('#'));
+            let accepted = check(trimmed)?;
+            // Valid lines are the hot path: the fast reader must take every one the crate takes.
+            prop_assert_eq!(accepted, reference(trimmed).is_some(), "{:?}", trimmed);
+        }
+
+        #[test]
+        fn fast_parser_refuses_what_the_crate_refuses(line in prop_oneof![soup(), mutated()]) {
+            let trimmed = line.trim_start();
+            prop_assume!(!trimmed.is_empty() && !trimmed.starts_with('#'));
+            check(trimmed)?;
+        }
+    }
+
+    #[test]
+    fn examples() {
+        for line in [
+            "m f=1",
+            "m,t=a f=1.5,g=-2i,h=3u,s=\"x\\\"y\\\\z\",b=TRUE 17",
+            "m\\ x\\,y,t\\=k=v\\ a\\,b f\\ g=1e5",
+            "m,a,b=c,d=e=f x,y=-0 -5",
+            "m=1 f=\"\"",
+            "m f=1  12  ",
+            "m f=\"a\\b\"",
+            "m\\a f=1",
+            "readings,name=truck_1,fleet=South latitude=50.12,longitude=4.72037,elevation=12i,heading=221 1451606400000000000",
+        ] {
+            assert!(check(line).expect("agrees"), "{line:?} should be taken by the fast reader");
+        }
+        for line in ["m", "m f", "m f=", "m f=1 ", "m f=1x", "m f=1.", "m f=.5", "m f=-5u", "m,t= f=1", "m\\ f=1", "m,t=a\\\\ f=1", "m f=\"x"]
+        {
+            assert!(ours(line).is_none(), "{line:?}");
+            assert!(reference(line).is_none(), "{line:?} crate");
+        }
+    }
+}
