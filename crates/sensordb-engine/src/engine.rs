@@ -167,6 +167,7 @@ struct Inner {
 
 /// The storage engine. Cheap to share behind an `Arc`; all methods take `&self`.
 pub struct Engine {
+    data_dir: PathBuf,
     inner: Arc<Inner>,
     flusher: Mutex<Option<JoinHandle<()>>>,
     compactor: Mutex<Option<JoinHandle<()>>>,
@@ -268,7 +269,12 @@ impl Engine {
         for (file, offset, what) in &report.problems {
             tracing::warn!(file = %file.display(), offset, problem = %what, "recovery repaired damage");
         }
-        Ok(Engine { inner, flusher: Mutex::new(Some(flusher)), compactor: Mutex::new(compactor), recovery: report, _lock: lock })
+        Ok(Engine { data_dir: dir.to_path_buf(), inner, flusher: Mutex::new(Some(flusher)), compactor: Mutex::new(compactor), recovery: report, _lock: lock })
+    }
+
+    /// The data directory this engine owns.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
     }
 
     /// What start-up found.

@@ -22,7 +22,9 @@ use txlog::{TxLog, TxLogOptions};
 /// Serves the native protocol on `listener` until `shutdown`.
 pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown: ShutdownSignal) {
     let options = TxLogOptions { sync: state.config.durability == Durability::Fsync, ..TxLogOptions::default() };
-    let dir = state.config.data_dir.clone();
+    // Beside the engine's files: the log is part of the same store (and a test server whose
+    // config keeps the default data_dir must not write into the working directory).
+    let dir = state.engine.data_dir().to_path_buf();
     let txlog = match tokio::task::spawn_blocking(move || TxLog::open(&dir, options)).await {
         Ok(Ok((log, report))) => {
             tracing::info!(path = %log.path().display(), remembered = report.loaded, expired = report.expired,
