@@ -13,7 +13,7 @@
 //! max_line_bytes = 1048576
 //! idle_timeout_ms = 60000
 //! transaction_timeout_ms = 30000
-//! memtable_bytes_max = 134217728  # points buffered in memory before flushing, active + frozen
+//! memtable_bytes_max = 33554432   # points buffered in memory before flushing, active + frozen
 //! [[tokens]]
 //! token = "secret"
 //! scopes = ["write", "read"]
@@ -70,7 +70,7 @@ impl Default for ServerConfig {
             max_line_bytes: 1 << 20,
             idle_timeout_ms: 60_000,
             transaction_timeout_ms: 30_000,
-            memtable_bytes_max: 128 << 20,
+            memtable_bytes_max: 32 << 20,
             tokens: Vec::new(),
             tls_cert: None,
             tls_key: None,
