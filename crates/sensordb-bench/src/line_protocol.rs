@@ -13,6 +13,7 @@
 //! Value mapping: float → `Value::F64`, `5i` → `I64`, `5u` → `U64`, booleans → `Bool`, strings →
 //! `Bytes` (UTF-8, unescaped).
 
+use sensordb_server::http::line_protocol::series_prefix;
 use crate::row::{Row, TagSet};
 use influxdb_line_protocol::FieldValue;
 use sensordb_engine::model::{Timestamp, Value};
@@ -247,19 +248,6 @@ pub fn parse_str(text: &str) -> Result<Vec<Row>, LineProtocolError> {
     LineProtocolReader::new(text.as_bytes()).collect()
 }
 
-/// The measurement and tag text: everything before the first unescaped space.
-fn series_prefix(line: &str) -> &str {
-    let bytes = line.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => i += 2,
-            b' ' => return &line[..i],
-            _ => i += 1,
-        }
-    }
-    line
-}
 
 /// Whether `text` ends inside a quoted string field value (so the record goes on on the next
 /// line). Quotes count only after the series part; inside a string a backslash escapes.
