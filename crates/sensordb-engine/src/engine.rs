@@ -214,7 +214,7 @@ impl Engine {
                     match catalog.kind(entry.series) {
                         Some(kind) if kind == entry.values.kind() => active.insert(entry),
                         _ => {
-                            tracing::error!(series = entry.series.0, "WAL points disagree with the series' kind; skipped");
+                            tracing::error!(series = entry.series.0, "WAL names a series the catalog lacks, or points of another kind; skipped");
                             continue;
                         }
                     }
@@ -697,18 +697,40 @@ fn resolve(entry: &crate::batch::SeriesPoints) -> ResolvedSeries {
 /// Measurement under which series whose catalog record was lost to damage are re-registered.
 pub const LOST_SERIES_MEASUREMENT: &str = "sensordb_lost_series";
 
+/// Most series ids re-registered as lost at once. An id further beyond the catalog's end is
+/// taken for damage in whatever names it, not for lost catalog records: re-registering it would
+/// make start-up create (and under `fsync` sync) millions of placeholder records.
+pub const LOST_SERIES_MAX: usize = 65_536;
+
 /// When stored data names series `id` but the catalog (cut after damage) ends before it,
 /// registers placeholder series `sensordb_lost_series,id=<n> value` up to `id`, so the data stays
-/// readable and the id is never handed to a new, unrelated series.
-fn adopt_lost_series(catalog: &Catalog, catalog_file: &Path, id: SeriesId, kind: ValueKind, report: &mut RecoveryReport) -> Result<()> {
-    while catalog.len() < id.0 as usize {
-        let next = catalog.len() + 1;
+/// readable and the id is never handed to a new, unrelated series. Returns false (registering
+/// nothing) when `id` lies more than [`LOST_SERIES_MAX`] beyond the catalog's end.
+fn adopt_lost_series(catalog: &Catalog, catalog_file: &Path, id: SeriesId, kind: ValueKind, report: &mut RecoveryReport) -> Result<bool> {
+    let known = catalog.len();
+    let wanted = id.0 as usize;
+    if wanted <= known {
+        return Ok(true);
+    }
+    if wanted - known > LOST_SERIES_MAX {
+        report.problems.push((
+            catalog_file.to_path_buf(),
+            0,
+            format!("data names series id {wanted}, far beyond the catalog's last id {known}: taken for damage, not adopted"),
+        ));
+        return Ok(false);
+    }
+    for next in known + 1..=wanted {
         let key = SeriesKey::new(LOST_SERIES_MEASUREMENT, [("id", next.to_string())], "value")?;
         // Ids below `id` with no data of their own take the same kind; nothing reads them.
         catalog.get_or_create(&key, kind)?;
-        report.problems.push((catalog_file.to_path_buf(), 0, format!("series id {next} had data but no catalog record; registered as {key}")));
     }
-    Ok(())
+    report.problems.push((
+        catalog_file.to_path_buf(),
+        0,
+        format!("series ids {}..={wanted} had data but no catalog record; registered as {LOST_SERIES_MEASUREMENT},id=<id> value", known + 1),
+    ));
+    Ok(true)
 }
 
 /// Deletes WAL files whose records are all in segments already.

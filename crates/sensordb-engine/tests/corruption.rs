@@ -176,3 +176,31 @@ fn a_damaged_catalog_tail_is_cut_and_reported() {
     let fresh = engine.series_id(&key(99), ValueKind::F64).expect("new series");
     assert_eq!(fresh, SeriesId(SERIES + 1));
 }
+
+/// Found by the `engine_wal` fuzz target (out of memory): a WAL record with a valid checksum that
+/// names series id 2^30 made start-up register a billion placeholder series.
+#[test]
+fn a_wal_record_naming_an_absurd_series_id_is_damage_not_a_billion_placeholders() {
+    use sensordb_engine::wal::{Wal, WalOptions};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(dir.path(), options()).expect("open");
+    let ids = write_range(&engine, 0, 100);
+    engine.close().expect("close");
+    {
+        let fs: std::sync::Arc<dyn sensordb_engine::fs::FileSystem> = std::sync::Arc::new(sensordb_engine::fs::RealFs);
+        let (wal, _) = Wal::open(fs, &dir.path().join("wal"), WalOptions::default(), &mut |_| Ok(())).expect("wal");
+        let mut batch = WriteBatch::new();
+        batch.push(SeriesId(1 << 30), 5, Value::F64(1.0)).expect("push");
+        batch.push(ids[0], 1_000, Value::F64(7.0)).expect("push");
+        let mut record = Vec::new();
+        batch.encode(&mut record);
+        let position = wal.append(&record).expect("append");
+        wal.wait_durable(position).expect("durable");
+    }
+    let started = std::time::Instant::now();
+    let engine = Engine::open(dir.path(), options()).expect("reopen");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(engine.stats().series, SERIES as usize, "no placeholders");
+    assert!(engine.recovery().problems.iter().any(|(_, _, what)| what.contains("far beyond")), "{:?}", engine.recovery().problems);
+    assert_eq!(engine.read(ids[0], 1_000, 1_001).points().count(), 1, "the record's sound entry is replayed");
+}
