@@ -229,6 +229,21 @@ impl ValueColumn {
     }
 }
 
+/// `min + span` where `span` is `max - min` computed in u64 (it may exceed i64::MAX, e.g. from a
+/// negative min to i64::MAX); `None` when no i64 lies that far above `min`.
+pub fn add_time_span(min: Timestamp, span: u64) -> Option<Timestamp> {
+    let max = min.wrapping_add(span as i64);
+    // Wrapping is exact modulo 2^64; the true result lies in range exactly when the distance
+    // from `min` to it, taken in u64, is `span`.
+    (max >= min && max.wrapping_sub(min) as u64 == span).then_some(max)
+}
+
+/// `max - min` as u64, for `max >= min`: never overflows.
+pub fn time_span(min: Timestamp, max: Timestamp) -> u64 {
+    debug_assert!(max >= min, "BUG: time range reversed");
+    max.wrapping_sub(min) as u64
+}
+
 /// Indices of `indices` (positions into `timestamps`, in write order) sorted by timestamp, one
 /// per timestamp: a repeated timestamp keeps the index written last. The one place that decides
 /// what "the last write wins" means, for memtables, direct writes and merged reads alike.
@@ -420,6 +435,15 @@ mod tests {
         );
         assert_eq!(SeriesKey::new("", [("a", "1")], "f"), Err(SeriesKeyError::EmptyMeasurement));
         assert_eq!(SeriesKey::new("m", [("a", "1")], ""), Err(SeriesKeyError::EmptyField));
+    }
+
+    #[test]
+    fn time_spans_wider_than_i64_round_trip() {
+        for (min, max) in [(i64::MIN, i64::MAX), (-4_774_451_407_313_060_419, i64::MAX), (5, 5), (i64::MIN, i64::MIN)] {
+            assert_eq!(add_time_span(min, time_span(min, max)), Some(max));
+        }
+        assert_eq!(add_time_span(1, u64::MAX), None, "no i64 lies that far above 1");
+        assert_eq!(add_time_span(i64::MAX, 1), None);
     }
 
     #[test]

@@ -225,3 +225,30 @@ fn large_payload_batches_go_straight_to_segments_and_last_write_still_wins() {
     assert_eq!(at_12.value, payload(3, 2000), "the later direct write at 12 won");
     assert_eq!(points.iter().find(|p| p.timestamp == 13).expect("13").value, payload(13, 500));
 }
+
+/// Found by the `engine_model` fuzz target: a point of one field was lost at flush when another
+/// field of its row had a point at `i64::MAX`.
+#[test]
+fn a_row_with_a_point_at_the_largest_timestamp_keeps_its_other_fields() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = EngineOptions { durability: Durability::None, block_points_max: 10, segment_bytes_max: 4096 * 6, memtable_shards: 2, ..EngineOptions::default() };
+    let row = |field: &str| SeriesKey::new("sensor", [("host", "a")], field).expect("key");
+    let (integer, boolean);
+    {
+        let engine = Engine::open(dir.path(), options.clone()).expect("open");
+        integer = engine.series_id(&row("i"), ValueKind::I64).expect("id");
+        boolean = engine.series_id(&row("b"), ValueKind::Bool).expect("id");
+        let mut batch = WriteBatch::new();
+        batch.push(boolean, i64::MAX, Value::Bool(true)).expect("push");
+        batch.push(integer, 5, Value::I64(-7)).expect("push");
+        batch.push(boolean, -4_774_451_407_313_060_419, Value::Bool(false)).expect("push");
+        engine.write(&batch).expect("write");
+        engine.close().expect("close");
+    }
+    let engine = Engine::open(dir.path(), options).expect("reopen");
+    let points: Vec<_> = engine.read(integer, i64::MIN, i64::MAX).points().collect::<Result<_, _>>().expect("read");
+    assert_eq!(points.len(), 1, "{points:?}");
+    assert_eq!(points[0].value, Value::I64(-7));
+    let booleans = engine.read(boolean, i64::MIN, i64::MAX).points().count();
+    assert_eq!(booleans, 1, "i64::MAX lies outside every half-open range");
+}

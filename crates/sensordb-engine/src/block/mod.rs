@@ -184,7 +184,7 @@ impl BlockHeader {
         put_varint(out, u64::from(self.series.0));
         put_varint(out, u64::from(self.count));
         out.extend_from_slice(&self.min_timestamp.to_le_bytes());
-        put_varint(out, self.max_timestamp.wrapping_sub(self.min_timestamp) as u64);
+        put_varint(out, crate::model::time_span(self.min_timestamp, self.max_timestamp));
         out.extend_from_slice(&self.stats.min_bits.to_le_bytes());
         out.extend_from_slice(&self.stats.max_bits.to_le_bytes());
         out.extend_from_slice(&self.stats.sum.to_le_bytes());
@@ -224,10 +224,8 @@ impl BlockHeader {
         let count = u32::try_from(varint(&mut position)?).map_err(|_| BlockError::Invariant("count out of range"))?;
         let min_timestamp = fixed(&mut position)? as i64;
         let span = varint(&mut position)?;
-        let max_timestamp = i64::try_from(span)
-            .ok()
-            .and_then(|span| min_timestamp.checked_add(span))
-            .ok_or(BlockError::Invariant("time span out of range"))?;
+        // The span of a block from a negative time to near i64::MAX exceeds i64::MAX: u64 it is.
+        let max_timestamp = crate::model::add_time_span(min_timestamp, span).ok_or(BlockError::Invariant("time span out of range"))?;
         let stats = ValueStats { min_bits: fixed(&mut position)?, max_bits: fixed(&mut position)?, sum: f64::from_bits(fixed(&mut position)?) };
         let column_length = |value: u64| u32::try_from(value).map_err(|_| BlockError::Invariant("column length out of range"));
         let timestamp_column_bytes = column_length(varint(&mut position)?)?;

@@ -108,7 +108,7 @@ impl IndexEntry {
             put_varint(out, entry.offset - end);
             put_varint(out, u64::from(entry.length));
             put_varint(out, zigzag(entry.min_timestamp.wrapping_sub(min_timestamp)));
-            put_varint(out, entry.max_timestamp.wrapping_sub(entry.min_timestamp) as u64);
+            put_varint(out, crate::model::time_span(entry.min_timestamp, entry.max_timestamp));
             sequence = entry.sequence;
             end = entry.offset + u64::from(entry.length);
             min_timestamp = entry.min_timestamp;
@@ -146,7 +146,7 @@ impl IndexEntry {
             let length = u32::try_from(varint(&mut position)?).map_err(|_| "block length out of range")?;
             min_timestamp = min_timestamp.wrapping_add(unzigzag(varint(&mut position)?));
             let span = varint(&mut position)?;
-            let max_timestamp = i64::try_from(span).ok().and_then(|span| min_timestamp.checked_add(span)).ok_or("time span out of range")?;
+            let max_timestamp = crate::model::add_time_span(min_timestamp, span).ok_or("time span out of range")?;
             if count == 0 {
                 return Err(format!("index entry for series {series} has no points"));
             }
