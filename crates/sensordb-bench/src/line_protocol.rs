@@ -21,26 +21,8 @@ use std::collections::HashMap;
 use std::io::BufRead;
 use std::sync::Arc;
 
-/// Unit of the timestamps in the input.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Precision {
-    #[default]
-    Nanoseconds,
-    Microseconds,
-    Milliseconds,
-    Seconds,
-}
-
-impl Precision {
-    fn nanos(self) -> i64 {
-        match self {
-            Precision::Nanoseconds => 1,
-            Precision::Microseconds => 1_000,
-            Precision::Milliseconds => 1_000_000,
-            Precision::Seconds => 1_000_000_000,
-        }
-    }
-}
+/// Unit of the timestamps in the input: the server's, so both read line protocol alike.
+pub use sensordb_server::http::line_protocol::Precision;
 
 /// How to read the input.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -165,13 +165,6 @@ impl Memtable {
     pub fn read_all(&self, series: SeriesId) -> Option<ResolvedSeries> {
         self.read_bounded(series, Timestamp::MIN, None)
     }
-
-    /// Every series, sorted by id, each sorted and with repeats resolved: the input of a flush.
-    /// The memtable stays intact, so readers keep seeing it until the blocks are published.
-    pub fn resolved_series(&self) -> Vec<ResolvedSeries> {
-        self.series_ids().into_iter().filter_map(|id| self.read_all(id)).collect()
-    }
-
 }
 
 #[cfg(test)]
@@ -212,7 +205,7 @@ mod tests {
         }
         batch.push(SeriesId(3), Timestamp::MAX, Value::I64(7)).expect("push");
         insert_all(&memtable, &batch);
-        let resolved = memtable.resolved_series();
+        let resolved: Vec<ResolvedSeries> = memtable.series_ids().into_iter().filter_map(|id| memtable.read_all(id)).collect();
         assert_eq!(resolved.iter().map(|s| s.series.0).collect::<Vec<_>>(), vec![1, 3, 5]);
         assert_eq!(resolved[1].timestamps, vec![1, Timestamp::MAX]);
         assert!(memtable.read(SeriesId(1), 0, 10).is_some(), "the memtable stays intact");
