@@ -98,6 +98,43 @@ pub trait FileSystem: Send + Sync + 'static {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Makes creations, renames and removals in `dir` durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Size and free space of the file system holding `dir` (statvfs).
+    fn space(&self, dir: &Path) -> io::Result<DiskSpace> {
+        statvfs_space(dir)
+    }
+}
+
+/// Size of a file system and how much of it is in use, as `df` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiskSpace {
+    pub total_bytes: u64,
+    /// Bytes an unprivileged writer can still use.
+    pub available_bytes: u64,
+}
+
+impl DiskSpace {
+    /// The used share `U` in [0, 1]: what `df` calls Use%, counting the root-reserved blocks as
+    /// unavailable.
+    pub fn used_share(&self) -> f64 {
+        if self.total_bytes == 0 {
+            return 1.0;
+        }
+        (1.0 - self.available_bytes as f64 / self.total_bytes as f64).clamp(0.0, 1.0)
+    }
+}
+
+fn statvfs_space(dir: &Path) -> io::Result<DiskSpace> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a valid NUL-terminated string and `stats` a writable statvfs.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stats) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fragment = stats.f_frsize as u64;
+    // Blocks reserved for root (f_bfree − f_bavail) count as used, as in `df`.
+    let total = (stats.f_blocks as u64).saturating_sub(stats.f_bfree as u64 - (stats.f_bavail as u64).min(stats.f_bfree as u64)) * fragment;
+    Ok(DiskSpace { total_bytes: total, available_bytes: stats.f_bavail as u64 * fragment })
 }
 
 /// The real file system.
@@ -447,6 +484,9 @@ impl FileSystem for FaultyFs {
             return Err(io::Error::other("injected fsync failure"));
         }
         self.inner.sync_dir(dir)
+    }
+    fn space(&self, dir: &Path) -> io::Result<DiskSpace> {
+        self.inner.space(dir)
     }
 }
 

@@ -22,7 +22,7 @@ use crate::flush::encode_series;
 use crate::memtable::ResolvedSeries;
 use crate::model::{last_write_wins, ValueColumn};
 use crate::segment::SegmentWriter;
-use crate::store::{BlockStore, CompactedSegment, SegmentStore, SegmentSummary};
+use crate::store::{CompactedSegment, SegmentStore, SegmentSummary};
 
 /// Knobs of compaction.
 #[derive(Clone, Copy, Debug)]
@@ -131,7 +131,7 @@ fn merge_blocks(store: &SegmentStore, blocks: &[crate::index::BlockRef]) -> Resu
     let mut values = ValueColumn::new(blocks[0].entry.kind);
     let mut sorted = true;
     for block in blocks {
-        let decoded = store.read_block(block)?;
+        let decoded = store.read_indexed_block(block)?;
         if let (Some(&last), Some(&first)) = (timestamps.last(), decoded.timestamps.first()) {
             sorted &= last < first;
         }

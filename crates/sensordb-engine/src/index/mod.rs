@@ -75,6 +75,32 @@ impl BlockIndex {
         self.points -= points;
     }
 
+    /// Forgets every block of `segment`, given the series it holds blocks of (repeats allowed):
+    /// touches only those series' lists.
+    pub fn remove_blocks(&mut self, segment: u64, series: impl IntoIterator<Item = SeriesId>) {
+        let mut seen = std::collections::HashSet::<SeriesId, BuildHasherDefault<IdHasher>>::default();
+        for id in series {
+            if !seen.insert(id) {
+                continue;
+            }
+            let Some(list) = self.series.get_mut(&id) else { continue };
+            let before = list.len();
+            let mut points = 0u64;
+            list.retain(|b| {
+                let keep = b.segment != segment;
+                if !keep {
+                    points += u64::from(b.entry.count);
+                }
+                keep
+            });
+            self.blocks -= before - list.len();
+            self.points -= points;
+            if list.is_empty() {
+                self.series.remove(&id);
+            }
+        }
+    }
+
     pub fn block_count(&self) -> usize {
         self.blocks
     }

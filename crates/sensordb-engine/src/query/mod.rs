@@ -10,10 +10,9 @@
 //! cluster at a time, so memory stays bounded by the largest cluster, not the whole range.
 
 use crate::error::Result;
-use crate::index::BlockRef;
 use crate::memtable::ResolvedSeries;
 use crate::model::{last_write_wins, Point, SeriesId, Timestamp, ValueColumn};
-use crate::store::BlockStore;
+use crate::store::{BlockStore, ListedBlock};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -40,7 +39,7 @@ pub struct RangeRead {
     from: Timestamp,
     to: Timestamp,
     /// Clusters of overlapping blocks, in time order, each ordered by ascending sequence.
-    clusters: VecDeque<Vec<BlockRef>>,
+    clusters: VecDeque<Vec<ListedBlock>>,
     /// Memtable points still to emit (newest memtable already resolved over older ones).
     memory: Option<Chunk>,
     memory_position: usize,
@@ -66,8 +65,8 @@ impl RangeRead {
             let Some(cluster) = self.clusters.front() else {
                 return self.take_memory_before(Timestamp::MAX).map(Ok);
             };
-            let cluster_min = cluster.iter().map(|b| b.entry.min_timestamp).min().unwrap_or(Timestamp::MIN);
-            let cluster_max = cluster.iter().map(|b| b.entry.max_timestamp).max().unwrap_or(Timestamp::MAX);
+            let cluster_min = cluster.iter().map(|b| b.block.entry.min_timestamp).min().unwrap_or(Timestamp::MIN);
+            let cluster_max = cluster.iter().map(|b| b.block.entry.max_timestamp).max().unwrap_or(Timestamp::MAX);
             if let Some(before) = self.take_memory_before(cluster_min) {
                 return Some(Ok(before));
             }
@@ -153,23 +152,24 @@ impl Iterator for Points {
 
 /// Groups blocks (sorted by min timestamp) into clusters of overlapping time ranges, each
 /// cluster sorted by ascending sequence so later sources win in the merge.
-fn clusters(blocks: Vec<BlockRef>) -> VecDeque<Vec<BlockRef>> {
-    let mut out: VecDeque<Vec<BlockRef>> = VecDeque::new();
+fn clusters(blocks: Vec<ListedBlock>) -> VecDeque<Vec<ListedBlock>> {
+    let mut out: VecDeque<Vec<ListedBlock>> = VecDeque::new();
     let mut cluster_max = Timestamp::MIN;
-    for block in blocks {
+    for listed in blocks {
+        let entry = listed.block.entry;
         match out.back_mut() {
-            Some(cluster) if block.entry.min_timestamp <= cluster_max => {
-                cluster.push(block);
-                cluster_max = cluster_max.max(block.entry.max_timestamp);
+            Some(cluster) if entry.min_timestamp <= cluster_max => {
+                cluster.push(listed);
+                cluster_max = cluster_max.max(entry.max_timestamp);
             }
             _ => {
-                out.push_back(vec![block]);
-                cluster_max = block.entry.max_timestamp;
+                out.push_back(vec![listed]);
+                cluster_max = entry.max_timestamp;
             }
         }
     }
     for cluster in &mut out {
-        cluster.sort_by_key(|b| b.entry.sequence);
+        cluster.sort_by_key(|b| b.block.entry.sequence);
     }
     out
 }

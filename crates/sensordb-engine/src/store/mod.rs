@@ -7,7 +7,7 @@
 
 mod segments;
 
-pub use segments::{CompactedSegment, SegmentStore, SegmentStoreOptions, SegmentSummary, StoreRecovery};
+pub use segments::{BlockLife, CompactedSegment, SegmentHandle, SegmentStore, SegmentStoreOptions, SegmentSummary, StoreRecovery};
 
 use crate::block::Block;
 use crate::error::Result;
@@ -25,6 +25,14 @@ pub struct StoreStats {
     pub bytes: u64,
 }
 
+/// A block listed for a read, with a pin on whatever holds it (for segments, the open file),
+/// so the block stays readable until the read drops it even if the store removes it meanwhile.
+#[derive(Clone)]
+pub struct ListedBlock {
+    pub block: BlockRef,
+    pub pin: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+}
+
 pub trait BlockStore: Send + Sync {
     /// Makes the blocks of one flush or direct write durable; afterwards [`BlockStore::blocks`]
     /// lists them. Concurrent calls may be committed together. Returns the group's sequence:
@@ -33,9 +41,9 @@ pub trait BlockStore: Send + Sync {
     /// earlier groups.
     fn put_group(&self, group: GroupBuilder, wal_checkpoint: u64) -> Result<u64>;
     /// Blocks of `series` that may hold points in `[from, to)`, ordered by min timestamp.
-    fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<BlockRef>;
-    /// Reads and verifies one block.
-    fn read_block(&self, block: &BlockRef) -> Result<Block>;
+    fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock>;
+    /// Reads and verifies one listed block.
+    fn read_block(&self, block: &ListedBlock) -> Result<Block>;
     /// Removes a whole segment (expiry) without reading it.
     fn drop_segment(&self, segment: u64) -> Result<()>;
     fn stats(&self) -> StoreStats;

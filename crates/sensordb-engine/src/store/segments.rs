@@ -3,7 +3,7 @@
 //! One segment is open for appends at a time; it is sealed once it reaches
 //! `segment_bytes_max`. Segments left unsealed by a crash are repaired and sealed at open.
 
-use super::{BlockStore, StoreStats};
+use super::{BlockStore, ListedBlock, StoreStats};
 use crate::block::Block;
 use crate::error::{Error, Result};
 use crate::filenames::{parse_numbered_file, SEGMENT_EXTENSION};
@@ -30,9 +30,6 @@ impl Default for SegmentStoreOptions {
     }
 }
 
-/// A segment removed by compaction: id, path, open handle, time of removal.
-type RetiredSegment = (u64, PathBuf, Arc<dyn StorageFile>, std::time::Instant);
-
 /// A sealed compaction output, ready for [`SegmentStore::install_compacted`].
 pub struct CompactedSegment {
     pub id: u64,
@@ -54,11 +51,41 @@ pub struct StoreRecovery {
     pub segments: usize,
 }
 
+/// An open segment file. The store holds one reference; each read in progress holds another
+/// (through [`ListedBlock::pin`]), so a removed segment's descriptor closes, and its space is
+/// freed, as soon as the last read that listed its blocks is done, never later.
+pub struct SegmentHandle {
+    pub id: u64,
+    pub path: PathBuf,
+    pub file: Arc<dyn StorageFile>,
+}
+
 struct SegmentFile {
-    path: PathBuf,
-    file: Arc<dyn StorageFile>,
+    handle: Arc<SegmentHandle>,
     bytes: u64,
     summary: SegmentSummary,
+    /// Every block, for reclaim decisions made without touching the file.
+    lives: Vec<BlockLife>,
+}
+
+impl SegmentFile {
+    fn new(handle: SegmentHandle, bytes: u64, summary: SegmentSummary, entries: &[crate::segment::IndexEntry]) -> Self {
+        SegmentFile { handle: Arc::new(handle), bytes, summary, lives: entries.iter().map(BlockLife::of).collect() }
+    }
+}
+
+/// What deciding whether a block is dead needs: its series, its newest point, its size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockLife {
+    pub series: SeriesId,
+    pub max_timestamp: Timestamp,
+    pub bytes: u32,
+}
+
+impl BlockLife {
+    fn of(entry: &crate::segment::IndexEntry) -> Self {
+        BlockLife { series: entry.series, max_timestamp: entry.max_timestamp, bytes: entry.length }
+    }
 }
 
 /// What compaction planning needs to know of a segment.
@@ -100,10 +127,6 @@ impl SegmentSummary {
     }
 }
 
-/// How long the handle of a segment removed by compaction stays open for reads that listed its
-/// blocks before the removal. The file's space is freed when the handle closes.
-const RETIRED_HANDLE_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
-
 pub struct SegmentStore {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
@@ -113,8 +136,6 @@ pub struct SegmentStore {
     open: Mutex<OpenSegment>,
     commit: Mutex<GroupCommit>,
     committed: Condvar,
-    /// Handles of segments removed by compaction, with the time of removal.
-    retired: Mutex<Vec<RetiredSegment>>,
 }
 
 struct OpenSegment {
@@ -197,7 +218,7 @@ impl SegmentStore {
             recovery.wal_checkpoint = recovery.wal_checkpoint.max(scan.wal_checkpoint);
             index.insert(id, &scan.entries);
             let summary = SegmentSummary::of(id, true, bytes, &scan.entries, scan.wal_checkpoint);
-            files.insert(id, SegmentFile { path, file: scan.file, bytes, summary });
+            files.insert(id, SegmentFile::new(SegmentHandle { id, path, file: scan.file.clone() }, bytes, summary, &scan.entries));
             recovery.segments += 1;
         }
         let store = SegmentStore {
@@ -209,7 +230,6 @@ impl SegmentStore {
             open: Mutex::new(OpenSegment { writer: None, next_id, sequence: recovery.max_sequence }),
             commit: Mutex::new(GroupCommit::default()),
             committed: Condvar::new(),
-            retired: Mutex::new(Vec::new()),
         };
         Ok((store, recovery))
     }
@@ -251,35 +271,82 @@ impl SegmentStore {
 
     /// Puts a sealed compaction output in place of the segments it replaces: one index update
     /// (readers see either the old blocks or the new ones), then the old files are removed.
-    /// Their handles stay open for [`RETIRED_HANDLE_GRACE`] for reads already under way.
+    /// Reads that listed blocks of a replaced segment keep its handle until they finish.
     pub fn install_compacted(&self, output: CompactedSegment, replaced: &[u64]) -> Result<()> {
         let bytes = output.file.len().map_err(|e| Error::io(&output.path, e))?;
         let summary = SegmentSummary::of(output.id, true, bytes, &output.entries, output.wal_checkpoint);
         let removed: Vec<SegmentFile> = {
             let mut index = self.index.write();
             let mut files = self.files.write();
-            for id in replaced {
-                index.remove_segment(*id);
+            let removed: Vec<SegmentFile> = replaced.iter().filter_map(|id| files.remove(id)).collect();
+            for old in &removed {
+                index.remove_blocks(old.handle.id, old.lives.iter().map(|l| l.series));
             }
             index.insert(output.id, &output.entries);
-            files.insert(output.id, SegmentFile { path: output.path, file: output.file, bytes, summary });
-            replaced.iter().filter_map(|id| files.remove(id)).collect()
+            let handle = SegmentHandle { id: output.id, path: output.path, file: output.file };
+            files.insert(output.id, SegmentFile::new(handle, bytes, summary, &output.entries));
+            removed
         };
-        let now = std::time::Instant::now();
-        let mut retired = self.retired.lock();
-        retired.retain(|(.., since)| now.duration_since(*since) < RETIRED_HANDLE_GRACE);
+        self.remove_files(removed)
+    }
+
+    /// Removes whole segments (all their data dead) without reading them: one index update, then
+    /// the files. Returns the bytes the files held. The open segment is never removed.
+    pub fn remove_segments(&self, ids: &[u64]) -> Result<u64> {
+        let open = self.open.lock();
+        let open_id = open.writer.as_ref().map(|w| w.id());
+        let removed: Vec<SegmentFile> = {
+            let mut index = self.index.write();
+            let mut files = self.files.write();
+            let removed: Vec<SegmentFile> = ids.iter().filter(|id| Some(**id) != open_id).filter_map(|id| files.remove(id)).collect();
+            for old in &removed {
+                index.remove_blocks(old.handle.id, old.lives.iter().map(|l| l.series));
+            }
+            removed
+        };
+        drop(open);
+        let bytes = removed.iter().map(|f| f.bytes).sum();
+        self.remove_files(removed)?;
+        Ok(bytes)
+    }
+
+    /// Unlinks files already taken out of the index. The store's handle is dropped here; a read
+    /// still under way holds its own until it is done.
+    fn remove_files(&self, removed: Vec<SegmentFile>) -> Result<()> {
         let mut outcome = Ok(());
         for old in removed {
-            if let Err(e) = self.fs.remove(&old.path) {
-                // Recovery removes it: the output's footer names it as replaced.
-                outcome = Err(Error::io(&old.path, e));
+            let path = old.handle.path.clone();
+            drop(old);
+            if let Err(e) = self.fs.remove(&path) {
+                // A compaction output's footer names its inputs, so start-up removes them; a
+                // fully dead segment left behind is found dead again after start-up.
+                outcome = Err(Error::io(&path, e));
             }
-            retired.push((old.summary.id, old.path, old.file, now));
         }
         if self.options.sync {
             self.fs.sync_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
         }
         outcome
+    }
+
+    /// Calls `visit` with the summary and block lives of every segment, under the read lock:
+    /// keep `visit` short.
+    pub fn visit_segments(&self, mut visit: impl FnMut(&SegmentSummary, &[BlockLife])) {
+        for file in self.files.read().values() {
+            visit(&file.summary, &file.lives);
+        }
+    }
+
+    /// Reads and verifies a block by its index entry, for maintenance work (compaction, merge)
+    /// that holds the segment in place.
+    pub fn read_indexed_block(&self, block: &BlockRef) -> Result<Block> {
+        let handle = self
+            .files
+            .read()
+            .get(&block.segment)
+            .map(|f| f.handle.clone())
+            .ok_or_else(|| Error::corruption(self.dir.clone(), 0, format!("segment {} is gone", block.segment)))?;
+        read_block(&handle.path, handle.file.as_ref(), &block.entry)
     }
 
     /// Ids of all segments, oldest first.
@@ -336,41 +403,38 @@ impl BlockStore for SegmentStore {
         }
     }
 
-    fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<BlockRef> {
-        self.index.read().blocks_in(series, from, to)
+    fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock> {
+        // Both locks, in the order writers take them, so no segment can vanish between
+        // listing a block and pinning its file.
+        let index = self.index.read();
+        let files = self.files.read();
+        index
+            .blocks_in(series, from, to)
+            .into_iter()
+            .filter_map(|block| {
+                let handle = files.get(&block.segment)?.handle.clone();
+                Some(ListedBlock { block, pin: handle })
+            })
+            .collect()
     }
 
-    fn read_block(&self, block: &BlockRef) -> Result<Block> {
-        let live = self.files.read().get(&block.segment).map(|s| (s.path.clone(), s.file.clone()));
-        let (path, file) = match live {
-            Some(found) => found,
-            // Listed before a compaction removed its segment: the handle is kept for a while.
-            None => self
-                .retired
-                .lock()
-                .iter()
-                .find(|(id, ..)| *id == block.segment)
-                .map(|(_, path, file, _)| (path.clone(), file.clone()))
-                .ok_or_else(|| Error::corruption(self.dir.clone(), 0, format!("segment {} is gone", block.segment)))?,
-        };
-        read_block(&path, file.as_ref(), &block.entry)
+    fn read_block(&self, listed: &ListedBlock) -> Result<Block> {
+        let handle = listed
+            .pin
+            .clone()
+            .downcast::<SegmentHandle>()
+            .map_err(|_| Error::corruption(self.dir.clone(), 0, "BUG: block listed by another store".to_string()))?;
+        read_block(&handle.path, handle.file.as_ref(), &listed.block.entry)
     }
 
     fn drop_segment(&self, segment: u64) -> Result<()> {
-        let mut open = self.open.lock();
-        if open.writer.as_ref().is_some_and(|w| w.id() == segment) {
-            open.writer = None;
-        }
-        self.index.write().remove_segment(segment);
-        if let Some(file) = self.files.write().remove(&segment) {
-            // Dropping the handle here, not later, is what lets the file system free the space.
-            drop(file.file);
-            self.fs.remove(&file.path).map_err(|e| Error::io(&file.path, e))?;
-            if self.options.sync {
-                self.fs.sync_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        {
+            let mut open = self.open.lock();
+            if open.writer.as_ref().is_some_and(|w| w.id() == segment) {
+                open.writer = None;
             }
         }
-        Ok(())
+        self.remove_segments(&[segment]).map(|_| ())
     }
 
     fn stats(&self) -> StoreStats {
@@ -405,7 +469,8 @@ impl SegmentStore {
             let writer = SegmentWriter::create(self.fs.as_ref(), &self.dir, id, self.options.sync)?;
             open.next_id += 1;
             let summary = SegmentSummary::of(id, false, writer.bytes(), &[], 0);
-            self.files.write().insert(id, SegmentFile { path: writer.path().to_path_buf(), file: writer.file(), bytes: writer.bytes(), summary });
+            let handle = SegmentHandle { id, path: writer.path().to_path_buf(), file: writer.file() };
+            self.files.write().insert(id, SegmentFile::new(handle, writer.bytes(), summary, &[]));
             open.writer = Some(writer);
         }
         let sequence = open.sequence + 1;
@@ -417,6 +482,7 @@ impl SegmentStore {
         if let Some(file) = self.files.write().get_mut(&id) {
             file.bytes = bytes;
             file.summary.add(&entries, bytes, wal_checkpoint);
+            file.lives.extend(entries.iter().map(BlockLife::of));
         }
         self.index.write().insert(id, &entries);
         if bytes >= self.options.segment_bytes_max {
@@ -434,11 +500,63 @@ impl SegmentStore {
     /// Records that segment `id` was sealed and its final size.
     fn refresh_size(&self, id: u64) {
         if let Some(file) = self.files.write().get_mut(&id) {
-            if let Ok(len) = file.file.len() {
+            if let Ok(len) = file.handle.file.len() {
                 file.bytes = len;
                 file.summary.bytes = len;
             }
             file.summary.sealed = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::RealFs;
+    use crate::model::ValueColumn;
+
+    fn group(series: u32, start: i64, points: i64) -> GroupBuilder {
+        let mut group = GroupBuilder::new();
+        let timestamps: Vec<i64> = (start..start + points).collect();
+        group.add_block(SeriesId(series), &timestamps, &ValueColumn::I64(timestamps.clone()));
+        group
+    }
+
+    /// Descriptors this process holds on files that were unlinked under `dir`.
+    fn deleted_descriptors(dir: &Path) -> usize {
+        let Ok(entries) = std::fs::read_dir("/proc/self/fd") else { return 0 };
+        entries
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| target.starts_with(dir) && target.to_string_lossy().ends_with("(deleted)"))
+            .count()
+    }
+
+    #[test]
+    fn a_removed_segment_stays_readable_to_a_read_in_progress_and_closes_when_it_ends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = SegmentStoreOptions { segment_bytes_max: 1, sync: false };
+        let (store, _) = SegmentStore::open(Arc::new(RealFs), dir.path(), options).expect("open");
+        store.put_group(group(1, 0, 100), 0).expect("first segment");
+        store.put_group(group(1, 100, 100), 0).expect("second segment");
+        let ids = store.segment_ids();
+        assert_eq!(ids.len(), 2, "each group sealed its own segment");
+        let listed = store.blocks(SeriesId(1), 0, 100);
+        assert_eq!(listed.len(), 1);
+
+        assert!(store.remove_segments(&ids[..1]).expect("remove") > 0);
+        let files: Vec<_> = std::fs::read_dir(dir.path()).expect("list").filter_map(|e| e.ok()).collect();
+        assert_eq!(files.len(), 1, "the removed segment's file is unlinked");
+        assert_eq!(store.segment_ids(), ids[1..].to_vec());
+        assert!(store.blocks(SeriesId(1), 0, 100).is_empty(), "the index forgot the removed blocks");
+        // The read that listed the block before the removal still gets it...
+        let block = store.read_block(&listed[0]).expect("pinned block is readable");
+        assert_eq!(block.timestamps.len(), 100);
+        if std::path::Path::new("/proc/self/fd").exists() {
+            assert!(deleted_descriptors(dir.path()) >= 1, "the pin holds the unlinked file open");
+            // ...and once it is done, nothing holds the unlinked file open.
+            drop(listed);
+            assert_eq!(deleted_descriptors(dir.path()), 0, "a removed segment's descriptor outlived its last read");
+        }
+        assert_eq!(store.stats().blocks, 1);
     }
 }
