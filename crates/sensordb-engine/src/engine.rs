@@ -28,6 +28,9 @@ use crate::query::RangeRead;
 use crate::flush::{add_inline, encode_group};
 use crate::memtable::ResolvedSeries;
 use crate::segment::GroupBuilder;
+use crate::reclaim::policy::{DatabasePolicy, Databases};
+use crate::reclaim::throttle::Admission;
+use crate::reclaim::{ReclaimOptions, ReclaimStats, Reclaimer};
 use crate::store::{BlockStore, SegmentStore, SegmentStoreOptions, StoreStats};
 use crate::wal::{Durability, Wal, WalOptions};
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -68,7 +71,27 @@ pub struct EngineOptions {
     pub compaction_small_block_points: u64,
     /// Compact in a background thread; otherwise only [`Engine::compact`] does.
     pub background_compaction: bool,
+    /// Retention, reclaim and throttling (see [`crate::reclaim`]).
+    pub reclaim: ReclaimOptions,
+    /// Reclaim in a background thread; otherwise only [`Engine::reclaim`] does.
+    pub background_reclaim: bool,
+    /// [`Engine::write`] itself delays its return as the disk fills (see
+    /// [`crate::reclaim::throttle`]). A server that delays acknowledgements asynchronously turns
+    /// this off and asks [`Engine::admission`] instead.
+    pub throttle_writes: bool,
+    /// The wall clock in nanoseconds since the epoch, against which storage periods run.
+    pub clock: Clock,
     pub fs: Arc<dyn FileSystem>,
+}
+
+/// A source of "now" in nanoseconds since the Unix epoch.
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// The system clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+    })
 }
 
 impl Default for EngineOptions {
@@ -87,6 +110,10 @@ impl Default for EngineOptions {
             memtable_shards: cores * 8,
             compaction_small_block_points: 2048,
             background_compaction: true,
+            reclaim: ReclaimOptions::default(),
+            background_reclaim: true,
+            throttle_writes: true,
+            clock: system_clock(),
             fs: Arc::new(RealFs),
         }
     }
@@ -101,6 +128,7 @@ impl std::fmt::Debug for EngineOptions {
             .field("block_points_max", &self.block_points_max)
             .field("payload_bytes_max", &self.payload_bytes_max)
             .field("flush_interval", &self.flush_interval)
+            .field("reclaim", &self.reclaim)
             .finish_non_exhaustive()
     }
 }
@@ -160,9 +188,13 @@ struct Inner {
     flushed_wal_checkpoint: Mutex<u64>,
     poisoned: Mutex<Option<String>>,
     closed: AtomicBool,
-    /// Serialises compactions (background thread and explicit calls).
+    /// Serialises compactions and reclaim cycles (background threads and explicit calls).
     compaction_lock: Mutex<()>,
     last_flush: Mutex<Instant>,
+    reclaimer: Reclaimer,
+    data_dir: PathBuf,
+    /// Set to start a reclaim cycle before the interval is up.
+    reclaim_requested: AtomicBool,
 }
 
 /// The storage engine. Cheap to share behind an `Arc`; all methods take `&self`.
@@ -171,6 +203,7 @@ pub struct Engine {
     inner: Arc<Inner>,
     flusher: Mutex<Option<JoinHandle<()>>>,
     compactor: Mutex<Option<JoinHandle<()>>>,
+    reclaim_thread: Mutex<Option<JoinHandle<()>>>,
     recovery: RecoveryReport,
     _lock: DirectoryLock,
 }
@@ -228,7 +261,11 @@ impl Engine {
             Some(wal)
         };
 
+        let reclaimer = Reclaimer::open(fs.as_ref(), dir, options.reclaim.clone())?;
         let inner = Arc::new(Inner {
+            reclaimer,
+            data_dir: dir.to_path_buf(),
+            reclaim_requested: AtomicBool::new(false),
             catalog,
             wal,
             wal_dir,
@@ -265,11 +302,30 @@ impl Engine {
         } else {
             None
         };
+        let reclaim_thread = if inner.options.background_reclaim {
+            let inner = inner.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("sensordb-reclaim".into())
+                    .spawn(move || inner.run_reclaimer())
+                    .map_err(|e| Error::io(dir, e))?,
+            )
+        } else {
+            None
+        };
         report.duration = started.elapsed();
         for (file, offset, what) in &report.problems {
             tracing::warn!(file = %file.display(), offset, problem = %what, "recovery repaired damage");
         }
-        Ok(Engine { data_dir: dir.to_path_buf(), inner, flusher: Mutex::new(Some(flusher)), compactor: Mutex::new(compactor), recovery: report, _lock: lock })
+        Ok(Engine {
+            data_dir: dir.to_path_buf(),
+            inner,
+            flusher: Mutex::new(Some(flusher)),
+            compactor: Mutex::new(compactor),
+            reclaim_thread: Mutex::new(reclaim_thread),
+            recovery: report,
+            _lock: lock,
+        })
     }
 
     /// The data directory this engine owns.
@@ -297,9 +353,10 @@ impl Engine {
         self.inner.catalog.get(id)
     }
 
-    /// Series of `measurement` (any when `None`) carrying every tag of `tag_filter`.
-    pub fn select_series(&self, measurement: Option<&str>, tag_filter: &[(&str, &str)]) -> Vec<SeriesEntry> {
-        self.inner.catalog.select(measurement, tag_filter)
+    /// Live series of `database` and `measurement` (any when `None`) carrying every tag of
+    /// `tag_filter`.
+    pub fn select_series(&self, database: Option<&str>, measurement: Option<&str>, tag_filter: &[(&str, &str)]) -> Vec<SeriesEntry> {
+        self.inner.catalog.select(database, measurement, tag_filter)
     }
 
     /// Writes `batch`; returns once it is durable under the configured durability.
@@ -310,6 +367,9 @@ impl Engine {
     /// Points of `series` in `[from, to)`, in time order, repeated timestamps resolved.
     pub fn read(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> RangeRead {
         let inner = &self.inner;
+        // Dead points (expired, beyond capacity, evicted) are gone for readers at once, even
+        // before their space is reclaimed.
+        let from = from.max(inner.reclaimer.cutoff(series));
         let (active, frozen) = {
             let memtables = inner.memtables.read();
             (memtables.active.clone(), memtables.frozen.clone())
@@ -351,6 +411,83 @@ impl Engine {
         Ok(())
     }
 
+    /// Runs one reclaim cycle now (the background thread runs them every
+    /// [`ReclaimOptions::interval`]): removes dead segments, merges as the Fisherman chooses,
+    /// evicts when full. See [`crate::reclaim`].
+    pub fn reclaim(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        self.inner.reclaim_once()
+    }
+
+    pub fn reclaim_options(&self) -> &ReclaimOptions {
+        &self.inner.options.reclaim
+    }
+
+    pub fn reclaim_stats(&self) -> ReclaimStats {
+        self.inner.reclaimer.stats()
+    }
+
+    /// What a writer should do before acknowledging at the current disk usage; for servers
+    /// that run with [`EngineOptions::throttle_writes`] off and delay acknowledgements
+    /// themselves.
+    pub fn admission(&self) -> Admission {
+        self.inner.reclaimer.admission()
+    }
+
+    /// Blocks until a reclaim cycle ends or `timeout` passes, asking for a cycle now.
+    pub fn wait_for_reclaim(&self, timeout: Duration) {
+        self.inner.request_reclaim();
+        self.inner.reclaimer.wait_for_cycle(timeout);
+    }
+
+    /// Databases and their retention policies.
+    pub fn databases(&self) -> Databases {
+        self.inner.reclaimer.databases()
+    }
+
+    /// Creates `name` (durably) unless it exists; its policy starts empty (keep until full).
+    pub fn create_database(&self, name: &str) -> Result<()> {
+        if name.is_empty() {
+            return Err(Error::InvalidSeriesKey(crate::model::SeriesKeyError::EmptyDatabase));
+        }
+        if self.inner.reclaimer.databases().policies.contains_key(name) {
+            return Ok(());
+        }
+        self.inner.reclaimer.update_databases(self.inner.options.fs.as_ref(), |d| {
+            d.policies.entry(name.to_string()).or_default();
+        })
+    }
+
+    /// Sets the retention policy of `name`, creating the database if needed; the next reclaim
+    /// cycle applies it.
+    pub fn set_database_policy(&self, name: &str, policy: DatabasePolicy) -> Result<()> {
+        if name.is_empty() {
+            return Err(Error::InvalidSeriesKey(crate::model::SeriesKeyError::EmptyDatabase));
+        }
+        self.inner.reclaimer.update_databases(self.inner.options.fs.as_ref(), |d| {
+            d.policies.insert(name.to_string(), policy);
+        })?;
+        self.inner.request_reclaim();
+        Ok(())
+    }
+
+    /// Deletes the series of `database` and `measurement` carrying every tag of `tag_filter`
+    /// (durably); their data is dead from now on and their keys free for new series. Returns
+    /// how many series were deleted.
+    pub fn delete_series(&self, database: &str, measurement: Option<&str>, tag_filter: &[(&str, &str)]) -> Result<usize> {
+        self.inner.check_writable()?;
+        let mut deleted = 0;
+        for entry in self.inner.catalog.select(Some(database), measurement, tag_filter) {
+            if self.inner.catalog.delete(entry.id)? {
+                deleted += 1;
+            }
+        }
+        if deleted > 0 {
+            self.inner.request_reclaim();
+        }
+        Ok(deleted)
+    }
+
     pub fn stats(&self) -> EngineStats {
         let inner = &self.inner;
         let memtables = inner.memtables.read();
@@ -387,6 +524,9 @@ impl Engine {
         if let Some(handle) = self.compactor.lock().take() {
             let _ = handle.join();
         }
+        if let Some(handle) = self.reclaim_thread.lock().take() {
+            let _ = handle.join();
+        }
     }
 
     fn shutdown(&self) -> Result<()> {
@@ -402,6 +542,9 @@ impl Engine {
             let _ = handle.join();
         }
         if let Some(handle) = self.compactor.lock().take() {
+            let _ = handle.join();
+        }
+        if let Some(handle) = self.reclaim_thread.lock().take() {
             let _ = handle.join();
         }
         let flushed = if self.inner.poisoned.lock().is_none() {
@@ -444,13 +587,57 @@ impl Inner {
         (self.options.memtable_bytes_max / 2).max(1)
     }
 
+    /// Writes `batch`; on a full disk, waits for reclaim (up to
+    /// [`ReclaimOptions::full_wait_max`]) and tries again instead of failing; with
+    /// [`EngineOptions::throttle_writes`], delays the return as the disk fills.
     fn write(&self, batch: &WriteBatch) -> Result<()> {
+        let started = Instant::now();
+        let wait_max = self.options.reclaim.full_wait_max;
+        loop {
+            if self.options.throttle_writes && self.reclaimer.admission() == Admission::WaitForSpace {
+                self.wait_for_space(started, wait_max)?;
+                continue;
+            }
+            match self.write_once(batch) {
+                Err(e) if e.is_no_space() && started.elapsed() < wait_max => {
+                    tracing::warn!(error = %e, "write paused: disk full; waiting for reclaim");
+                    self.request_reclaim();
+                    self.reclaimer.wait_for_cycle(Duration::from_millis(200));
+                }
+                Err(e) => return Err(e),
+                Ok(()) => break,
+            }
+        }
+        if self.options.throttle_writes {
+            if let Admission::After(delay) = self.reclaimer.admission() {
+                std::thread::sleep(delay);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits while usage is at `U_h`, until reclaim brings it down or `wait_max` since
+    /// `started` passes.
+    fn wait_for_space(&self, started: Instant, wait_max: Duration) -> Result<()> {
+        if started.elapsed() >= wait_max {
+            return Err(Error::NoSpace { path: self.data_dir.clone() });
+        }
+        self.check_writable()?;
+        self.request_reclaim();
+        self.reclaimer.wait_for_cycle(Duration::from_millis(200));
+        Ok(())
+    }
+
+    fn write_once(&self, batch: &WriteBatch) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
         self.check_writable()?;
         for entry in batch.entries() {
             let kind = self.catalog.kind(entry.series).ok_or(Error::UnknownSeries(entry.series.0))?;
+            if self.catalog.is_deleted(entry.series) {
+                return Err(Error::SeriesDeleted(entry.series.0));
+            }
             if kind != entry.values.kind() {
                 let key = self.catalog.get(entry.series).map_or_else(|| entry.series.0.to_string(), |e| e.key.canonical());
                 return Err(Error::KindMismatch { key, existing: kind, attempted: entry.values.kind() });
@@ -579,9 +766,14 @@ impl Inner {
                 signal.requested = false;
             }
             match self.flush_once() {
-                Ok(_) => failures = 0,
+                Ok(_) => {
+                    failures = 0;
+                    // A new segment may have pushed usage over a threshold.
+                    self.request_reclaim();
+                }
                 Err(e) if e.is_no_space() => {
                     failures += 1;
+                    self.request_reclaim();
                     tracing::warn!(error = %e, failures, "flush postponed: disk full");
                 }
                 // A failed flush changes nothing on disk (the segment is cut back, the frozen
@@ -635,6 +827,59 @@ impl Inner {
                 Ok(_) => {}
                 // Inputs stay in place when a compaction fails; it is retried later.
                 Err(e) => tracing::warn!(error = %e, "compaction failed; will retry"),
+            }
+        }
+    }
+
+    fn request_reclaim(&self) {
+        self.reclaim_requested.store(true, Ordering::SeqCst);
+        let _signal = self.signal.lock();
+        self.signal_changed.notify_all();
+    }
+
+    /// sensordb's bytes on disk: segments, catalog, WAL.
+    fn own_bytes(&self) -> u64 {
+        let wal_bytes: u64 = std::fs::read_dir(&self.wal_dir)
+            .map(|entries| entries.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum())
+            .unwrap_or(0);
+        self.store.stats().bytes + self.catalog.file_bytes() + wal_bytes
+    }
+
+    fn reclaim_once(&self) -> Result<()> {
+        let _maintenance = self.compaction_lock.lock();
+        self.reclaim_requested.store(false, Ordering::SeqCst);
+        let now = (self.options.clock)();
+        self.reclaimer.run_cycle(
+            self.options.fs.as_ref(),
+            &self.data_dir,
+            &self.store,
+            &self.catalog,
+            &self.compaction_options(),
+            &|| self.own_bytes(),
+            now,
+        )
+    }
+
+    /// Background reclaim: a cycle every interval, or sooner when asked.
+    fn run_reclaimer(&self) {
+        loop {
+            {
+                let mut signal = self.signal.lock();
+                if !signal.shutdown && !self.reclaim_requested.load(Ordering::SeqCst) {
+                    self.signal_changed.wait_for(&mut signal, self.options.reclaim.interval);
+                }
+                if signal.shutdown {
+                    return;
+                }
+            }
+            if self.poisoned.lock().is_some() {
+                std::thread::sleep(self.options.reclaim.interval);
+                continue;
+            }
+            if let Err(e) = self.reclaim_once() {
+                // Inputs stay in place when a merge fails; the next cycle tries again.
+                tracing::warn!(error = %e, "reclaim cycle failed; will retry");
+                std::thread::sleep(Duration::from_millis(100));
             }
         }
     }

@@ -45,6 +45,12 @@ pub enum Error {
     Poisoned(String),
     #[error("the engine is closed")]
     Closed,
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
+    #[error("series {0} was deleted")]
+    SeriesDeleted(u32),
+    #[error("unknown database {0:?}")]
+    UnknownDatabase(String),
 }
 
 impl Error {

@@ -16,6 +16,8 @@
 //! - [`index`]: the in-memory map from series to its blocks, rebuilt at start-up from footers.
 //! - [`store`]: the [`store::BlockStore`] trait that hides where sealed blocks live.
 //! - [`compaction`]: rewrites segments of short blocks (frequent flushes) into long blocks.
+//! - [`reclaim`]: bounded, cyclic storage: retention by period and capacity, removal of dead
+//!   segments, Fisherman merge selection, throttling as the disk fills.
 //! - [`query`]: range reads that merge memtables and blocks into one time-ordered stream.
 //! - [`engine`]: ties them together: write, read, flush, recovery.
 //! - [`fs`]: file I/O behind a trait so tests can inject faults.
@@ -40,6 +42,7 @@ pub mod inspect;
 pub mod memtable;
 pub mod model;
 pub mod query;
+pub mod reclaim;
 pub mod segment;
 pub mod store;
 pub mod wal;

@@ -260,9 +260,13 @@ pub fn last_write_wins(timestamps: &[Timestamp], mut indices: Vec<usize>) -> Vec
     kept
 }
 
-/// The identity of a series: measurement, tag set sorted by tag key, field name.
+/// The database a series belongs to unless told otherwise.
+pub const DEFAULT_DATABASE: &str = "default";
+
+/// The identity of a series: database, measurement, tag set sorted by tag key, field name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SeriesKey {
+    database: String,
     measurement: String,
     tags: Vec<(String, String)>,
     field: String,
@@ -276,6 +280,8 @@ pub enum SeriesKeyError {
     EmptyMeasurement,
     #[error("empty field name")]
     EmptyField,
+    #[error("empty database name")]
+    EmptyDatabase,
     #[error("empty tag key")]
     EmptyTagKey,
     #[error("tag key {0:?} appears twice")]
@@ -313,9 +319,22 @@ impl SeriesKey {
         if tags.iter().any(|(k, _)| k.is_empty()) {
             return Err(SeriesKeyError::EmptyTagKey);
         }
-        Ok(SeriesKey { measurement, tags, field })
+        Ok(SeriesKey { database: DEFAULT_DATABASE.to_string(), measurement, tags, field })
     }
 
+    /// The same series in database `database` (databases are separate namespaces).
+    pub fn in_database(mut self, database: impl Into<String>) -> Result<Self, SeriesKeyError> {
+        let database = database.into();
+        if database.is_empty() {
+            return Err(SeriesKeyError::EmptyDatabase);
+        }
+        self.database = database;
+        Ok(self)
+    }
+
+    pub fn database(&self) -> &str {
+        &self.database
+    }
     pub fn measurement(&self) -> &str {
         &self.measurement
     }
@@ -329,10 +348,15 @@ impl SeriesKey {
         &self.field
     }
 
-    /// The canonical text form, line-protocol style: `measurement,tag=value,... field`.
-    /// Commas, spaces, equals signs and backslashes inside names are escaped with a backslash.
+    /// The canonical text form, line-protocol style: `measurement,tag=value,... field`,
+    /// preceded by `database ` unless the series is in [`DEFAULT_DATABASE`]. Commas, spaces,
+    /// equals signs and backslashes inside names are escaped with a backslash.
     pub fn canonical(&self) -> String {
         let mut out = String::with_capacity(64);
+        if self.database != DEFAULT_DATABASE {
+            escape_into(&self.database, &mut out);
+            out.push(' ');
+        }
         escape_into(&self.measurement, &mut out);
         for (k, v) in &self.tags {
             out.push(',');
@@ -345,13 +369,26 @@ impl SeriesKey {
         out
     }
 
+    /// The canonical form without the database: `measurement,tag=value,... field`.
+    pub fn series_text(&self) -> String {
+        let mut out = self.canonical();
+        if self.database != DEFAULT_DATABASE {
+            // The database part is everything up to the first unescaped space.
+            let cut = split_unescaped(&out, ' ')[0].len() + 1;
+            out.drain(..cut);
+        }
+        out
+    }
+
     /// Parses the form written by [`SeriesKey::canonical`].
     pub fn parse(text: &str) -> Result<Self, SeriesKeyError> {
         let malformed = || SeriesKeyError::Malformed(text.to_string());
-        let parts = split_unescaped(text, ' ');
-        if parts.len() != 2 {
-            return Err(malformed());
-        }
+        let mut parts = split_unescaped(text, ' ');
+        let database = match parts.len() {
+            2 => None,
+            3 => Some(unescape(parts.remove(0))),
+            _ => return Err(malformed()),
+        };
         let field = unescape(parts[1]);
         let series = split_unescaped(parts[0], ',');
         let measurement = unescape(series[0]);
@@ -363,7 +400,11 @@ impl SeriesKey {
             }
             tags.push((unescape(kv[0]), unescape(kv[1])));
         }
-        SeriesKey::new(measurement, tags, field)
+        let key = SeriesKey::new(measurement, tags, field)?;
+        match database {
+            Some(database) => key.in_database(database),
+            None => Ok(key),
+        }
     }
 }
 
@@ -428,6 +469,21 @@ mod tests {
     }
 
     #[test]
+    fn databases_are_namespaces_and_the_default_is_left_out_of_the_text() {
+        let plain = SeriesKey::new("m", [("a", "1")], "f").expect("valid key");
+        assert_eq!(plain.database(), DEFAULT_DATABASE);
+        let other = plain.clone().in_database("plant 7").expect("valid database");
+        assert_ne!(plain, other, "the same key in two databases is two series");
+        assert_eq!(other.canonical(), "plant\\ 7 m,a=1 f");
+        assert_eq!(other.series_text(), "m,a=1 f");
+        assert_eq!(plain.series_text(), "m,a=1 f");
+        assert_eq!(SeriesKey::parse("plant\\ 7 m,a=1 f"), Ok(other));
+        assert_eq!(SeriesKey::parse("default m,a=1 f"), Ok(plain.clone()));
+        assert_eq!(plain.clone().in_database(""), Err(SeriesKeyError::EmptyDatabase));
+        assert!(SeriesKey::parse("a b c d").is_err());
+    }
+
+    #[test]
     fn duplicate_and_empty_parts_are_rejected() {
         assert_eq!(
             SeriesKey::new("m", [("a", "1"), ("a", "2")], "f"),
@@ -459,8 +515,12 @@ mod tests {
             measurement in "[a-z ,=\\\\]{1,8}",
             tags in proptest::collection::btree_map("[a-z ,=\\\\]{1,6}", "[A-Z0-9 ,=\\\\]{1,6}", 0..4),
             field in "[a-z ,=\\\\]{1,8}",
+            database in proptest::option::of("[a-z ,=\\\\]{1,8}"),
         ) {
-            let key = SeriesKey::new(measurement, tags, field).expect("valid key");
+            let mut key = SeriesKey::new(measurement, tags, field).expect("valid key");
+            if let Some(database) = database {
+                key = key.in_database(database).expect("valid database");
+            }
             prop_assert_eq!(SeriesKey::parse(&key.canonical()).expect("parses"), key);
         }
     }

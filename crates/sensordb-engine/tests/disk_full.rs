@@ -1,10 +1,19 @@
-//! A full disk (and an exhausted descriptor table): writes fail with a clear `NoSpace` error instead of poisoning the engine, the
-//! engine resumes by itself once space is back, and nothing acknowledged is lost.
+//! A full disk (and an exhausted descriptor table): a write waits for space (reclaim, or the
+//! disk freeing up) and goes on by itself; one that waits longer than its limit fails with a
+//! clear `NoSpace` error instead of poisoning the engine; nothing acknowledged is lost.
 
 use sensordb_engine::batch::WriteBatch;
 use sensordb_engine::fs::{FaultyFs, RealFs};
 use sensordb_engine::{Durability, Engine, EngineOptions, Error, SeriesId, SeriesKey, Value, ValueKind};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Options whose writes give up waiting for space after a fraction of a second.
+fn impatient(disk: &FaultyFs) -> EngineOptions {
+    let mut options = EngineOptions { durability: Durability::Fsync, fs: Arc::new(disk.clone()), ..EngineOptions::default() };
+    options.reclaim.full_wait_max = Duration::from_millis(300);
+    options
+}
 
 fn batch(id: SeriesId, from: i64) -> WriteBatch {
     let mut batch = WriteBatch::new();
@@ -18,7 +27,7 @@ fn batch(id: SeriesId, from: i64) -> WriteBatch {
 fn a_full_disk_refuses_writes_cleanly_and_recovers_when_space_returns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let disk = FaultyFs::new(Arc::new(RealFs));
-    let options = EngineOptions { durability: Durability::Fsync, fs: Arc::new(disk.clone()), ..EngineOptions::default() };
+    let options = impatient(&disk);
     let engine = Engine::open(dir.path(), options.clone()).expect("open");
     let id = engine.series_id(&SeriesKey::new("m", [("s", "1")], "v").expect("key"), ValueKind::F64).expect("id");
     engine.write(&batch(id, 0)).expect("acknowledged");
@@ -47,7 +56,7 @@ fn a_full_disk_refuses_writes_cleanly_and_recovers_when_space_returns() {
 fn a_disk_that_fills_during_a_flush_loses_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let disk = FaultyFs::new(Arc::new(RealFs));
-    let options = EngineOptions { durability: Durability::Fsync, fs: Arc::new(disk.clone()), ..EngineOptions::default() };
+    let options = impatient(&disk);
     let engine = Engine::open(dir.path(), options.clone()).expect("open");
     let id = engine.series_id(&SeriesKey::new("m", [("s", "1")], "v").expect("key"), ValueKind::F64).expect("id");
     for round in 0..10 {
@@ -64,13 +73,41 @@ fn a_disk_that_fills_during_a_flush_loses_nothing() {
     assert_eq!(engine.read(id, 0, 1_000).points().count(), 1_000);
 }
 
+/// ENOSPC pauses a write instead of failing it: once space comes back (here the disk frees up;
+/// in production, reclaim removes dead segments) the same call goes on and succeeds.
+#[test]
+fn a_write_that_meets_a_full_disk_waits_and_resumes_when_space_returns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let disk = FaultyFs::new(Arc::new(RealFs));
+    let mut options = impatient(&disk);
+    options.reclaim.full_wait_max = Duration::from_secs(60);
+    let engine = Engine::open(dir.path(), options.clone()).expect("open");
+    let id = engine.series_id(&SeriesKey::new("m", [("s", "1")], "v").expect("key"), ValueKind::F64).expect("id");
+    engine.write(&batch(id, 0)).expect("acknowledged");
+    disk.set_space_left(Some(0));
+    let started = Instant::now();
+    let freer = {
+        let disk = disk.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            disk.set_space_left(None);
+        })
+    };
+    engine.write(&batch(id, 100)).expect("the write waited for space instead of failing");
+    assert!(started.elapsed() >= Duration::from_millis(500), "it cannot have been durable before space returned");
+    freer.join().expect("freer");
+    engine.close().expect("close");
+    let engine = Engine::open(dir.path(), EngineOptions { fs: Arc::new(RealFs), ..options }).expect("reopen");
+    assert_eq!(engine.read(id, 0, 1_000).points().count(), 200);
+}
+
 /// Found by `sensordb bench tx` with 10,000 clients: "too many open files" while the WAL
 /// started a new file stopped the engine for good. Nothing had changed on disk, so it must not.
 #[test]
 fn running_out_of_file_descriptors_is_not_fatal() {
     let dir = tempfile::tempdir().expect("tempdir");
     let disk = FaultyFs::new(Arc::new(RealFs));
-    let options = EngineOptions { durability: Durability::Fsync, fs: Arc::new(disk.clone()), ..EngineOptions::default() };
+    let options = impatient(&disk);
     let engine = Engine::open(dir.path(), options.clone()).expect("open");
     let id = engine.series_id(&SeriesKey::new("m", [("s", "1")], "v").expect("key"), ValueKind::F64).expect("id");
     engine.write(&batch(id, 0)).expect("acknowledged");

@@ -53,6 +53,83 @@ pub struct ServerConfig {
     /// TLS certificate chain and private key (PEM); both or neither.
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// A segment file is sealed at this size (R; see `sensordb plan`).
+    pub segment_bytes_max: u64,
+    /// Bytes sensordb may use on its file system; unset for the whole file system.
+    pub capacity_bytes: Option<u64>,
+    /// `U_m`: disk usage that reclaim holds the disk at.
+    pub disk_target_usage: f64,
+    /// `U_l`: acknowledgements are delayed above this usage.
+    pub throttle_low_usage: f64,
+    /// `U_h`: writers wait for reclaim at this usage.
+    pub throttle_high_usage: f64,
+    /// Merge I/O (reads plus writes) per second; 0 for no limit.
+    pub merge_bytes_per_second: u64,
+    /// Evict the oldest data when the disk is full of live data (a cyclic store); otherwise
+    /// writers wait at `U_h` until data expires.
+    pub evict_oldest_when_full: bool,
+    /// How long a write waits for space (at `U_h` or after ENOSPC) before it fails.
+    pub full_wait_max_ms: u64,
+    /// Databases and their retention, applied at start (`[[databases]]` tables).
+    pub databases: Vec<DatabaseConfig>,
+}
+
+/// One `[[databases]]` table.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    pub name: String,
+    /// Storage period such as `30d`, `12h`, `90m`, `3600s`, `2w`.
+    pub period: Option<String>,
+    pub capacity_bytes: Option<u64>,
+    #[serde(default)]
+    pub overrides: Vec<PeriodOverrideConfig>,
+}
+
+/// A per-series storage period: the series of `measurement` (any when unset) carrying every
+/// tag of `tags`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PeriodOverrideConfig {
+    pub measurement: Option<String>,
+    #[serde(default)]
+    pub tags: std::collections::BTreeMap<String, String>,
+    pub period: String,
+}
+
+/// `30d`, `12h`, `90m`, `3600s`, `2w`.
+pub fn parse_period(text: &str) -> Option<std::time::Duration> {
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let seconds: u64 = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_secs(number.checked_mul(seconds)?))
+}
+
+impl DatabaseConfig {
+    pub fn policy(&self) -> Result<sensordb_engine::reclaim::policy::DatabasePolicy, ConfigError> {
+        let period = |text: &str| parse_period(text).ok_or_else(|| ConfigError::Invalid(format!("database {:?}: bad period {text:?} (use e.g. 30d, 12h, 90m)", self.name)));
+        let mut overrides = Vec::new();
+        for o in &self.overrides {
+            overrides.push(sensordb_engine::reclaim::policy::PeriodOverride {
+                measurement: o.measurement.clone(),
+                tags: o.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                period: period(&o.period)?,
+            });
+        }
+        Ok(sensordb_engine::reclaim::policy::DatabasePolicy {
+            period: self.period.as_deref().map(period).transpose()?,
+            capacity_bytes: self.capacity_bytes,
+            overrides,
+        })
+    }
 }
 
 impl Default for ServerConfig {
@@ -74,6 +151,15 @@ impl Default for ServerConfig {
             tokens: Vec::new(),
             tls_cert: None,
             tls_key: None,
+            segment_bytes_max: 64 << 20,
+            capacity_bytes: None,
+            disk_target_usage: 0.80,
+            throttle_low_usage: 0.90,
+            throttle_high_usage: 0.95,
+            merge_bytes_per_second: 64 << 20,
+            evict_oldest_when_full: true,
+            full_wait_max_ms: 600_000,
+            databases: Vec::new(),
         }
     }
 }
@@ -123,13 +209,58 @@ impl ServerConfig {
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err(ConfigError::Invalid("tls_cert and tls_key go together".into()));
         }
+        if self.segment_bytes_max < 1 << 20 {
+            return Err(ConfigError::Invalid("segment_bytes_max must be at least 1 MiB".into()));
+        }
+        self.engine_options().reclaim.validate().map_err(ConfigError::Invalid)?;
+        for database in &self.databases {
+            database.policy()?;
+        }
         Ok(())
+    }
+
+    /// The engine options these settings call for. Acknowledgement delays are the server's job
+    /// (asynchronous), so the engine does not throttle inside `write`.
+    pub fn engine_options(&self) -> sensordb_engine::EngineOptions {
+        let mut options = sensordb_engine::EngineOptions {
+            durability: self.durability,
+            memtable_bytes_max: self.memtable_bytes_max,
+            segment_bytes_max: self.segment_bytes_max,
+            throttle_writes: false,
+            ..sensordb_engine::EngineOptions::default()
+        };
+        options.reclaim.capacity_bytes = self.capacity_bytes;
+        options.reclaim.target_usage = self.disk_target_usage;
+        options.reclaim.throttle_low = self.throttle_low_usage;
+        options.reclaim.throttle_high = self.throttle_high_usage;
+        options.reclaim.merge_bytes_per_second = self.merge_bytes_per_second;
+        options.reclaim.evict_oldest_when_full = self.evict_oldest_when_full;
+        options.reclaim.full_wait_max = std::time::Duration::from_millis(self.full_wait_max_ms);
+        options
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retention_settings_and_databases_are_read_and_checked() {
+        let config = ServerConfig::from_toml(
+            "capacity_bytes = 1000000000\ndisk_target_usage = 0.7\n\n[[databases]]\nname = \"plant\"\nperiod = \"30d\"\ncapacity_bytes = 5000\n\n[[databases.overrides]]\nmeasurement = \"debug\"\ntags = { line = \"a\" }\nperiod = \"12h\"\n",
+        )
+        .expect("valid");
+        let options = config.engine_options();
+        assert_eq!(options.reclaim.capacity_bytes, Some(1_000_000_000));
+        assert_eq!(options.reclaim.target_usage, 0.7);
+        assert!(!options.throttle_writes, "the server delays acknowledgements itself");
+        let policy = config.databases[0].policy().expect("policy");
+        assert_eq!(policy.period, Some(std::time::Duration::from_secs(30 * 86_400)));
+        assert_eq!(policy.overrides[0].period, std::time::Duration::from_secs(12 * 3600));
+        assert_eq!(policy.overrides[0].tags, vec![("line".to_string(), "a".to_string())]);
+        assert!(ServerConfig::from_toml("throttle_low_usage = 0.99\n").is_err(), "U_l above U_h");
+        assert!(ServerConfig::from_toml("[[databases]]\nname = \"x\"\nperiod = \"5y\"\n").is_err(), "bad period");
+    }
 
     #[test]
     fn an_empty_file_gives_the_defaults() {

@@ -60,6 +60,21 @@ impl Metrics {
         metric("sensordb_segments", "gauge", "Segment files.", stats.store.segments.to_string());
         metric("sensordb_disk_bytes", "gauge", "Bytes of segment files and the catalog.", (stats.store.bytes + stats.catalog_bytes).to_string());
         metric("sensordb_flushes_total", "counter", "Memtable flushes.", stats.flushes.to_string());
+        let reclaim = engine.reclaim_stats();
+        let f = |x: f64| if x.is_finite() { format!("{x:.6}") } else { "+Inf".to_string() };
+        metric("sensordb_disk_usage_ratio", "gauge", "Disk usage U: the larger of the file system's used share and sensordb's bytes over its capacity.", f(reclaim.usage.share));
+        metric("sensordb_disk_file_system_usage_ratio", "gauge", "Used share of the data file system (statvfs).", f(reclaim.usage.file_system_share));
+        metric("sensordb_disk_capacity_bytes", "gauge", "Capacity C that disk usage is relative to.", reclaim.usage.capacity_bytes.to_string());
+        metric("sensordb_reclaim_hunger", "gauge", "Fisherman hunger H = (U - U_m)/(1 - U_m).", f(reclaim.hunger));
+        metric("sensordb_reclaim_dead_share_threshold", "gauge", "Fisherman take threshold D_m.", f(reclaim.dead_share_threshold));
+        metric("sensordb_throttle_delay_seconds", "gauge", "Current acknowledgement delay T (+Inf while writers wait for space).", f(reclaim.throttle_seconds));
+        metric("sensordb_dead_bytes", "gauge", "Dead bytes still on disk.", reclaim.dead_bytes.to_string());
+        metric("sensordb_reclaim_segments_removed_total", "counter", "Whole dead segments removed without reading.", reclaim.segments_removed.to_string());
+        metric("sensordb_reclaim_bytes_removed_total", "counter", "Bytes of whole dead segments removed.", reclaim.bytes_removed.to_string());
+        metric("sensordb_reclaim_segments_merged_total", "counter", "Partly dead segments merged.", reclaim.segments_merged.to_string());
+        metric("sensordb_reclaim_merge_bytes_read_total", "counter", "Live block bytes read by merges.", reclaim.merge_bytes_read.to_string());
+        metric("sensordb_reclaim_merge_bytes_written_total", "counter", "Bytes written by merges.", reclaim.merge_bytes_written.to_string());
+        metric("sensordb_reclaim_bytes_evicted_total", "counter", "Live bytes evicted because the disk was full of live data.", reclaim.bytes_evicted.to_string());
         out
     }
 }

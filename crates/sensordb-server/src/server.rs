@@ -28,6 +28,38 @@ pub struct ServerState {
     pub tls: Option<crate::tls::TlsAcceptor>,
 }
 
+impl ServerState {
+    /// Waits (asynchronously) while disk usage is at `U_h`, where writers wait for reclaim;
+    /// fails with `NoSpace` after the engine's `full_wait_max`.
+    pub async fn wait_for_space(&self) -> Result<(), sensordb_engine::Error> {
+        let started = std::time::Instant::now();
+        let wait_max = self.engine.reclaim_options().full_wait_max;
+        while self.engine.admission() == sensordb_engine::reclaim::throttle::Admission::WaitForSpace {
+            if started.elapsed() >= wait_max {
+                return Err(sensordb_engine::Error::NoSpace { path: self.engine.data_dir().to_path_buf() });
+            }
+            let engine = self.engine.clone();
+            // The wait for the next reclaim cycle blocks a thread: bound it and keep it off
+            // the async workers.
+            let _ = tokio::task::spawn_blocking(move || engine.wait_for_reclaim(std::time::Duration::from_millis(200))).await;
+        }
+        let waited = started.elapsed();
+        if waited.as_micros() > 0 && waited > std::time::Duration::from_millis(1) {
+            crate::metrics::Metrics::add(&self.metrics.throttle_delay_us, waited.as_micros() as u64);
+        }
+        Ok(())
+    }
+
+    /// Delays an acknowledgement by `T = (U − U_l)/(U_h − U_l)` seconds while usage is between
+    /// the throttle thresholds, so synchronous senders slow down and reclaim keeps up.
+    pub async fn throttle_acknowledgement(&self) {
+        if let sensordb_engine::reclaim::throttle::Admission::After(delay) = self.engine.admission() {
+            crate::metrics::Metrics::add(&self.metrics.throttle_delay_us, delay.as_micros() as u64);
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
 /// Receives `true` when the server is shutting down.
 pub type ShutdownSignal = watch::Receiver<bool>;
 

@@ -10,7 +10,7 @@ use anyhow::Context;
 use sensordb_bench::row::SeriesMap;
 use sensordb_bench::tsbs::{TsbsConfig, TsbsGenerator};
 use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId};
+use sensordb_engine::{Durability, Engine, SeriesId};
 use sensordb_server::{Server, ServerConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -60,8 +60,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     raise_open_file_limit(config.max_connections);
 
     let started = Instant::now();
-    let options = EngineOptions { durability: config.durability, memtable_bytes_max: config.memtable_bytes_max, ..EngineOptions::default() };
+    let options = config.engine_options();
     let engine = Arc::new(Engine::open(&config.data_dir, options).with_context(|| format!("opening {}", config.data_dir.display()))?);
+    for database in &config.databases {
+        let policy = database.policy()?;
+        engine.set_database_policy(&database.name, policy).with_context(|| format!("applying database {:?}", database.name))?;
+    }
     let recovery = engine.recovery();
     println!(
         "sensordb: opened {} in {:.1} ms ({} series, {} segments, {} WAL records replayed, {} problems repaired)",

@@ -10,7 +10,7 @@
 //! ```text
 //! file header (16 bytes)
 //!   0  8  magic "SDBCATLG"
-//!   8  2  format version (1)                          u16 LE
+//!   8  2  format version (2; 1 = no tombstones yet)   u16 LE
 //!  10  2  reserved (0)                                u16 LE
 //!  12  4  CRC32C of bytes [0, 12)                     u32 LE
 //! record (repeated, back to back, no padding)
@@ -18,7 +18,7 @@
 //!   n  4  CRC32C of the n length bytes + the body     u32 LE
 //! n+4  L  body:
 //!           series id                                 varint
-//!           value kind                                u8
+//!           value kind, or 0xFE for a tombstone       u8
 //!           P: bytes of the key text shared with the
 //!              previous record's key text (0 first)   varint
 //!           suffix: key text bytes [P, end)           L - (bytes above)
@@ -26,6 +26,11 @@
 //! The key text is the canonical form (model::SeriesKey::canonical), UTF-8: the previous record's
 //! text cut at P, then the suffix. Writers cut P back to a character boundary, readers validate
 //! the joined text as UTF-8.
+//!
+//! A tombstone deletes an earlier series: its id is that series' id (not a new one) and its key
+//! text is that series' key. The key is free again afterwards: a later record may give it a new
+//! id. Format version 2 introduced tombstones; a version 1 file is read as is and its header is
+//! rewritten as version 2 before its first tombstone is appended.
 //!
 //! A torn or corrupt tail is cut off at the last good record on open and reported; ids are
 //! checked to be dense, so a lost record in the middle is detected instead of misnumbering.
@@ -44,7 +49,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"SDBCATLG";
-const FORMAT_VERSION: u16 = 1;
+const FORMAT_VERSION: u16 = 2;
+/// The last version without tombstones, still read.
+const FORMAT_VERSION_WITHOUT_TOMBSTONES: u16 = 1;
 const HEADER_BYTES: u64 = 16;
 /// Longest series key accepted, in bytes.
 pub const SERIES_KEY_BYTES_MAX: usize = 64 * 1024;
@@ -58,9 +65,14 @@ pub struct SeriesEntry {
 }
 
 struct State {
+    /// Live series only: a deleted key is free for a new id.
     by_key: HashMap<Arc<SeriesKey>, SeriesId>,
-    /// `by_id[i]` is the series with id `i + 1`.
+    /// `by_id[i]` is the series with id `i + 1`, deleted or not.
     by_id: Vec<SeriesEntry>,
+    /// `deleted[i]`: the series with id `i + 1` is deleted.
+    deleted: Vec<bool>,
+    /// Bumped by every deletion, so caches of per-series facts know to refresh.
+    deletions: u64,
 }
 
 /// The catalog. Lookups take a shared lock; creating a series takes the append lock.
@@ -79,6 +91,8 @@ struct Tail {
     end: u64,
     /// Key text of the last record in the file (empty when there is none).
     last_text: String,
+    /// Format version in the file header.
+    version: u16,
 }
 
 /// What opening the catalog found wrong and repaired.
@@ -86,6 +100,17 @@ struct Tail {
 pub struct CatalogRecovery {
     /// Offset where a torn or corrupt tail was cut off, with the reason.
     pub truncated_at: Option<(u64, String)>,
+}
+
+/// The file header of the current format version.
+fn header_bytes() -> Vec<u8> {
+    let mut header = Vec::with_capacity(HEADER_BYTES as usize);
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header.extend_from_slice(&0u16.to_le_bytes());
+    let checksum = crc32c(&header);
+    header.extend_from_slice(&checksum.to_le_bytes());
+    header
 }
 
 impl Catalog {
@@ -97,13 +122,7 @@ impl Catalog {
             fs.open_rw(path).map_err(io)?
         } else {
             let file = fs.create(path).map_err(io)?;
-            let mut header = Vec::with_capacity(HEADER_BYTES as usize);
-            header.extend_from_slice(MAGIC);
-            header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-            header.extend_from_slice(&0u16.to_le_bytes());
-            let checksum = crc32c(&header);
-            header.extend_from_slice(&checksum.to_le_bytes());
-            file.write_all_at(&header, 0).map_err(io)?;
+            file.write_all_at(&header_bytes(), 0).map_err(io)?;
             file.sync_data().map_err(io)?;
             if let Some(dir) = path.parent() {
                 fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
@@ -135,10 +154,10 @@ impl Catalog {
             return Err(Error::corruption(path, 0, "bad catalog header"));
         }
         let version = u16::from_le_bytes([header[8], header[9]]);
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != FORMAT_VERSION_WITHOUT_TOMBSTONES {
             return Err(Error::UnsupportedVersion { path: path.into(), found: version, supported: FORMAT_VERSION });
         }
-        let mut state = State { by_key: HashMap::new(), by_id: Vec::new() };
+        let mut state = State { by_key: HashMap::new(), by_id: Vec::new(), deleted: Vec::new(), deletions: 0 };
         let mut offset = HEADER_BYTES as usize;
         let mut last_text = String::new();
         let mut recovery = CatalogRecovery::default();
@@ -148,7 +167,21 @@ impl Catalog {
                 Ok((record, key, len))
             });
             match parsed {
+                Ok((record, key, len)) if record.kind.is_none() => {
+                    let index = (record.id as usize).wrapping_sub(1);
+                    let names_a_live_series = state.by_id.get(index).is_some_and(|e| *e.key == key) && !state.deleted[index];
+                    if version == FORMAT_VERSION_WITHOUT_TOMBSTONES || !names_a_live_series {
+                        recovery.truncated_at = Some((offset as u64, format!("tombstone for series id {} does not name a live series", record.id)));
+                        break;
+                    }
+                    state.by_key.remove(&key);
+                    state.deleted[index] = true;
+                    state.deletions += 1;
+                    last_text = record.text;
+                    offset += len;
+                }
                 Ok((record, key, len)) => {
+                    let kind = record.kind.expect("BUG: tombstones are handled above");
                     if record.id as usize != state.by_id.len() + 1 {
                         return Err(Error::corruption(
                             path,
@@ -162,9 +195,10 @@ impl Catalog {
                         recovery.truncated_at = Some((offset as u64, format!("series key {key} repeats series id {}", first.0)));
                         break;
                     }
-                    let entry = SeriesEntry { id: SeriesId(record.id), key: Arc::new(key), kind: record.kind };
+                    let entry = SeriesEntry { id: SeriesId(record.id), key: Arc::new(key), kind };
                     state.by_key.insert(entry.key.clone(), entry.id);
                     state.by_id.push(entry);
+                    state.deleted.push(false);
                     last_text = record.text;
                     offset += len;
                 }
@@ -174,7 +208,7 @@ impl Catalog {
                 }
             }
         }
-        Ok((state, Tail { end: offset as u64, last_text }, recovery))
+        Ok((state, Tail { end: offset as u64, last_text, version }, recovery))
     }
 
     /// The id of `key`, creating the series with `kind` if it is new. Fails when the series
@@ -194,7 +228,7 @@ impl Catalog {
         }
         let id = SeriesId(u32::try_from(self.state.read().by_id.len() + 1).map_err(|_| Error::Poisoned("series id space exhausted".into()))?);
         let mut bytes = Vec::with_capacity(16 + text.len());
-        record::encode(&mut bytes, id.0, kind, &tail.last_text, &text);
+        record::encode(&mut bytes, id.0, Some(kind), &tail.last_text, &text);
         let io = |e| Error::io(&self.path, e);
         let written = self.file.write_all_at(&bytes, tail.end).and_then(|()| {
             if self.sync_on_create {
@@ -216,7 +250,61 @@ impl Catalog {
         let mut state = self.state.write();
         state.by_key.insert(key.clone(), id);
         state.by_id.push(SeriesEntry { id, key, kind });
+        state.deleted.push(false);
         Ok(id)
+    }
+
+    /// Deletes series `id` durably (a tombstone record, synced): its key is free for a new id
+    /// and its data is dead. Returns false when it was deleted already or never existed.
+    pub fn delete(&self, id: SeriesId) -> Result<bool> {
+        let mut tail = self.append.lock();
+        let Some(index) = (id.0 as usize).checked_sub(1) else { return Ok(false) };
+        let text = {
+            let state = self.state.read();
+            match (state.by_id.get(index), state.deleted.get(index)) {
+                (Some(entry), Some(false)) => entry.key.canonical(),
+                _ => return Ok(false),
+            }
+        };
+        let io = |e| Error::io(&self.path, e);
+        if tail.version == FORMAT_VERSION_WITHOUT_TOMBSTONES {
+            self.file.write_all_at(&header_bytes(), 0).and_then(|()| self.file.sync_data()).map_err(io)?;
+            tail.version = FORMAT_VERSION;
+        }
+        let mut bytes = Vec::with_capacity(16 + text.len());
+        record::encode(&mut bytes, id.0, None, &tail.last_text, &text);
+        if let Err(e) = self.file.write_all_at(&bytes, tail.end).and_then(|()| self.file.sync_data()) {
+            let _ = self.file.set_len(tail.end);
+            return Err(io(e));
+        }
+        tail.end += bytes.len() as u64;
+        tail.last_text = text;
+        let mut state = self.state.write();
+        let key = state.by_id[index].key.clone();
+        state.by_key.remove(&key);
+        state.deleted[index] = true;
+        state.deletions += 1;
+        Ok(true)
+    }
+
+    /// Whether series `id` is deleted.
+    pub fn is_deleted(&self, id: SeriesId) -> bool {
+        let Some(index) = (id.0 as usize).checked_sub(1) else { return false };
+        self.state.read().deleted.get(index).copied().unwrap_or(false)
+    }
+
+    /// How many deletions have happened; changes whenever a series is deleted.
+    pub fn deletions(&self) -> u64 {
+        self.state.read().deletions
+    }
+
+    /// Calls `visit` for every series from id `first` on, with whether it is deleted.
+    pub fn visit_from(&self, first: SeriesId, mut visit: impl FnMut(&SeriesEntry, bool)) {
+        let state = self.state.read();
+        let start = (first.0 as usize).saturating_sub(1);
+        for (entry, deleted) in state.by_id.iter().zip(&state.deleted).skip(start) {
+            visit(entry, *deleted);
+        }
     }
 
     fn lookup(&self, key: &SeriesKey, kind: ValueKind) -> Result<Option<SeriesId>> {
@@ -262,12 +350,17 @@ impl Catalog {
         self.len() == 0
     }
 
-    /// Series of `measurement` whose tags include every `(key, value)` of `tag_filter`, in id order.
-    pub fn select(&self, measurement: Option<&str>, tag_filter: &[(&str, &str)]) -> Vec<SeriesEntry> {
-        self.state
-            .read()
+    /// Live series of `database` (any when `None`) and `measurement` (any when `None`) whose
+    /// tags include every `(key, value)` of `tag_filter`, in id order.
+    pub fn select(&self, database: Option<&str>, measurement: Option<&str>, tag_filter: &[(&str, &str)]) -> Vec<SeriesEntry> {
+        let state = self.state.read();
+        state
             .by_id
             .iter()
+            .zip(&state.deleted)
+            .filter(|(_, deleted)| !**deleted)
+            .map(|(e, _)| e)
+            .filter(|e| database.is_none_or(|d| e.key.database() == d))
             .filter(|e| measurement.is_none_or(|m| e.key.measurement() == m))
             .filter(|e| tag_filter.iter().all(|(k, v)| e.key.tag(k) == Some(v)))
             .cloned()
@@ -297,7 +390,7 @@ mod tests {
         // A record with valid framing and checksum that repeats the key under id 2.
         let text = SeriesKey::new("m", [("name", "a")], "x").expect("key").canonical();
         let mut record = Vec::new();
-        record::encode(&mut record, 2, ValueKind::F64, &text, &text);
+        record::encode(&mut record, 2, Some(ValueKind::F64), &text, &text);
         let mut bytes = std::fs::read(&path).expect("read");
         bytes.extend_from_slice(&record);
         std::fs::write(&path, &bytes).expect("write");
@@ -381,9 +474,64 @@ mod tests {
         catalog.get_or_create(&key("a", "x"), ValueKind::F64).expect("create");
         catalog.get_or_create(&key("b", "x"), ValueKind::F64).expect("create");
         catalog.get_or_create(&SeriesKey::new("n", [("name", "a")], "x").expect("key"), ValueKind::F64).expect("create");
-        assert_eq!(catalog.select(Some("m"), &[]).len(), 2);
-        assert_eq!(catalog.select(None, &[("name", "a")]).len(), 2);
-        assert_eq!(catalog.select(Some("m"), &[("name", "b")])[0].id, SeriesId(2));
+        assert_eq!(catalog.select(None, Some("m"), &[]).len(), 2);
+        assert_eq!(catalog.select(None, None, &[("name", "a")]).len(), 2);
+        assert_eq!(catalog.select(None, Some("m"), &[("name", "b")])[0].id, SeriesId(2));
+        let elsewhere = key("a", "x").in_database("other").expect("database");
+        catalog.get_or_create(&elsewhere, ValueKind::F64).expect("create");
+        assert_eq!(catalog.select(Some("other"), None, &[]).len(), 1);
+        assert_eq!(catalog.select(Some(crate::model::DEFAULT_DATABASE), Some("m"), &[]).len(), 2);
+    }
+
+    #[test]
+    fn deleted_series_stay_deleted_across_reopen_and_their_key_gets_a_new_id() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("c");
+        {
+            let (catalog, _) = Catalog::open(&RealFs, &path, true).expect("open");
+            assert_eq!(catalog.get_or_create(&key("a", "x"), ValueKind::F64).expect("create"), SeriesId(1));
+            assert_eq!(catalog.get_or_create(&key("b", "x"), ValueKind::I64).expect("create"), SeriesId(2));
+            assert!(catalog.delete(SeriesId(1)).expect("delete"));
+            assert!(!catalog.delete(SeriesId(1)).expect("second delete"), "already deleted");
+            assert!(!catalog.delete(SeriesId(9)).expect("unknown"), "never existed");
+            assert_eq!(catalog.find(&key("a", "x")), None);
+            assert_eq!(catalog.select(None, Some("m"), &[]).len(), 1, "deleted series are not selected");
+            // The key is free again, under a new id and even another kind.
+            assert_eq!(catalog.get_or_create(&key("a", "x"), ValueKind::Bool).expect("recreate"), SeriesId(3));
+        }
+        let (catalog, recovery) = Catalog::open(&RealFs, &path, true).expect("reopen");
+        assert_eq!(recovery.truncated_at, None);
+        assert!(catalog.is_deleted(SeriesId(1)));
+        assert!(!catalog.is_deleted(SeriesId(3)));
+        assert_eq!(catalog.find(&key("a", "x")), Some(SeriesId(3)));
+        assert_eq!(catalog.kind(SeriesId(3)), Some(ValueKind::Bool));
+        assert_eq!(catalog.deletions(), 1);
+    }
+
+    #[test]
+    fn a_version_1_catalog_is_read_and_upgraded_by_its_first_tombstone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("c");
+        {
+            let (catalog, _) = Catalog::open(&RealFs, &path, true).expect("open");
+            catalog.get_or_create(&key("a", "x"), ValueKind::F64).expect("create");
+        }
+        // Rewrite the header as version 1, as older releases made it.
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes[8..10].copy_from_slice(&1u16.to_le_bytes());
+        let checksum = crc32c(&bytes[..12]).to_le_bytes();
+        bytes[12..16].copy_from_slice(&checksum);
+        std::fs::write(&path, &bytes).expect("write");
+        {
+            let (catalog, recovery) = Catalog::open(&RealFs, &path, true).expect("version 1 opens");
+            assert_eq!(recovery.truncated_at, None);
+            assert!(catalog.delete(SeriesId(1)).expect("delete"));
+        }
+        let bytes = std::fs::read(&path).expect("read");
+        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), FORMAT_VERSION);
+        let (catalog, recovery) = Catalog::open(&RealFs, &path, true).expect("reopen");
+        assert_eq!(recovery.truncated_at, None);
+        assert!(catalog.is_deleted(SeriesId(1)));
     }
 
     fn reopen_entries(path: &Path) -> (Vec<(String, ValueKind)>, CatalogRecovery) {

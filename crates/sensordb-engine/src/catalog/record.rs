@@ -11,11 +11,15 @@ const BODY_BYTES_MIN: usize = 3;
 /// Largest body: 5-byte id, kind, 3-byte shared length, a whole key as suffix.
 const BODY_BYTES_MAX: usize = 5 + 1 + 3 + SERIES_KEY_BYTES_MAX;
 
+/// The kind byte of a tombstone: the series `id` (named again by its key text) is deleted.
+pub(super) const TOMBSTONE: u8 = 0xFE;
+
 /// A decoded record.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct Record {
     pub id: u32,
-    pub kind: ValueKind,
+    /// `None` for a tombstone.
+    pub kind: Option<ValueKind>,
     /// The full key text, previous prefix and suffix joined.
     pub text: String,
 }
@@ -32,11 +36,11 @@ pub(super) fn shared_prefix(previous: &str, next: &str) -> usize {
 
 /// Appends the record for series `id` with key `text`, written after a record whose key text
 /// was `previous` (empty for the first record).
-pub(super) fn encode(out: &mut Vec<u8>, id: u32, kind: ValueKind, previous: &str, text: &str) {
+pub(super) fn encode(out: &mut Vec<u8>, id: u32, kind: Option<ValueKind>, previous: &str, text: &str) {
     let shared = shared_prefix(previous, text);
     let mut body = Vec::with_capacity(8 + text.len() - shared);
     put_varint(&mut body, u64::from(id));
-    body.push(kind as u8);
+    body.push(kind.map_or(TOMBSTONE, |k| k as u8));
     put_varint(&mut body, shared as u64);
     body.extend_from_slice(&text.as_bytes()[shared..]);
     let start = out.len();
@@ -75,7 +79,10 @@ pub(super) fn decode(bytes: &[u8], previous: &str) -> Result<(Record, usize), St
     let id = u32::try_from(id).map_err(|_| format!("series id {id} out of range"))?;
     let tag = *body.get(at).ok_or("value kind missing")?;
     at += 1;
-    let kind = ValueKind::try_from(tag).map_err(|tag| format!("unknown value kind {tag}"))?;
+    let kind = match tag {
+        TOMBSTONE => None,
+        tag => Some(ValueKind::try_from(tag).map_err(|tag| format!("unknown value kind {tag}"))?),
+    };
     let shared = get_varint(body, &mut at).ok_or("shared prefix length truncated")?;
     let shared = usize::try_from(shared).ok().filter(|&s| s <= previous.len()).ok_or_else(|| {
         format!("shared prefix length {shared} exceeds the previous key's {} bytes", previous.len())
@@ -108,10 +115,10 @@ mod tests {
     #[test]
     fn records_round_trip_against_their_predecessor() {
         let mut out = Vec::new();
-        encode(&mut out, 300, ValueKind::Bytes, "m,name=é f", "m,name=è f");
+        encode(&mut out, 300, Some(ValueKind::Bytes), "m,name=é f", "m,name=è f");
         let (record, len) = decode(&out, "m,name=é f").expect("decodes");
         assert_eq!(len, out.len());
-        assert_eq!(record, Record { id: 300, kind: ValueKind::Bytes, text: "m,name=è f".into() });
+        assert_eq!(record, Record { id: 300, kind: Some(ValueKind::Bytes), text: "m,name=è f".into() });
     }
 
     #[test]
@@ -135,7 +142,7 @@ mod tests {
     #[test]
     fn a_shared_prefix_longer_than_the_previous_key_is_refused() {
         let mut out = Vec::new();
-        encode(&mut out, 2, ValueKind::F64, "m,name=a f", "m,name=a g");
+        encode(&mut out, 2, Some(ValueKind::F64), "m,name=a f", "m,name=a g");
         let err = decode(&out, "m").expect_err("too long");
         assert!(err.contains("exceeds"), "{err}");
     }

@@ -17,6 +17,7 @@
 //!   removes because the output's footer names them.
 
 use crate::catalog::Catalog;
+use crate::index::BlockRef;
 use crate::error::Result;
 use crate::flush::encode_series;
 use crate::memtable::ResolvedSeries;
@@ -67,6 +68,8 @@ pub struct CompactionReport {
     pub blocks_after: u64,
     pub bytes_before: u64,
     pub bytes_after: u64,
+    /// Block bytes read from the inputs (only the blocks kept).
+    pub bytes_read: u64,
 }
 
 /// Chooses and compacts one run; `Ok(None)` when there is nothing worth doing.
@@ -86,46 +89,109 @@ pub fn compact_once(store: &SegmentStore, catalog: &Catalog, options: &Compactio
         // Too few blocks per series to gain: wait until the run can grow.
         return Ok(None);
     }
+    let report = rewrite(store, catalog, &run, blocks, options, &mut RateLimit::unlimited())?;
+    tracing::info!(?report, "compacted segments");
+    Ok(Some(report))
+}
+
+/// Rewrites the segments `run` (contiguous in sequence, see the module comment) into one new
+/// segment holding only `blocks` (some or all of the run's blocks, as
+/// [`SegmentStore::blocks_of_segments`] orders them), then removes the run. Only the listed
+/// blocks are read, by their index entries: dead blocks are never touched. With no block to
+/// keep, the run is simply removed.
+pub fn rewrite(
+    store: &SegmentStore,
+    catalog: &Catalog,
+    run: &[u64],
+    blocks: Vec<BlockRef>,
+    options: &CompactionOptions,
+    limit: &mut RateLimit,
+) -> Result<CompactionReport> {
+    let summaries = store.summaries();
     let before: Vec<&SegmentSummary> = summaries.iter().filter(|s| run.contains(&s.id)).collect();
+    let bytes_before = before.iter().map(|s| s.bytes).sum();
+    let blocks_before = before.iter().map(|s| s.blocks).sum();
+    if blocks.is_empty() {
+        store.remove_segments(run)?;
+        return Ok(CompactionReport { inputs: run.to_vec(), output: 0, blocks_before, blocks_after: 0, bytes_before, bytes_after: 0, bytes_read: 0 });
+    }
     let max_sequence = before.iter().map(|s| s.max_sequence).max().unwrap_or(0);
     let wal_checkpoint = before.iter().map(|s| s.wal_checkpoint).max().unwrap_or(0);
     let output_id = store.allocate_segment_id();
     let mut writer = SegmentWriter::create_temporary(store.file_system(), store.dir(), output_id, store.sync())?;
     let mut pending: Vec<ResolvedSeries> = Vec::new();
     let mut pending_points = 0usize;
+    let mut bytes_read = 0u64;
     let mut start = 0;
     while start < blocks.len() {
         let series = blocks[start].entry.series;
         let end = start + blocks[start..].iter().take_while(|b| b.entry.series == series).count();
+        let read: u64 = blocks[start..end].iter().map(|b| u64::from(b.entry.length)).sum();
+        limit.take(read);
+        bytes_read += read;
         let merged = merge_blocks(store, &blocks[start..end])?;
         pending_points += merged.timestamps.len();
         pending.push(merged);
         start = end;
         if pending_points >= options.points_per_group || start == blocks.len() {
             let group = encode_series(&pending, catalog, options.block_points_max, options.block_bytes_max);
+            let written_before = writer.bytes();
             writer.append_group(group, max_sequence, wal_checkpoint)?;
+            limit.take(writer.bytes() - written_before);
             pending.clear();
             pending_points = 0;
         }
     }
     let entries = writer.entries().to_vec();
     let file = writer.file();
-    let path = writer.seal_replacing(store.file_system(), store.dir(), &run)?;
+    let path = writer.seal_replacing(store.file_system(), store.dir(), run)?;
     let report = CompactionReport {
-        inputs: run.clone(),
+        inputs: run.to_vec(),
         output: output_id,
-        blocks_before: blocks.len() as u64,
+        blocks_before,
         blocks_after: entries.len() as u64,
-        bytes_before: before.iter().map(|s| s.bytes).sum(),
+        bytes_before,
         bytes_after: file.len().unwrap_or(0),
+        bytes_read,
     };
-    store.install_compacted(CompactedSegment { id: output_id, path, file, entries, wal_checkpoint }, &run)?;
-    tracing::info!(?report, "compacted segments");
-    Ok(Some(report))
+    store.install_compacted(CompactedSegment { id: output_id, path, file, entries, wal_checkpoint }, run)?;
+    Ok(report)
+}
+
+/// Paces maintenance I/O to a byte rate so it leaves the disk to ingestion.
+#[derive(Debug)]
+pub struct RateLimit {
+    bytes_per_second: u64,
+    started: std::time::Instant,
+    taken: u64,
+}
+
+impl RateLimit {
+    /// `bytes_per_second` of 0 means no limit.
+    pub fn new(bytes_per_second: u64) -> RateLimit {
+        RateLimit { bytes_per_second, started: std::time::Instant::now(), taken: 0 }
+    }
+
+    pub fn unlimited() -> RateLimit {
+        RateLimit::new(0)
+    }
+
+    /// Accounts for `bytes` of I/O, sleeping first when the rate is ahead of the limit.
+    pub fn take(&mut self, bytes: u64) {
+        if self.bytes_per_second == 0 {
+            return;
+        }
+        let due = std::time::Duration::from_secs_f64(self.taken as f64 / self.bytes_per_second as f64);
+        let elapsed = self.started.elapsed();
+        if due > elapsed {
+            std::thread::sleep(due - elapsed);
+        }
+        self.taken += bytes;
+    }
 }
 
 /// All points of one series' blocks (given by ascending sequence), the last write winning.
-fn merge_blocks(store: &SegmentStore, blocks: &[crate::index::BlockRef]) -> Result<ResolvedSeries> {
+fn merge_blocks(store: &SegmentStore, blocks: &[BlockRef]) -> Result<ResolvedSeries> {
     let series = blocks[0].entry.series;
     let mut timestamps = Vec::with_capacity(blocks.iter().map(|b| b.entry.count as usize).sum());
     let mut values = ValueColumn::new(blocks[0].entry.kind);
@@ -175,6 +241,22 @@ mod tests {
         let segments = [summary(12, (1, 9), 100, 100, 10), open, summary(3, (10, 20), 100, 100, 10)];
         assert_eq!(choose_run(&segments, &options()), Some(vec![12, 3]));
         assert_eq!(choose_run(&[open], &options()), None);
+    }
+
+    #[test]
+    fn the_rate_limit_paces_io_to_the_byte_rate() {
+        let mut limit = RateLimit::new(1_000_000);
+        let started = std::time::Instant::now();
+        for _ in 0..3 {
+            limit.take(50_000);
+        }
+        // The third take waits until 100 kB are due at 1 MB/s: at least 100 ms.
+        assert!(started.elapsed() >= std::time::Duration::from_millis(100), "{:?}", started.elapsed());
+        // Unlimited never waits, however much is taken (it would sleep for ages otherwise).
+        let mut free = RateLimit::unlimited();
+        free.take(u64::MAX / 2);
+        free.take(u64::MAX / 2);
+        assert_eq!(free.taken, 0);
     }
 
     #[test]

@@ -37,9 +37,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use base64::Engine as _;
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 use series_cache::SeriesCache;
-use std::collections::BTreeSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::OwnedSemaphorePermit;
@@ -47,21 +47,29 @@ use tokio::sync::OwnedSemaphorePermit;
 /// What the HTTP handlers share.
 pub struct HttpState {
     pub server: Arc<ServerState>,
-    pub cache: SeriesCache,
-    /// Database and bucket names seen (by `CREATE DATABASE` or writes).
-    pub databases: Mutex<BTreeSet<String>>,
+    /// Series caches by database.
+    caches: RwLock<HashMap<String, Arc<SeriesCache>>>,
 }
 
 impl HttpState {
     pub fn new(server: Arc<ServerState>) -> HttpState {
-        HttpState { server, cache: SeriesCache::default(), databases: Mutex::new(BTreeSet::new()) }
+        HttpState { server, caches: RwLock::new(HashMap::new()) }
     }
 
-    pub fn note_database(&self, name: &str) {
-        let mut databases = self.databases.lock();
-        if !databases.contains(name) {
-            databases.insert(name.to_string());
+    /// The series cache of `database`; the first write to a database creates it (durably) in
+    /// the engine, as InfluxDB 1.x creates nothing but our users expect `SHOW DATABASES` to
+    /// list what they wrote to.
+    pub fn cache(&self, database: &str) -> Result<Arc<SeriesCache>, ApiError> {
+        if let Some(cache) = self.caches.read().get(database) {
+            return Ok(cache.clone());
         }
+        self.server.engine.create_database(database).map_err(ApiError::from_engine)?;
+        Ok(self.caches.write().entry(database.to_string()).or_insert_with(|| Arc::new(SeriesCache::new(database))).clone())
+    }
+
+    /// Forgets every cached series id: after a deletion, cached ids may name deleted series.
+    pub fn clear_caches(&self) {
+        self.caches.write().clear();
     }
 }
 

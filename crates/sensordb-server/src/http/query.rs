@@ -62,22 +62,41 @@ pub async fn influxql(
                 http.server.tokens.check(token.as_deref(), Scope::Write)?;
                 let name = words.get(2).map(|n| unquote(n)).filter(|n| !n.is_empty());
                 let name = name.ok_or_else(|| ApiError::bad_request("CREATE DATABASE needs a name"))?;
-                http.note_database(&name);
+                http.server.engine.create_database(&name).map_err(ApiError::from_engine)?;
+                // `CREATE DATABASE x WITH DURATION 30d`: the storage period, as in InfluxDB.
+                let rest: Vec<String> = words[3..].iter().map(|w| w.to_ascii_uppercase()).collect();
+                if let Some(at) = rest.iter().position(|w| w == "DURATION") {
+                    let text = words.get(3 + at + 1).ok_or_else(|| ApiError::bad_request("DURATION needs a value"))?;
+                    let period = parse_influx_duration(text).ok_or_else(|| ApiError::bad_request(format!("bad duration {text:?}")))?;
+                    let mut policy = http.server.engine.databases().policies.get(&name).cloned().unwrap_or_default();
+                    policy.period = period;
+                    http.server.engine.set_database_policy(&name, policy).map_err(ApiError::from_engine)?;
+                }
                 results.push(serde_json::json!({ "statement_id": statement_id }));
             }
             ["SHOW", "DATABASES"] if words.len() == 2 => {
                 http.server.tokens.check(token.as_deref(), Scope::Read)?;
                 let names: Vec<serde_json::Value> =
-                    http.databases.lock().iter().map(|n| serde_json::json!([n])).collect();
+                    http.server.engine.databases().policies.keys().map(|n| serde_json::json!([n])).collect();
                 let mut series = serde_json::json!({ "name": "databases", "columns": ["name"] });
                 if !names.is_empty() {
                     series["values"] = names.into();
                 }
                 results.push(serde_json::json!({ "statement_id": statement_id, "series": [series] }));
             }
+            ["DROP", "SERIES"] | ["DROP", "MEASUREMENT"] => {
+                http.server.tokens.check(token.as_deref(), Scope::Write)?;
+                let db = param("db").filter(|d| !d.is_empty()).ok_or_else(|| ApiError::bad_request("DROP needs the db parameter"))?;
+                let (measurement, tags) = parse_drop(statement).map_err(ApiError::bad_request)?;
+                let filter: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                http.server.engine.delete_series(db, measurement.as_deref(), &filter).map_err(ApiError::from_engine)?;
+                // Cached ids may name the deleted series: later writes must register new ones.
+                http.clear_caches();
+                results.push(serde_json::json!({ "statement_id": statement_id }));
+            }
             _ => {
                 return Err(ApiError::bad_request(format!(
-                    "unsupported InfluxQL statement {statement:?}: only CREATE DATABASE and SHOW DATABASES are supported; read points with GET /api/v1/query"
+                    "unsupported InfluxQL statement {statement:?}: only CREATE DATABASE [WITH DURATION d], SHOW DATABASES, DROP SERIES [FROM m] [WHERE tag='v' AND ...] and DROP MEASUREMENT m are supported; read points with GET /api/v1/query"
                 )))
             }
         }
@@ -86,6 +105,65 @@ pub async fn influxql(
         return Err(ApiError::bad_request("empty query"));
     }
     Ok(json_response(StatusCode::OK, serde_json::json!({ "results": results }).to_string()))
+}
+
+/// An InfluxQL duration (`30d`, `12h`, `90m`, `3600s`, `2w`, `INF`); `Some(None)` is infinite.
+fn parse_influx_duration(text: &str) -> Option<Option<std::time::Duration>> {
+    if text.eq_ignore_ascii_case("inf") {
+        return Some(None);
+    }
+    crate::config::parse_period(text).map(Some)
+}
+
+/// `DROP SERIES [FROM m] [WHERE k = 'v' [AND ...]]` or `DROP MEASUREMENT m`: the measurement
+/// and tag equalities.
+#[allow(clippy::type_complexity)] // a pair of plain parts
+fn parse_drop(statement: &str) -> Result<(Option<String>, Vec<(String, String)>), String> {
+    let words: Vec<&str> = statement.split_whitespace().collect();
+    if words[1].eq_ignore_ascii_case("MEASUREMENT") {
+        let name = words.get(2).map(|w| unquote(w)).filter(|w| !w.is_empty()).ok_or("DROP MEASUREMENT needs a name")?;
+        if words.len() > 3 {
+            return Err("DROP MEASUREMENT takes only a name".into());
+        }
+        return Ok((Some(name), Vec::new()));
+    }
+    let upper = statement.to_ascii_uppercase();
+    let where_at = upper.find(" WHERE ");
+    let head = &statement[..where_at.unwrap_or(statement.len())];
+    let head_words: Vec<&str> = head.split_whitespace().collect();
+    let measurement = match head_words.get(2) {
+        Some(w) if w.eq_ignore_ascii_case("FROM") => {
+            Some(head_words.get(3).map(|m| unquote(m)).filter(|m| !m.is_empty()).ok_or("FROM needs a measurement")?)
+        }
+        None => None,
+        Some(other) => return Err(format!("unexpected {other:?} after DROP SERIES")),
+    };
+    let mut tags = Vec::new();
+    if let Some(at) = where_at {
+        let condition = &statement[at + 7..];
+        let mut rest = condition;
+        loop {
+            let upper_rest = rest.to_ascii_uppercase();
+            let (clause, next) = match upper_rest.find(" AND ") {
+                Some(i) => (&rest[..i], Some(&rest[i + 5..])),
+                None => (rest, None),
+            };
+            let (key, value) = clause.split_once('=').ok_or_else(|| format!("only tag = 'value' conditions are supported, got {clause:?}"))?;
+            let value = value.trim();
+            if !(value.len() >= 2 && value.starts_with('\'') && value.ends_with('\'')) {
+                return Err(format!("tag values are single-quoted strings, got {value}"));
+            }
+            tags.push((unquote(key), unquote(value)));
+            match next {
+                Some(next) => rest = next,
+                None => break,
+            }
+        }
+    }
+    if measurement.is_none() && tags.is_empty() {
+        return Err("DROP SERIES needs FROM or WHERE".into());
+    }
+    Ok((measurement, tags))
 }
 
 /// A database name as written in InfluxQL: bare, `"double"` or `` `back` `` quoted.
@@ -114,14 +192,15 @@ pub async fn series(
     let token = bearer_token(&headers).or_else(|| param("p").map(str::to_string));
     http.server.tokens.check(token.as_deref(), Scope::Read)?;
     let filter = tag_filter(&params);
-    let entries = http.server.engine.select_series(param("measurement"), &filter);
+    let entries = http.server.engine.select_series(param("db"), param("measurement"), &filter);
     let list: Vec<serde_json::Value> = entries
         .iter()
         .map(|e| {
             let tags: serde_json::Map<String, serde_json::Value> =
                 e.key.tags().iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))).collect();
             serde_json::json!({
-                "key": e.key.canonical(),
+                "key": e.key.series_text(),
+                "database": e.key.database(),
                 "measurement": e.key.measurement(),
                 "tags": tags,
                 "field": e.key.field(),
@@ -164,10 +243,11 @@ pub async fn points(
         None => DEFAULT_POINT_LIMIT,
     };
     let tags: Vec<(String, String)> = tag_filter(&params).into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let database = param("db").map(str::to_string);
     let worker = http.clone();
     let (body, truncated) = tokio::task::spawn_blocking(move || {
         let filter: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let mut entries = worker.server.engine.select_series(Some(&measurement), &filter);
+        let mut entries = worker.server.engine.select_series(database.as_deref(), Some(&measurement), &filter);
         if let Some(field) = &field {
             entries.retain(|e| e.key.field() == field);
         }
@@ -201,7 +281,7 @@ fn render_points(
         out.push_str("{\"series\":[");
     }
     for (i, entry) in entries.iter().enumerate() {
-        let key = entry.key.canonical();
+        let key = entry.key.series_text();
         let csv_key = csv_quote(&key);
         if !csv {
             if i > 0 {
@@ -355,6 +435,18 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drop_statements_parse_into_measurement_and_tags() {
+        assert_eq!(parse_drop("DROP SERIES FROM cpu WHERE host = 'a' AND region='eu west'"), Ok((Some("cpu".into()), vec![("host".into(), "a".into()), ("region".into(), "eu west".into())])));
+        assert_eq!(parse_drop("drop series where host='a'"), Ok((None, vec![("host".into(), "a".into())])));
+        assert_eq!(parse_drop("DROP MEASUREMENT \"cpu\""), Ok((Some("cpu".into()), vec![])));
+        assert!(parse_drop("DROP SERIES").is_err());
+        assert!(parse_drop("DROP SERIES FROM cpu WHERE host > 'a'").is_err());
+        assert_eq!(parse_influx_duration("30d"), Some(Some(std::time::Duration::from_secs(30 * 86_400))));
+        assert_eq!(parse_influx_duration("INF"), Some(None));
+        assert_eq!(parse_influx_duration("5y"), None);
+    }
 
     #[test]
     fn times_parse() {

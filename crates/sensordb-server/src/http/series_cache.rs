@@ -23,6 +23,7 @@ const SHARDS: usize = 64;
 /// One measurement + tag set, with the ids of its fields.
 #[derive(Debug)]
 pub struct CachedSeries {
+    database: Arc<str>,
     pub measurement: String,
     pub tags: Vec<(String, String)>,
     /// Field name, series id, kind; in first-seen order, which is usually the order of the
@@ -71,6 +72,7 @@ impl CachedSeries {
             return if existing == kind { Ok(id) } else { Err(FieldError::Conflict { existing, attempted: kind }) };
         }
         let key = SeriesKey::new(self.measurement.as_str(), self.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), field)
+            .and_then(|key| key.in_database(&*self.database))
             .map_err(|e| FieldError::Engine(e.into()))?;
         match engine.series_id(&key, kind) {
             Ok(id) => {
@@ -101,19 +103,18 @@ fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
 }
 
-/// The sharded map from raw series text to [`CachedSeries`].
+/// The sharded map from raw series text to [`CachedSeries`], for one database.
 pub struct SeriesCache {
+    database: Arc<str>,
     hasher: RandomState,
     shards: Vec<RwLock<HashMap<Box<str>, Arc<CachedSeries>>>>,
 }
 
-impl Default for SeriesCache {
-    fn default() -> Self {
-        SeriesCache { hasher: RandomState::new(), shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect() }
-    }
-}
-
 impl SeriesCache {
+    pub fn new(database: &str) -> Self {
+        SeriesCache { database: database.into(), hasher: RandomState::new(), shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect() }
+    }
+
     /// The entry of `series_text`, made by `make` (which unescapes and validates) when new.
     pub fn get_or_insert<E>(
         &self,
@@ -125,7 +126,7 @@ impl SeriesCache {
             return Ok(found.clone());
         }
         let (measurement, tags) = make()?;
-        let entry = Arc::new(CachedSeries { measurement, tags, fields: RwLock::new(Vec::new()) });
+        let entry = Arc::new(CachedSeries { database: self.database.clone(), measurement, tags, fields: RwLock::new(Vec::new()) });
         Ok(shard.write().entry(series_text.into()).or_insert(entry).clone())
     }
 

@@ -19,7 +19,7 @@
 //! backing off, by which time retention may have freed space.
 
 use super::line_protocol::{parse_series, Field, FieldValue, LineError, Lines, Precision, ReadOptions};
-use super::series_cache::FieldError;
+use super::series_cache::{FieldError, SeriesCache};
 use super::{bearer_token, ApiError, HttpState};
 use crate::auth::Scope;
 use crate::metrics::Metrics;
@@ -48,7 +48,7 @@ pub struct WriteReport {
 }
 
 /// Parses `body`, resolves series ids and writes the valid points (blocking until durable).
-pub fn ingest(http: &HttpState, body: &str, options: ReadOptions) -> Result<WriteReport, ApiError> {
+pub fn ingest(http: &HttpState, cache: &SeriesCache, body: &str, options: ReadOptions) -> Result<WriteReport, ApiError> {
     let engine = &http.server.engine;
     let mut batch = WriteBatch::new();
     let mut report = WriteReport::default();
@@ -64,7 +64,7 @@ pub fn ingest(http: &HttpState, body: &str, options: ReadOptions) -> Result<Writ
                 continue;
             }
         };
-        let series = http.cache.get_or_insert(line.series_text, || match line.series.take() {
+        let series = cache.get_or_insert(line.series_text, || match line.series.take() {
             Some(series) => Ok(series),
             None => parse_series(line.series_text)
                 .ok_or_else(|| ApiError::internal(format!("BUG: cannot read series text {:?} again", line.series_text))),
@@ -125,10 +125,10 @@ pub async fn write_v1(
     let token = bearer_token(&headers).or_else(|| param("p").map(str::to_string));
     http.server.tokens.check(token.as_deref(), Scope::Write)?;
     let db = param("db").filter(|db| !db.is_empty()).ok_or_else(|| ApiError::bad_request("database is required"))?;
-    http.note_database(db);
     let precision = Precision::from_v1(param("precision").unwrap_or(""))
         .ok_or_else(|| ApiError::bad_request("invalid precision: expected one of n, ns, u, us, ms, s, m, h"))?;
-    write_body(&http, &headers, body, precision).await
+    let cache = http.cache(db)?;
+    write_body(&http, cache, &headers, body, precision).await
 }
 
 /// `POST /api/v2/write?bucket=B[&org=O][&precision=P]` with `Authorization: Token T`.
@@ -141,10 +141,10 @@ pub async fn write_v2(
     let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     http.server.tokens.check(bearer_token(&headers).as_deref(), Scope::Write)?;
     let bucket = param("bucket").filter(|b| !b.is_empty()).ok_or_else(|| ApiError::bad_request("bucket is required"))?;
-    http.note_database(bucket);
     let precision = Precision::from_v2(param("precision").unwrap_or(""))
         .ok_or_else(|| ApiError::bad_request("invalid precision: expected one of ns, us, ms, s"))?;
-    write_body(&http, &headers, body, precision).await
+    let cache = http.cache(bucket)?;
+    write_body(&http, cache, &headers, body, precision).await
 }
 
 /// In-flight byte permits, mirrored in the `sensordb_in_flight_bytes` gauge.
@@ -198,7 +198,13 @@ async fn drain(mut body: Body, budget: usize) {
     }
 }
 
-async fn write_body(http: &Arc<HttpState>, headers: &HeaderMap, mut body: Body, precision: Precision) -> Result<Response, ApiError> {
+async fn write_body(
+    http: &Arc<HttpState>,
+    cache: Arc<SeriesCache>,
+    headers: &HeaderMap,
+    mut body: Body,
+    precision: Precision,
+) -> Result<Response, ApiError> {
     let limit = http.server.config.max_body_bytes;
     let gzip = match headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase()) {
         None => false,
@@ -249,6 +255,7 @@ async fn write_body(http: &Arc<HttpState>, headers: &HeaderMap, mut body: Body, 
         default_timestamp: now_ns(),
         max_line_bytes: http.server.config.max_line_bytes,
     };
+    http.server.wait_for_space().await.map_err(ApiError::from_engine)?;
     let worker = http.clone();
     let report = tokio::task::spawn_blocking(move || {
         let text = match std::str::from_utf8(&text) {
@@ -260,18 +267,21 @@ async fn write_body(http: &Arc<HttpState>, headers: &HeaderMap, mut body: Body, 
                 let line = 1 + valid.iter().filter(|&&b| b == b'\n').count() as u64;
                 let rest_lines = text[cut..].split(|&b| b == b'\n').filter(|l| !l.is_empty()).count();
                 let head = std::str::from_utf8(&text[..cut]).unwrap_or("");
-                let mut report = ingest(&worker, head, options)?;
+                let mut report = ingest(&worker, &cache, head, options)?;
                 report.dropped_lines += rest_lines;
                 let error = LineError { line, message: "invalid UTF-8".into() };
                 report.first_error = Some(report.first_error.map_or(error.clone(), |first| if first.line < line { first } else { error }));
                 return Ok(report);
             }
         };
-        ingest(&worker, text, options)
+        ingest(&worker, &cache, text, options)
     })
     .await
     .map_err(ApiError::join)??;
     drop(in_flight);
+    if report.points > 0 {
+        http.server.throttle_acknowledgement().await;
+    }
     match report.first_error {
         None => Ok(StatusCode::NO_CONTENT.into_response()),
         Some(first) => Err(ApiError {

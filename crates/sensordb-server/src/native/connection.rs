@@ -406,6 +406,10 @@ async fn finish(state: Arc<ServerState>, txlog: Arc<TxLog>, key: super::txlog::T
         Begin::Started(guard) => guard,
     };
     let OpenTransaction { batch, points, held, .. } = open;
+    if let Err(error) = state.wait_for_space().await {
+        metrics.native_transactions_failed.fetch_add(1, Ordering::Relaxed);
+        return error_frame(engine_error_code(&error), false, Some(tx), 0, format!("transaction {tx} not stored: {error}"));
+    }
     let engine = state.engine.clone();
     let started = Instant::now();
     let written = tokio::task::spawn_blocking(move || {
@@ -426,6 +430,7 @@ async fn finish(state: Arc<ServerState>, txlog: Arc<TxLog>, key: super::txlog::T
             metrics.record_write_latency(started.elapsed());
             metrics.points_written.fetch_add(points, Ordering::Relaxed);
             metrics.native_transactions_completed.fetch_add(1, Ordering::Relaxed);
+            state.throttle_acknowledgement().await;
             Frame::Completed { tx, duplicate: false, points }
         }
         Ok(Err(error)) => {

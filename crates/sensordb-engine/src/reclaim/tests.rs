@@ -1,0 +1,256 @@
+//! Reclaim through a real engine with an injected clock: expiry, capacity, deletion and merge,
+//! eviction when full, and the throttle.
+
+use super::policy::{DatabasePolicy, PeriodOverride};
+use super::throttle::Admission;
+use super::ReclaimOptions;
+use crate::batch::WriteBatch;
+use crate::engine::{Engine, EngineOptions};
+use crate::model::{SeriesId, SeriesKey, Value, ValueKind};
+use crate::wal::Durability;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const SECOND: i64 = 1_000_000_000;
+
+struct Harness {
+    engine: Engine,
+    now: Arc<AtomicI64>,
+    _dir: tempfile::TempDir,
+}
+
+fn harness(reclaim: ReclaimOptions) -> Harness {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let now = Arc::new(AtomicI64::new(0));
+    let clock = now.clone();
+    let options = EngineOptions {
+        durability: Durability::None,
+        // Every flush seals its own segment.
+        segment_bytes_max: 1,
+        background_compaction: false,
+        background_reclaim: false,
+        throttle_writes: false,
+        reclaim,
+        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open(dir.path(), options).expect("open");
+    Harness { engine, now, _dir: dir }
+}
+
+/// Options that measure usage only by sensordb's bytes against `capacity` (the test disk's
+/// real usage must not matter).
+fn own_capacity(capacity: u64) -> ReclaimOptions {
+    ReclaimOptions { capacity_bytes: Some(capacity), merge_bytes_per_second: 0, ..ReclaimOptions::default() }
+}
+
+fn series(engine: &Engine, database: &str, measurement: &str, sensor: u32) -> SeriesId {
+    let key = SeriesKey::new(measurement, [("sensor", sensor.to_string())], "value").and_then(|k| k.in_database(database)).expect("key");
+    engine.series_id(&key, ValueKind::I64).expect("series")
+}
+
+/// Writes `seconds` seconds of 1 Hz points from `start` (in seconds) to each series and flushes
+/// them into one segment. Values are pseudo-random so blocks have a realistic size.
+fn write_hour(engine: &Engine, ids: &[SeriesId], start: i64, seconds: i64) {
+    let mut batch = WriteBatch::new();
+    for (n, &id) in ids.iter().enumerate() {
+        for t in start..start + seconds {
+            // splitmix64: values that do not compress, so blocks dwarf the page overhead.
+            let mut z = (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ n as u64;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            let value = ((z ^ (z >> 31)) >> 24) as i64;
+            batch.push(id, t * SECOND, Value::I64(value)).expect("push");
+        }
+    }
+    engine.write(&batch).expect("write");
+    engine.flush().expect("flush");
+}
+
+fn timestamps(engine: &Engine, id: SeriesId) -> Vec<i64> {
+    engine.read(id, i64::MIN, i64::MAX).collect_all().expect("read").map_or_else(Vec::new, |c| c.timestamps)
+}
+
+fn segment_files(engine: &Engine) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(crate::filenames::segment_dir(engine.data_dir()))
+        .expect("segments dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn expired_segments_are_removed_whole_without_being_read() {
+    let h = harness(own_capacity(1 << 40));
+    let ids: Vec<SeriesId> = (0..4).map(|s| series(&h.engine, "plant", "temp", s)).collect();
+    h.engine.set_database_policy("plant", DatabasePolicy { period: Some(Duration::from_secs(3 * 3600)), ..DatabasePolicy::default() }).expect("policy");
+    for hour in 0..6 {
+        write_hour(&h.engine, &ids, hour * 3600, 3600);
+    }
+    assert_eq!(segment_files(&h.engine).len(), 6);
+    // Damage the oldest segment's blocks: reclaim must not read them to remove it.
+    let oldest = segment_files(&h.engine)[0].clone();
+    let mut bytes = std::fs::read(&oldest).expect("read");
+    for b in &mut bytes[4096..8192] {
+        *b ^= 0x5A;
+    }
+    std::fs::write(&oldest, &bytes).expect("write");
+
+    h.now.store(6 * 3600 * SECOND, Ordering::SeqCst);
+    h.engine.reclaim().expect("reclaim");
+    let stats = h.engine.reclaim_stats();
+    assert_eq!(stats.segments_removed, 3, "hours 0, 1 and 2 are older than 3 hours: {stats:?}");
+    assert_eq!(stats.segments_merged, 0, "expiry in time order needs no merge");
+    assert!(!oldest.exists());
+    assert_eq!(segment_files(&h.engine).len(), 3);
+    let kept = timestamps(&h.engine, ids[0]);
+    assert_eq!(kept.first(), Some(&(3 * 3600 * SECOND)), "reads start at the cutoff");
+    assert_eq!(kept.len(), 3 * 3600);
+}
+
+#[test]
+fn a_database_over_capacity_loses_its_oldest_data_in_order_and_others_are_untouched() {
+    let h = harness(own_capacity(1 << 40));
+    let small: Vec<SeriesId> = (0..4).map(|s| series(&h.engine, "small", "temp", s)).collect();
+    let other = series(&h.engine, "other", "temp", 0);
+    // Size of one hour of the small database's data, measured, so the capacity is 3 hours.
+    write_hour(&h.engine, &small, 0, 3600);
+    let hour_bytes = h.engine.stats().store.bytes;
+    h.engine.set_database_policy("small", DatabasePolicy { capacity_bytes: Some(3 * hour_bytes), ..DatabasePolicy::default() }).expect("policy");
+    for hour in 1..30 {
+        write_hour(&h.engine, &small, hour * 3600, 3600);
+        write_hour(&h.engine, &[other], hour * 3600, 3600);
+        h.engine.reclaim().expect("reclaim");
+        let kept = timestamps(&h.engine, small[0]);
+        let newest = (hour + 1) * 3600 - 1;
+        assert_eq!(kept.last(), Some(&(newest * SECOND)), "the newest data is always readable");
+        let first = kept[0] / SECOND;
+        assert!(first >= (hour - 3) * 3600, "hour {hour}: data from second {first} is kept beyond capacity");
+        assert!(kept.windows(2).all(|w| w[1] - w[0] == SECOND), "no hole: the oldest goes first");
+    }
+    assert_eq!(timestamps(&h.engine, other).len(), 29 * 3600, "a database without a policy keeps everything");
+    assert!(h.engine.reclaim_stats().bytes_removed > 0);
+}
+
+#[test]
+fn deleted_series_and_overrides_leave_partly_dead_segments_that_are_merged_when_hungry() {
+    let h = harness(own_capacity(1 << 40));
+    let keep: Vec<SeriesId> = (0..4).map(|s| series(&h.engine, "plant", "temp", s)).collect();
+    let debug: Vec<SeriesId> = (0..4).map(|s| series(&h.engine, "plant", "debug", s)).collect();
+    let doomed: Vec<SeriesId> = (0..4).map(|s| series(&h.engine, "plant", "doomed", s)).collect();
+    let all: Vec<SeriesId> = keep.iter().chain(&debug).chain(&doomed).copied().collect();
+    for hour in 0..4 {
+        write_hour(&h.engine, &all, hour * 3600, 3600);
+    }
+    let policy = DatabasePolicy {
+        period: None,
+        capacity_bytes: None,
+        overrides: vec![PeriodOverride { measurement: Some("debug".into()), tags: vec![], period: Duration::from_secs(600) }],
+    };
+    h.engine.set_database_policy("plant", policy).expect("policy");
+    assert_eq!(h.engine.delete_series("plant", Some("doomed"), &[]).expect("delete"), 4);
+    h.now.store(4 * 3600 * SECOND, Ordering::SeqCst);
+
+    // Not hungry: partly dead segments are left alone (they only get deader with time).
+    h.engine.reclaim().expect("reclaim");
+    assert_eq!(h.engine.reclaim_stats().segments_merged, 0);
+    assert!(h.engine.reclaim_stats().dead_bytes > 0);
+    let recent = timestamps(&h.engine, debug[0]);
+    assert_eq!(recent.first(), Some(&((4 * 3600 - 600) * SECOND)), "expired by the override: invisible at once");
+
+    // Hungry: usage far over the target, even once every dead byte is gone, makes the
+    // Fisherman take every segment with dead data (eviction off, so only dead data goes).
+    let used = h.engine.reclaim_stats().usage.own_bytes;
+    drop(h.engine);
+    let options = ReclaimOptions { evict_oldest_when_full: false, ..own_capacity(used * 2 / 5) };
+    let h2 = reopen_with(h._dir, h.now, options);
+    h2.engine.reclaim().expect("reclaim");
+    let stats = h2.engine.reclaim_stats();
+    assert_eq!(stats.segments_merged, 4, "{stats:?}");
+    assert_eq!(stats.dead_bytes, 0, "{stats:?}");
+    assert!(stats.merge_bytes_read < stats.usage.own_bytes, "only live blocks were read: {stats:?}");
+    assert!(stats.usage.own_bytes < used * 6 / 10, "over half of the data was dead: {used} → {} {stats:?} {:?}", stats.usage.own_bytes, h2.engine.stats());
+    assert_eq!(timestamps(&h2.engine, debug[0]).len(), 600, "the live end of an overridden series survives");
+    for &id in &keep {
+        assert_eq!(timestamps(&h2.engine, id).len(), 4 * 3600, "live series survive the merge intact");
+    }
+    let key = SeriesKey::new("doomed", [("sensor", "0")], "value").and_then(|k| k.in_database("plant")).expect("key");
+    assert_eq!(h2.engine.find_series(&key), None);
+}
+
+fn reopen_with(dir: tempfile::TempDir, now: Arc<AtomicI64>, reclaim: ReclaimOptions) -> Harness {
+    let clock = now.clone();
+    let options = EngineOptions {
+        durability: Durability::None,
+        segment_bytes_max: 1,
+        background_compaction: false,
+        background_reclaim: false,
+        throttle_writes: false,
+        reclaim,
+        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open(dir.path(), options).expect("reopen");
+    Harness { engine, now, _dir: dir }
+}
+
+#[test]
+fn a_full_disk_of_live_data_evicts_the_oldest_and_keeps_usage_under_the_high_threshold() {
+    let ids_count = 4;
+    // Capacity of about 40 hours of data, no retention policy at all; each hour is 2.5% of
+    // the capacity, well under the 5% between U_l and U_h (what `sensordb plan` checks).
+    let probe = harness(own_capacity(1 << 40));
+    let ids: Vec<SeriesId> = (0..ids_count).map(|s| series(&probe.engine, "default", "temp", s)).collect();
+    write_hour(&probe.engine, &ids, 0, 3600);
+    let hour_bytes = probe.engine.stats().store.bytes + probe.engine.stats().catalog_bytes;
+    drop(probe);
+
+    let options = own_capacity(40 * hour_bytes);
+    let (low, high) = (options.throttle_low, options.throttle_high);
+    let h = harness(options);
+    let ids: Vec<SeriesId> = (0..ids_count).map(|s| series(&h.engine, "default", "temp", s)).collect();
+    let mut previous_first = 0;
+    for hour in 0..200 {
+        write_hour(&h.engine, &ids, hour * 3600, 3600);
+        h.engine.reclaim().expect("reclaim");
+        let usage = h.engine.reclaim_stats().usage.share;
+        assert!(usage <= high, "hour {hour}: usage {usage:.3} over U_h: {:?}", h.engine.reclaim_stats());
+        let kept = timestamps(&h.engine, ids[0]);
+        assert_eq!(kept.last(), Some(&((hour + 1) * 3600 * SECOND - SECOND)), "newest data readable");
+        assert!(kept[0] >= previous_first, "eviction goes oldest first");
+        previous_first = kept[0];
+    }
+    let stats = h.engine.reclaim_stats();
+    assert!(stats.bytes_evicted > 0 && stats.segments_removed > 150, "{stats:?}");
+    assert!(matches!(h.engine.admission(), Admission::Now | Admission::After(_)), "writers never stopped");
+    let _ = low;
+}
+
+#[test]
+fn admission_follows_the_throttle_formula_at_the_measured_usage() {
+    let probe = harness(own_capacity(1 << 40));
+    let ids: Vec<SeriesId> = (0..4).map(|s| series(&probe.engine, "default", "temp", s)).collect();
+    write_hour(&probe.engine, &ids, 0, 3600);
+    probe.engine.reclaim().expect("reclaim");
+    let used = probe.engine.reclaim_stats().usage.own_bytes as f64;
+    drop(probe);
+    for (usage, expected) in [(0.5, None), (0.925, Some(0.5)), (0.97, Some(f64::INFINITY))] {
+        let options = ReclaimOptions { evict_oldest_when_full: false, ..own_capacity((used / usage) as u64) };
+        let h = harness(options);
+        let ids: Vec<SeriesId> = (0..4).map(|s| series(&h.engine, "default", "temp", s)).collect();
+        write_hour(&h.engine, &ids, 0, 3600);
+        h.engine.reclaim().expect("reclaim");
+        let measured = h.engine.reclaim_stats();
+        match (h.engine.admission(), expected) {
+            (Admission::Now, None) => {}
+            (Admission::After(delay), Some(seconds)) => {
+                let want = (measured.usage.share - 0.90) / 0.05;
+                assert!((delay.as_secs_f64() - want).abs() < 1e-6 && (want - seconds).abs() < 0.05, "{delay:?} at {measured:?}");
+            }
+            (Admission::WaitForSpace, Some(seconds)) if seconds.is_infinite() => {}
+            (got, _) => panic!("usage {usage}: got {got:?}, stats {measured:?}"),
+        }
+    }
+}
