@@ -24,6 +24,14 @@ fn a_plan_that_fits_prints_the_report_and_the_snippet() {
 }
 
 #[test]
+fn the_example_in_planning_md_is_what_the_command_prints() {
+    let document = include_str!("../../../docs/PLANNING.md");
+    let example = document.split("```text\n").nth(1).and_then(|rest| rest.split("```").next()).expect("a text block");
+    let output = sensordb_plan(&FLEET);
+    assert_eq!(text(&output.stdout), example, "docs/PLANNING.md shows an outdated report");
+}
+
+#[test]
 fn json_carries_the_same_plan() {
     let mut arguments = FLEET.to_vec();
     arguments.push("--json");
