@@ -28,47 +28,48 @@ use units::{BlockSize, Rate};
     The model and its assumptions: docs/PLANNING.md.")]
 pub struct PlanArgs {
     /// S: sensors, one series each (a device reporting five fields is five sensors).
-    #[arg(long, value_parser = units::parse_count)]
+    #[arg(long, value_name = "COUNT", value_parser = units::parse_count)]
     sensors: u64,
     /// A: points per second from each sensor (1, 0.1, 6/min, 1/10s), or a byte rate with a unit
     /// (2MB/s, 500KiB/s) for opaque payloads: bytes per second from all sensors together.
-    #[arg(long, value_parser = units::parse_rate)]
+    #[arg(long, value_name = "RATE", value_parser = units::parse_rate)]
     rate: Rate,
     /// Y: storage period (30d, 12h, 90m, 3600s).
-    #[arg(long, value_parser = units::parse_duration_seconds)]
-    period: f64,
-    /// C: disk capacity for the data directory (500GB, 1TiB), as df shows it to sensordb's user.
-    #[arg(long, value_parser = units::parse_bytes)]
-    disk: u64,
+    #[arg(long = "period", value_name = "DURATION", value_parser = units::parse_duration_seconds)]
+    period_seconds: f64,
+    /// C: space sensordb may fill on the data directory's file system (500GB, 1TiB): df's Used +
+    /// Avail.
+    #[arg(long = "disk", value_name = "SIZE", value_parser = units::parse_bytes)]
+    disk_bytes: u64,
     /// B: longest block; points per block for point rates [default: the engine's 16384], bytes
     /// per block for byte rates [default: the engine's 4MiB]. Sets the 40 B of index per block.
-    #[arg(long, value_parser = units::parse_block_size)]
+    #[arg(long, value_name = "POINTS|SIZE", value_parser = units::parse_block_size)]
     block: Option<BlockSize>,
     /// Disk bytes per point, everything included (point rates only) [default: 0.59, real TSBS IoT
     /// data; random 64-bit floats cost 8 to 9].
-    #[arg(long, value_parser = units::parse_positive)]
+    #[arg(long, value_name = "BYTES", value_parser = units::parse_positive)]
     bytes_per_point: Option<f64>,
     /// U_m: disk usage that reclamation keeps (0.80 or 80%).
-    #[arg(long, default_value = "0.80", value_parser = units::parse_fraction)]
+    #[arg(long, value_name = "SHARE", default_value = "0.80", value_parser = units::parse_fraction)]
     target_usage: f64,
     /// U_l: usage above which acknowledgements are delayed.
-    #[arg(long, default_value = "0.90", value_parser = units::parse_fraction)]
+    #[arg(long, value_name = "SHARE", default_value = "0.90", value_parser = units::parse_fraction)]
     throttle_low: f64,
     /// U_h: usage at which writers wait.
-    #[arg(long, default_value = "0.95", value_parser = units::parse_fraction)]
+    #[arg(long, value_name = "SHARE", default_value = "0.95", value_parser = units::parse_fraction)]
     throttle_high: f64,
     /// W: WAL at its largest [default: the server's memtable_bytes_max plus one WAL file,
     /// 32 MiB + 64 MiB].
-    #[arg(long, value_parser = units::parse_bytes)]
-    wal: Option<u64>,
+    #[arg(long = "wal", value_name = "SIZE", value_parser = units::parse_bytes)]
+    wal_bytes: Option<u64>,
     /// Share by which live data may exceed the estimate while the recommended size still planes
     /// (0.25 or 25%; 0 for none).
-    #[arg(long, default_value = "0.25", value_parser = units::parse_share)]
+    #[arg(long, value_name = "SHARE", default_value = "0.25", value_parser = units::parse_share)]
     margin: f64,
     /// The segment_bytes_max in use now, checked besides the recommendation [default: the
     /// engine's 64MiB].
-    #[arg(long, value_parser = units::parse_bytes)]
-    current_segment: Option<u64>,
+    #[arg(long = "current-segment", value_name = "SIZE", value_parser = units::parse_bytes)]
+    current_segment_bytes: Option<u64>,
     /// Print the plan (or the refusal) as JSON on standard output.
     #[arg(long)]
     json: bool,
@@ -106,17 +107,17 @@ impl PlanArgs {
                 (Ingest::Payload { total_bytes_per_second }, block_bytes)
             }
         };
-        let wal_bytes = self.wal.unwrap_or(ServerConfig::default().memtable_bytes_max as u64 + engine.wal_file_bytes_max);
+        let wal_bytes = self.wal_bytes.unwrap_or(ServerConfig::default().memtable_bytes_max as u64 + engine.wal_file_bytes_max);
         Ok(PlanInput {
             sensors: self.sensors,
             ingest,
-            period_seconds: self.period,
-            disk_bytes: self.disk,
+            period_seconds: self.period_seconds,
+            disk_bytes: self.disk_bytes,
             block_units_max,
             wal_bytes,
             thresholds: Thresholds { target_usage: self.target_usage, throttle_low: self.throttle_low, throttle_high: self.throttle_high },
             margin: self.margin,
-            current_segment_bytes: self.current_segment.unwrap_or(engine.segment_bytes_max),
+            current_segment_bytes: self.current_segment_bytes.unwrap_or(engine.segment_bytes_max),
         })
     }
 }

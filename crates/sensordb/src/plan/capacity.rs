@@ -68,7 +68,7 @@ impl Ingest {
     }
 
     /// Disk bytes of one unit, block overhead aside.
-    fn bytes_per_unit(&self) -> f64 {
+    pub fn bytes_per_unit(&self) -> f64 {
         match *self {
             Ingest::Points { bytes_per_point, .. } => bytes_per_point,
             Ingest::Payload { .. } => 1.0,
@@ -327,6 +327,11 @@ fn slack_bytes(input: &PlanInput, segment_bytes: u64) -> f64 {
     input.wal_bytes as f64 + SLACK_SEGMENTS * segment_bytes as f64
 }
 
+/// The planing condition solved for R: (U_m·C − (1 + m)·L − W) / 4.
+fn planing_bound_bytes(input: &PlanInput, live_bytes: f64) -> f64 {
+    (target_bytes(input) - (1.0 + input.margin) * live_bytes - input.wal_bytes as f64) / SLACK_SEGMENTS
+}
+
 /// The planing condition at `segment_bytes`.
 pub fn check_planing(input: &PlanInput, segment_bytes: u64) -> PlaningCheck {
     let live_bytes = live_data(input, &segment_fill(input, segment_bytes)).bytes;
@@ -399,7 +404,6 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanRefusal> {
     let fill = segment_fill(input, segment_bytes);
     let live = live_data(input, &fill);
     let target = target_bytes(input);
-    let planing_bound_bytes = (target - (1.0 + input.margin) * live.bytes - input.wal_bytes as f64) / SLACK_SEGMENTS;
     let disk = input.disk_bytes as f64;
     let Thresholds { target_usage, throttle_low, throttle_high } = input.thresholds;
     // Whole bytes: (0.90 − 0.80) × 500 GB is 49,999,999,999.99999 in floating point.
@@ -424,7 +428,7 @@ pub fn plan(input: &PlanInput) -> Result<Plan, PlanRefusal> {
         fill,
         segment_bytes,
         segment_limit,
-        planing_bound_bytes,
+        planing_bound_bytes: planing_bound_bytes(input, live.bytes),
         recommended: check_planing(input, segment_bytes),
         current: check_planing(input, input.current_segment_bytes),
         segments_at_target: (target / segment_bytes as f64).floor() as u64,
@@ -449,7 +453,7 @@ fn refusal(input: &PlanInput) -> PlanRefusal {
         live_bytes: best_live,
         live_share,
         target_usage,
-        planing_bound_bytes: (target_bytes(input) - (1.0 + input.margin) * smallest.live_bytes - input.wal_bytes as f64) / SLACK_SEGMENTS,
+        planing_bound_bytes: planing_bound_bytes(input, smallest.live_bytes),
         segment_bytes_min: SEGMENT_BYTES_MIN,
         fit,
     }

@@ -182,10 +182,7 @@ fn round_share(share: f64) -> f64 {
 fn describe_warning(warning: &Warning, input: &PlanInput) -> String {
     match *warning {
         Warning::ShortBlocks { block_points } => {
-            let bytes_per_point = match input.ingest {
-                Ingest::Points { bytes_per_point, .. } => bytes_per_point,
-                Ingest::Payload { .. } => 1.0,
-            };
+            let bytes_per_point = input.ingest.bytes_per_unit();
             format!(
                 "each series writes only {} points into a segment, so its blocks are that short; expect more than \
                  {bytes_per_point} bytes a point (0.59 was measured with blocks of about 1,300 points, 30-point \
