@@ -83,9 +83,9 @@ impl PlanArgs {
     fn to_input(&self) -> Result<PlanInput, PlanRefusal> {
         let invalid = |message: &str| PlanRefusal::Invalid { message: message.to_string() };
         let engine = EngineOptions::default();
-        let (ingest, block_units_max) = match (self.rate, self.block) {
-            (Rate::PointsPerSensorPerSecond(per_sensor_per_second), block) => {
-                let block_points = match block {
+        let (ingest, block_units_max) = match self.rate {
+            Rate::PointsPerSensorPerSecond(per_sensor_per_second) => {
+                let block_points = match self.block {
                     None => engine.block_points_max as u64,
                     Some(BlockSize::Points(points)) => points,
                     Some(BlockSize::Bytes(_)) => {
@@ -95,11 +95,11 @@ impl PlanArgs {
                 let bytes_per_point = self.bytes_per_point.unwrap_or(MEASURED_BYTES_PER_POINT);
                 (Ingest::Points { per_sensor_per_second, bytes_per_point }, block_points)
             }
-            (Rate::TotalBytesPerSecond(total_bytes_per_second), block) => {
+            Rate::TotalBytesPerSecond(total_bytes_per_second) => {
                 if self.bytes_per_point.is_some() {
                     return Err(invalid("--bytes-per-point is for point rates; payload bytes are stored as they come"));
                 }
-                let block_bytes = match block {
+                let block_bytes = match self.block {
                     None => engine.block_bytes_max as u64,
                     Some(BlockSize::Bytes(bytes)) => bytes,
                     Some(BlockSize::Points(_)) => return Err(invalid("--block for a byte rate needs a byte unit, e.g. --block 4MiB")),
