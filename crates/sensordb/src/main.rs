@@ -8,9 +8,12 @@
 //! - `sensordb bench tx`: the site-to-site style load test over the native protocol (many
 //!   clients, transactions of packets, per-phase latencies, one CSV row per run).
 //! - `sensordb bench ingest`: maximum sustained ingest over the native protocol or HTTP.
+//! - `sensordb plan`: the capacity planner: live data, segment size and throttling room for a
+//!   number of sensors, a rate, a storage period and a disk.
 
 mod bench_cli;
 mod inspect_cli;
+mod plan;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +31,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Verify every block of a data directory and show where its bytes go.
     Inspect(inspect_cli::InspectArgs),
+    /// Plan capacity: live data, segment size and throttling room for sensors, rate, period
+    /// and disk.
+    Plan(plan::PlanArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -46,5 +52,6 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args),
         Command::Bench { which } => bench_cli::run(which),
         Command::Inspect(args) => inspect_cli::run(args),
+        Command::Plan(args) => plan::run(args),
     }
 }
