@@ -12,7 +12,8 @@
 //! | `GET /metrics` | open | 200 Prometheus text |
 //!
 //! Tokens come from `Authorization: Token <t>` / `Bearer <t>`, `Authorization: Basic` (the
-//! password is the token), or the v1 `p` query parameter. Errors are JSON `{"error": "..."}`.
+//! password is the token), or the v1 `p` query parameter, which wins over the header as in
+//! InfluxDB 1.x. Errors are JSON `{"error": "..."}`.
 //!
 //! Connections hold a permit of the shared `connections` semaphore for their whole life (the
 //! accept loop waits for one, so excess clients wait in the kernel's accept queue); write bodies
@@ -141,6 +142,17 @@ pub fn bearer_token(headers: &HeaderMap) -> Option<String> {
         return decoded.split_once(':').map(|(_, password)| password.to_string());
     }
     None
+}
+
+/// The token of a request that may carry InfluxDB 1.x credentials: the `p` query parameter when
+/// it is given, else the `Authorization` header. As in InfluxDB 1.x, credentials in the URL take
+/// precedence: the 1.x Python client sends `Basic root:root` by default even when the caller
+/// puts `u` and `p` in the URL.
+pub fn v1_token(headers: &HeaderMap, p: Option<&str>) -> Option<String> {
+    match p.filter(|p| !p.is_empty()) {
+        Some(p) => Some(p.to_string()),
+        None => bearer_token(headers),
+    }
 }
 
 /// An error answer: JSON `{"error": message[, "line": N]}` with a status.
@@ -313,5 +325,28 @@ impl tokio::io::AsyncWrite for PermittedStream {
 
     fn is_write_vectored(&self) -> bool {
         self.stream.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(authorization: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_str(authorization).expect("header value"));
+        headers
+    }
+
+    #[test]
+    fn v1_credentials_in_the_url_take_precedence_over_the_header() {
+        // "Basic root:root", what the 1.x Python client sends unless told otherwise.
+        let basic = headers("Basic cm9vdDpyb290");
+        assert_eq!(v1_token(&basic, Some("secret")).as_deref(), Some("secret"));
+        assert_eq!(v1_token(&basic, None).as_deref(), Some("root"));
+        assert_eq!(v1_token(&basic, Some("")).as_deref(), Some("root"), "an empty p is no credential");
+        assert_eq!(v1_token(&headers("Token t"), None).as_deref(), Some("t"));
+        assert_eq!(v1_token(&HeaderMap::new(), Some("secret")).as_deref(), Some("secret"));
+        assert_eq!(v1_token(&HeaderMap::new(), None), None);
     }
 }

@@ -20,7 +20,7 @@
 
 use super::line_protocol::{parse_series, Field, FieldValue, LineError, Lines, Precision, ReadOptions};
 use super::series_cache::FieldError;
-use super::{bearer_token, ApiError, HttpState};
+use super::{bearer_token, v1_token, ApiError, HttpState};
 use crate::auth::Scope;
 use crate::metrics::Metrics;
 use axum::body::Body;
@@ -123,7 +123,7 @@ pub async fn write_v1(
 ) -> Result<Response, ApiError> {
     let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let checked = || {
-        let token = bearer_token(&headers).or_else(|| param("p").map(str::to_string));
+        let token = v1_token(&headers, param("p"));
         http.server.tokens.check(token.as_deref(), Scope::Write)?;
         let db = param("db").filter(|db| !db.is_empty()).ok_or_else(|| ApiError::bad_request("database is required"))?;
         http.note_database(db);
