@@ -13,7 +13,8 @@
 //!
 //! Tokens come from `Authorization: Token <t>` / `Bearer <t>`, `Authorization: Basic` (the
 //! password is the token), or the v1 `p` query parameter, which wins over the header as in
-//! InfluxDB 1.x. Errors are JSON `{"error": "..."}`.
+//! InfluxDB 1.x. Errors are JSON `{"error": "...", "code": "...", "message": "..."}` (the 1.x
+//! field and the 2.x ones).
 //!
 //! Connections hold a permit of the shared `connections` semaphore for their whole life (the
 //! accept loop waits for one, so excess clients wait in the kernel's accept queue); write bodies
@@ -155,7 +156,8 @@ pub fn v1_token(headers: &HeaderMap, p: Option<&str>) -> Option<String> {
     }
 }
 
-/// An error answer: JSON `{"error": message[, "line": N]}` with a status.
+/// An error answer: JSON `{"error": message, "code": 2.x code, "message": message[, "line": N]}`
+/// with a status.
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
@@ -214,9 +216,25 @@ impl From<AuthError> for ApiError {
     }
 }
 
+/// The InfluxDB 2.x error code of an answer's status.
+fn influx2_code(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not found",
+        StatusCode::PAYLOAD_TOO_LARGE => "request too large",
+        StatusCode::TOO_MANY_REQUESTS => "too many requests",
+        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+        status if status.is_server_error() => "internal error",
+        _ => "invalid",
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = serde_json::json!({ "error": self.message });
+        // "error" is what InfluxDB 1.x answers; "code" and "message" what 2.x answers, and what
+        // 2.x clients (influxdb-client, Telegraf's outputs.influxdb_v2) show of an error.
+        let mut body = serde_json::json!({ "error": self.message, "code": influx2_code(self.status), "message": self.message });
         if let Some(line) = self.line {
             body["line"] = line.into();
         }
@@ -336,6 +354,21 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::AUTHORIZATION, HeaderValue::from_str(authorization).expect("header value"));
         headers
+    }
+
+    #[tokio::test]
+    async fn error_bodies_carry_the_1x_and_the_2x_fields() {
+        let error = ApiError { line: Some(3), ..ApiError::bad_request("partial write: line 3: bad dropped=1") };
+        let response = error.into_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
+        let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        let message = "partial write: line 3: bad dropped=1";
+        assert_eq!(json, serde_json::json!({ "error": message, "code": "invalid", "message": message, "line": 3 }));
+        let forbidden = ApiError::from(AuthError::Forbidden(crate::auth::Scope::Write)).into_response();
+        let body = axum::body::to_bytes(forbidden.into_body(), 1 << 20).await.expect("body");
+        let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(json["code"], "forbidden");
     }
 
     #[test]
