@@ -12,7 +12,9 @@
 //! | `GET /metrics` | open | 200 Prometheus text |
 //!
 //! Tokens come from `Authorization: Token <t>` / `Bearer <t>`, `Authorization: Basic` (the
-//! password is the token), or the v1 `p` query parameter. Errors are JSON `{"error": "..."}`.
+//! password is the token), or the v1 `p` query parameter, which wins over the header as in
+//! InfluxDB 1.x. Errors are JSON `{"error": "...", "code": "...", "message": "..."}` (the 1.x
+//! field and the 2.x ones).
 //!
 //! Connections hold a permit of the shared `connections` semaphore for their whole life (the
 //! accept loop waits for one, so excess clients wait in the kernel's accept queue); write bodies
@@ -151,7 +153,19 @@ pub fn bearer_token(headers: &HeaderMap) -> Option<String> {
     None
 }
 
-/// An error answer: JSON `{"error": message[, "line": N]}` with a status.
+/// The token of a request that may carry InfluxDB 1.x credentials: the `p` query parameter when
+/// it is given, else the `Authorization` header. As in InfluxDB 1.x, credentials in the URL take
+/// precedence: the 1.x Python client sends `Basic root:root` by default even when the caller
+/// puts `u` and `p` in the URL.
+pub fn v1_token(headers: &HeaderMap, p: Option<&str>) -> Option<String> {
+    match p.filter(|p| !p.is_empty()) {
+        Some(p) => Some(p.to_string()),
+        None => bearer_token(headers),
+    }
+}
+
+/// An error answer: JSON `{"error": message, "code": 2.x code, "message": message[, "line": N]}`
+/// with a status.
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
@@ -210,9 +224,25 @@ impl From<AuthError> for ApiError {
     }
 }
 
+/// The InfluxDB 2.x error code of an answer's status.
+fn influx2_code(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not found",
+        StatusCode::PAYLOAD_TOO_LARGE => "request too large",
+        StatusCode::TOO_MANY_REQUESTS => "too many requests",
+        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+        status if status.is_server_error() => "internal error",
+        _ => "invalid",
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = serde_json::json!({ "error": self.message });
+        // "error" is what InfluxDB 1.x answers; "code" and "message" what 2.x answers, and what
+        // 2.x clients (influxdb-client, Telegraf's outputs.influxdb_v2) show of an error.
+        let mut body = serde_json::json!({ "error": self.message, "code": influx2_code(self.status), "message": self.message });
         if let Some(line) = self.line {
             body["line"] = line.into();
         }
@@ -321,5 +351,43 @@ impl tokio::io::AsyncWrite for PermittedStream {
 
     fn is_write_vectored(&self) -> bool {
         self.stream.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(authorization: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_str(authorization).expect("header value"));
+        headers
+    }
+
+    #[tokio::test]
+    async fn error_bodies_carry_the_1x_and_the_2x_fields() {
+        let error = ApiError { line: Some(3), ..ApiError::bad_request("partial write: line 3: bad dropped=1") };
+        let response = error.into_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
+        let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        let message = "partial write: line 3: bad dropped=1";
+        assert_eq!(json, serde_json::json!({ "error": message, "code": "invalid", "message": message, "line": 3 }));
+        let forbidden = ApiError::from(AuthError::Forbidden(crate::auth::Scope::Write)).into_response();
+        let body = axum::body::to_bytes(forbidden.into_body(), 1 << 20).await.expect("body");
+        let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(json["code"], "forbidden");
+    }
+
+    #[test]
+    fn v1_credentials_in_the_url_take_precedence_over_the_header() {
+        // "Basic root:root", what the 1.x Python client sends unless told otherwise.
+        let basic = headers("Basic cm9vdDpyb290");
+        assert_eq!(v1_token(&basic, Some("secret")).as_deref(), Some("secret"));
+        assert_eq!(v1_token(&basic, None).as_deref(), Some("root"));
+        assert_eq!(v1_token(&basic, Some("")).as_deref(), Some("root"), "an empty p is no credential");
+        assert_eq!(v1_token(&headers("Token t"), None).as_deref(), Some("t"));
+        assert_eq!(v1_token(&HeaderMap::new(), Some("secret")).as_deref(), Some("secret"));
+        assert_eq!(v1_token(&HeaderMap::new(), None), None);
     }
 }

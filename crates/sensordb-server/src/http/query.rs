@@ -18,7 +18,7 @@
 //! `/api/v1/series[?measurement=M][&tag.<k>=<v>...]` lists matching series:
 //! `{"series":[{"key":..., "measurement":..., "tags":{...}, "field":..., "kind":...}]}`.
 
-use super::{bearer_token, json_response, ApiError, HttpState};
+use super::{json_response, v1_token, ApiError, HttpState};
 use crate::auth::Scope;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -51,7 +51,7 @@ pub async fn influxql(
         params.extend(body_params);
     }
     let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    let token = bearer_token(&headers).or_else(|| param("p").map(str::to_string));
+    let token = v1_token(&headers, param("p"));
     let q = param("q").ok_or_else(|| ApiError::bad_request("missing required parameter \"q\""))?;
     let mut results = Vec::new();
     for (statement_id, statement) in q.split(';').map(str::trim).filter(|s| !s.is_empty()).enumerate() {
@@ -189,7 +189,7 @@ pub async fn series(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    let token = bearer_token(&headers).or_else(|| param("p").map(str::to_string));
+    let token = v1_token(&headers, param("p"));
     http.server.tokens.check(token.as_deref(), Scope::Read)?;
     let filter = tag_filter(&params);
     let entries = http.server.engine.select_series(param("db"), param("measurement"), &filter);
@@ -218,7 +218,7 @@ pub async fn points(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    let token = bearer_token(&headers).or_else(|| param("p").map(str::to_string));
+    let token = v1_token(&headers, param("p"));
     http.server.tokens.check(token.as_deref(), Scope::Read)?;
     let measurement = param("measurement")
         .filter(|m| !m.is_empty())
