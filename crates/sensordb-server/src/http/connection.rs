@@ -29,8 +29,8 @@
 //!
 //! The connection's task runs hyper's connection future beside a timer at the current phase's
 //! deadline; when the timer wins, the connection future is dropped, which closes the socket and
-//! frees the permit. The phase changes in three places: the stream ([`ConnectionStream`]) notes
-//! the first byte read while idle; the service ([`ConnectionService`]) marks where a request
+//! frees the permit. The phase changes in three places: the stream (`ConnectionStream`) notes
+//! the first byte read while idle; the service (`ConnectionService`) marks where a request
 //! starts (hyper calls it once the headers are read) and where it ends (its response body is
 //! dropped, once hyper has sent it or given up). Each change wakes the task to re-arm the timer.
 
@@ -57,9 +57,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{Notify, OwnedSemaphorePermit};
 use tokio::task::JoinSet;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// Serves the HTTP API on `listener` until `shutdown` turns true, then drains.
@@ -288,7 +287,7 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
 }
 
 /// A response body that keeps its request in progress until hyper drops it.
-pub struct TrackedBody {
+struct TrackedBody {
     body: Body,
     _request: RequestGuard,
 }
@@ -312,7 +311,7 @@ impl hyper::body::Body for TrackedBody {
 
 /// A connection's stream: holds its `connections` permit (dropping the stream closes the
 /// connection and frees the slot) and notes when bytes come in.
-pub struct ConnectionStream {
+struct ConnectionStream {
     /// TLS when configured; its handshake runs on first use, in the connection's own task.
     stream: MaybeTlsStream<TcpStream>,
     _permit: OwnedSemaphorePermit,
