@@ -11,7 +11,8 @@
 //!   shifts every timestamp by the data set's span, so the server stores distinct points.
 //!   Bytes are the point-record bytes of the SEND frames.
 //! - http: InfluxDB line protocol, `POST /write?db=<db>&precision=ns` (2xx, normally 204, is
-//!   success) over a keep-alive HTTP/1.1 connection per client. Bodies are rendered before the
+//!   success) over a keep-alive HTTP/1.1 connection per client (HTTPS with `tls`, through the
+//!   client library's rustls connector). Bodies are rendered before the
 //!   clock starts (see [`render_row`]); a later round resends the same bodies (the same points).
 //!   Bytes are body bytes. The client is a small hand-written one on a tokio `TcpStream`: one
 //!   buffered write per request, the answer's head parsed in place, no per-request allocation
@@ -26,7 +27,7 @@
 use crate::line_protocol::LineProtocolReader;
 use crate::row::Row;
 use crate::tsbs::{Disorder, TsbsConfig, TsbsGenerator};
-use sensordb_client::{Client, ClientOptions};
+use sensordb_client::{Client, ClientOptions, ClientTls};
 use sensordb_engine::{SeriesKey, Timestamp, Value, ValueKind};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -34,8 +35,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::TlsConnector;
 
 /// Which listener to load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +89,8 @@ pub struct IngestBenchConfig {
     /// Draw a progress bar on stderr (hidden when stderr is no terminal).
     pub progress: bool,
     pub reply_timeout: Duration,
+    /// TLS for a server with `tls_cert`/`tls_key` (both protocols); `None` is plaintext.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for IngestBenchConfig {
@@ -103,6 +108,7 @@ impl Default for IngestBenchConfig {
             db: "sensordb".to_string(),
             progress: true,
             reply_timeout: Duration::from_secs(30),
+            tls: None,
         }
     }
 }
@@ -243,6 +249,7 @@ pub async fn run(config: &IngestBenchConfig, addr: SocketAddr) -> Result<IngestR
                 token: config.token.clone(),
                 client_name: "sensordb bench ingest".to_string(),
                 reply_timeout: config.reply_timeout,
+                tls: config.tls.clone(),
                 ..ClientOptions::default()
             };
             let client = Client::connect_with(addr, options).await.map_err(|e| format!("connect: {e}"))?;
@@ -273,11 +280,16 @@ pub async fn run(config: &IngestBenchConfig, addr: SocketAddr) -> Result<IngestR
                 if config.token.is_empty() { String::new() } else { format!("Authorization: Token {}\r\n", config.token) }
             );
             let request_head: Arc<str> = request_head.into();
+            let tls = match &config.tls {
+                Some(tls) => Some(tls.connector().map_err(|e| format!("TLS: {e}"))?),
+                None => None,
+            };
             for share in shares {
                 let counters = counters.clone();
                 let head = request_head.clone();
                 let timeout = config.reply_timeout;
-                tasks.push(tokio::spawn(async move { http_client(addr, head, share.bodies, deadline, timeout, &counters).await }));
+                let tls = tls.clone();
+                tasks.push(tokio::spawn(async move { http_client(addr, tls, head, share.bodies, deadline, timeout, &counters).await }));
             }
         }
     }
@@ -354,8 +366,19 @@ async fn native_client(
     (round, errors)
 }
 
+/// Opens an HTTP connection to `addr`, with TLS when `tls` is given.
+async fn http_connect(addr: SocketAddr, tls: Option<&(TlsConnector, ServerName<'static>)>) -> std::io::Result<HttpConnection> {
+    let stream = TcpStream::connect(addr).await?;
+    let _ = stream.set_nodelay(true);
+    Ok(match tls {
+        None => HttpConnection::new(stream),
+        Some((connector, name)) => HttpConnection::new(connector.connect(name.clone(), stream).await?),
+    })
+}
+
 async fn http_client(
     addr: SocketAddr,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
     head: Arc<str>,
     bodies: Vec<(bytes::Bytes, u64)>,
     deadline: Instant,
@@ -371,11 +394,8 @@ async fn http_client(
                 break 'rounds;
             }
             if connection.is_none() {
-                match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
-                    Ok(Ok(stream)) => {
-                        let _ = stream.set_nodelay(true);
-                        connection = Some(HttpConnection::new(stream));
-                    }
+                match tokio::time::timeout(timeout, http_connect(addr, tls.as_ref())).await {
+                    Ok(Ok(opened)) => connection = Some(opened),
                     Ok(Err(error)) => {
                         counters.failed.fetch_add(1, Ordering::Relaxed);
                         *errors.entry(format!("connect: {error}")).or_default() += 1;
@@ -438,16 +458,21 @@ pub struct HttpAnswer {
     pub close: bool,
 }
 
+/// What an [`HttpConnection`] runs over: a `TcpStream` or a TLS session on one.
+pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> ClientStream for S {}
+
 /// A keep-alive HTTP/1.1 client connection.
 pub struct HttpConnection {
-    stream: TcpStream,
+    stream: Box<dyn ClientStream>,
     buffer: Vec<u8>,
     request: Vec<u8>,
 }
 
 impl HttpConnection {
-    pub fn new(stream: TcpStream) -> Self {
-        HttpConnection { stream, buffer: Vec::with_capacity(4096), request: Vec::with_capacity(256) }
+    pub fn new(stream: impl ClientStream + 'static) -> Self {
+        HttpConnection { stream: Box::new(stream), buffer: Vec::with_capacity(4096), request: Vec::with_capacity(256) }
     }
 
     /// Sends `head` (request line and headers, each ending in CRLF, without Content-Length and

@@ -3,12 +3,15 @@
 //! - [`raise_open_file_limit`]: many clients need many descriptors (two per client when the
 //!   server runs in the same process).
 //! - [`InProcessServer`]: a complete server on 127.0.0.1 with a temporary data directory, so one
-//!   command is a whole benchmark; it counts what the engine stored after the run.
+//!   command is a whole benchmark; it counts what the engine stored after the run. With TLS it
+//!   serves a [`SelfSignedCert`] made for the run, which the clients trust.
 //! - [`Percentiles`]: p50 / p99 / max of a set of durations.
 
+use sensordb_client::ClientTls;
 use sensordb_engine::{Durability, Engine, EngineOptions};
 use sensordb_server::{RunningServer, Server, ServerConfig};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -100,6 +103,34 @@ pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// A self-signed certificate for `localhost` and `127.0.0.1` with its key, as PEM files in a
+/// temporary directory (removed on drop): what an in-process server started with TLS serves.
+pub struct SelfSignedCert {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The certificate's PEM: the CA the clients trust.
+    pub pem: String,
+    _dir: tempfile::TempDir,
+}
+
+impl SelfSignedCert {
+    pub fn generate() -> Result<SelfSignedCert, String> {
+        let dir = tempfile::Builder::new().prefix("sensordb-bench-tls-").tempdir().map_err(|e| format!("temp dir: {e}"))?;
+        let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        let certified = rcgen::generate_simple_self_signed(names).map_err(|e| format!("certificate: {e}"))?;
+        let pem = certified.cert.pem();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        std::fs::write(&cert, &pem).map_err(|e| format!("{}: {e}", cert.display()))?;
+        std::fs::write(&key, certified.key_pair.serialize_pem()).map_err(|e| format!("{}: {e}", key.display()))?;
+        Ok(SelfSignedCert { cert, key, pem, _dir: dir })
+    }
+
+    /// What a client needs to trust the certificate, checking the name `localhost`.
+    pub fn client_tls(&self) -> ClientTls {
+        ClientTls::new(self.pem.as_bytes(), "localhost")
+    }
+}
+
 /// A server on 127.0.0.1 (both listeners on port 0) over an engine in a temporary directory.
 pub struct InProcessServer {
     pub server: RunningServer,
@@ -112,6 +143,12 @@ pub struct InProcessServer {
 impl InProcessServer {
     /// Starts the server; `max_connections` at least `connections`. Call inside a tokio runtime.
     pub async fn start(durability: Durability, connections: usize) -> Result<InProcessServer, String> {
+        Self::start_with_tls(durability, connections, None).await
+    }
+
+    /// [`InProcessServer::start`], both listeners speaking TLS only with the PEM certificate
+    /// chain and key `tls` = (cert, key) when given.
+    pub async fn start_with_tls(durability: Durability, connections: usize, tls: Option<(&Path, &Path)>) -> Result<InProcessServer, String> {
         let dir = tempfile::Builder::new().prefix("sensordb-bench-").tempdir().map_err(|e| format!("temp dir: {e}"))?;
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
         let defaults = ServerConfig::default();
@@ -121,6 +158,8 @@ impl InProcessServer {
             http_listen: loopback,
             native_listen: loopback,
             max_connections: defaults.max_connections.max(connections + 16),
+            tls_cert: tls.map(|(cert, _)| cert.to_path_buf()),
+            tls_key: tls.map(|(_, key)| key.to_path_buf()),
             ..defaults
         };
         let options = EngineOptions { durability, ..EngineOptions::default() };
@@ -141,7 +180,7 @@ impl InProcessServer {
     pub fn describe(&self) -> String {
         let c = &self.config;
         format!(
-            "in-process server: native {} http {}, durability={:?}, data dir {} (temporary), max_connections={}, max_in_flight_bytes={}, max_connection_in_flight_bytes={}, max_frame_bytes={}, transaction_timeout_ms={}, idle_timeout_ms={}, tokens={}",
+            "in-process server: native {} http {}, durability={:?}, data dir {} (temporary), max_connections={}, max_in_flight_bytes={}, max_connection_in_flight_bytes={}, max_frame_bytes={}, transaction_timeout_ms={}, idle_timeout_ms={}, tokens={}, tls={}",
             self.server.native_addr,
             self.server.http_addr,
             c.durability,
@@ -152,7 +191,8 @@ impl InProcessServer {
             c.max_frame_bytes,
             c.transaction_timeout_ms,
             c.idle_timeout_ms,
-            if c.tokens.is_empty() { "none (open)".to_string() } else { c.tokens.len().to_string() }
+            if c.tokens.is_empty() { "none (open)".to_string() } else { c.tokens.len().to_string() },
+            c.tls_cert.as_ref().map_or("off".to_string(), |cert| format!("on ({})", cert.display()))
         )
     }
 

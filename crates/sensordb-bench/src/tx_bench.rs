@@ -22,7 +22,7 @@
 //! are durable); "transaction" is the whole `commit()` call, retries included.
 
 use crate::load::{ms, Percentiles};
-use sensordb_client::{Client, ClientOptions, SeriesHandle, TxStats};
+use sensordb_client::{Client, ClientOptions, ClientTls, SeriesHandle, TxStats};
 use sensordb_engine::{SeriesKey, Timestamp, Value, ValueKind};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -60,6 +60,8 @@ pub struct TxBenchConfig {
     pub reply_timeout: Duration,
     /// First timestamp written (ns): point k of client n is at `start + k × clients + n`.
     pub start: Timestamp,
+    /// TLS for a server with `tls_cert`/`tls_key`; `None` is plaintext.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for TxBenchConfig {
@@ -78,6 +80,7 @@ impl Default for TxBenchConfig {
             max_attempts: 1,
             reply_timeout: Duration::from_secs(30),
             start: 1_700_000_000_000_000_000,
+            tls: None,
         }
     }
 }
@@ -265,6 +268,7 @@ async fn connect_one(config: &TxBenchConfig, addr: SocketAddr, n: usize) -> Resu
         max_attempts: config.max_attempts.max(1),
         reply_timeout: config.reply_timeout,
         packet_bytes: config.packet_bytes(),
+        tls: config.tls.clone(),
         ..ClientOptions::default()
     };
     let client = Client::connect_with(addr, options).await.map_err(|e| e.to_string())?;

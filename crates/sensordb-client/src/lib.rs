@@ -119,8 +119,9 @@ impl ClientTls {
         Ok(ClientTls::new(std::fs::read(path)?, server_name))
     }
 
-    /// The rustls connector and server name (`ring` provider, no client certificate).
-    pub(crate) fn connector(
+    /// The rustls connector and server name (`ring` provider, no client certificate), for this
+    /// client and for other TLS clients of the same server (the bench's HTTP client).
+    pub fn connector(
         &self,
     ) -> Result<(tokio_rustls::TlsConnector, tokio_rustls::rustls::pki_types::ServerName<'static>), ClientError> {
         use tokio_rustls::rustls;

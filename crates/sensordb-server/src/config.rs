@@ -11,8 +11,11 @@
 //! max_frame_bytes = 16777216
 //! max_body_bytes = 67108864
 //! max_line_bytes = 1048576
-//! idle_timeout_ms = 60000
+//! idle_timeout_ms = 60000        # a connection with nothing in progress is closed after it
 //! transaction_timeout_ms = 30000
+//! http_header_read_timeout_ms = 20000
+//! http_body_read_timeout_ms = 20000
+//! http_body_min_bytes_per_second = 500
 //! memtable_bytes_max = 33554432   # points buffered in memory before flushing, active + frozen
 //! [[tokens]]
 //! token = "secret"
@@ -43,8 +46,18 @@ pub struct ServerConfig {
     pub max_frame_bytes: usize,
     pub max_body_bytes: usize,
     pub max_line_bytes: usize,
+    /// A connection with nothing in progress this long is closed: a native one without frames
+    /// and open transactions, an HTTP one between the end of a response and the first byte of
+    /// the next request.
     pub idle_timeout_ms: u64,
     pub transaction_timeout_ms: u64,
+    /// HTTP: longest time from a request's first byte to the end of its headers (slowloris).
+    pub http_header_read_timeout_ms: u64,
+    /// HTTP: longest wait for more body bytes while a handler reads the body; also the grace
+    /// before `http_body_min_bytes_per_second` applies.
+    pub http_body_read_timeout_ms: u64,
+    /// HTTP: after the grace, a body must have arrived at least this fast on average (0: any).
+    pub http_body_min_bytes_per_second: u64,
     /// Memory for buffered points (the engine's memtables, active plus frozen). The main lever
     /// on the server's resident memory; smaller values flush more often, and background
     /// compaction merges the resulting short blocks.
@@ -147,6 +160,9 @@ impl Default for ServerConfig {
             max_line_bytes: 1 << 20,
             idle_timeout_ms: 60_000,
             transaction_timeout_ms: 30_000,
+            http_header_read_timeout_ms: 20_000,
+            http_body_read_timeout_ms: 20_000,
+            http_body_min_bytes_per_second: 500,
             memtable_bytes_max: 32 << 20,
             tokens: Vec::new(),
             tls_cert: None,

@@ -16,6 +16,12 @@ pub struct Metrics {
     pub native_transactions_failed: AtomicU64,
     pub connections_open: AtomicI64,
     pub connections_accepted: AtomicU64,
+    /// Connections the server closed after `idle_timeout_ms` with nothing in progress.
+    pub connections_closed_idle: AtomicU64,
+    /// HTTP connections closed because a request's headers took over `http_header_read_timeout_ms`.
+    pub http_header_timeouts: AtomicU64,
+    /// HTTP request bodies given up on as stalled or slower than the minimum rate.
+    pub http_body_timeouts: AtomicU64,
     pub in_flight_bytes: AtomicI64,
     /// Sum and count of engine write latencies (time from batch ready to durable), microseconds.
     pub write_latency_us_sum: AtomicU64,
@@ -48,6 +54,9 @@ impl Metrics {
         metric("sensordb_native_transactions_completed_total", "counter", "Native transactions completed.", load(&self.native_transactions_completed));
         metric("sensordb_native_transactions_failed_total", "counter", "Native transactions cancelled, timed out or failed.", load(&self.native_transactions_failed));
         metric("sensordb_connections_accepted_total", "counter", "Connections accepted.", load(&self.connections_accepted));
+        metric("sensordb_connections_closed_idle_total", "counter", "Connections closed by the server after idle_timeout_ms with nothing in progress (both listeners).", load(&self.connections_closed_idle));
+        metric("sensordb_http_header_timeouts_total", "counter", "HTTP connections closed because request headers took too long.", load(&self.http_header_timeouts));
+        metric("sensordb_http_body_timeouts_total", "counter", "HTTP request bodies that stalled or came slower than the minimum rate.", load(&self.http_body_timeouts));
         metric("sensordb_connections_open", "gauge", "Connections open now.", self.connections_open.load(Ordering::Relaxed).to_string());
         metric("sensordb_in_flight_bytes", "gauge", "Bytes received and not yet durable.", self.in_flight_bytes.load(Ordering::Relaxed).to_string());
         metric("sensordb_write_latency_seconds_sum", "counter", "Total time from a batch being ready to it being durable.", format!("{:.6}", self.write_latency_us_sum.load(Ordering::Relaxed) as f64 / 1e6));

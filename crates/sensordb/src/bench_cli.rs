@@ -4,8 +4,9 @@
 use anyhow::anyhow;
 use sensordb_bench::engine_bench::{self, EngineBenchConfig};
 use sensordb_bench::ingest_bench::{self, IngestBenchConfig, IngestProtocol};
-use sensordb_bench::load::{raise_open_file_limit, InProcessServer};
+use sensordb_bench::load::{raise_open_file_limit, InProcessServer, SelfSignedCert};
 use sensordb_bench::tx_bench::{self, TxBenchConfig};
+use sensordb_client::ClientTls;
 use sensordb_engine::Durability;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,6 +35,52 @@ pub struct ServerProcessArgs {
     durability: Durability,
     #[arg(long, default_value_t = 10_000)]
     connections: usize,
+    /// Serve TLS with this certificate chain (PEM) and `--tls-key`.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+/// TLS options of `bench tx` and `bench ingest`, for the client library's `ClientTls`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct TlsArgs {
+    /// Speak TLS. Without --addr the in-process server serves a self-signed certificate made for
+    /// the run (for localhost and 127.0.0.1), which the clients trust; with --addr give --tls-ca.
+    #[arg(long)]
+    tls: bool,
+    /// PEM file of the CA certificate(s) the clients trust (a self-signed server certificate
+    /// will do); implies --tls. Only with --addr.
+    #[arg(long, requires = "addr")]
+    tls_ca: Option<PathBuf>,
+    /// Name the server's certificate must carry (default: the IP address of --addr; localhost
+    /// for the in-process server).
+    #[arg(long)]
+    tls_server_name: Option<String>,
+}
+
+impl TlsArgs {
+    fn enabled(&self) -> bool {
+        self.tls || self.tls_ca.is_some()
+    }
+
+    /// The clients' TLS settings for a server at `addr` (given by --addr), or for the
+    /// in-process server's certificate `cert`.
+    fn client_tls(&self, addr: Option<SocketAddr>, cert: Option<&SelfSignedCert>) -> anyhow::Result<Option<ClientTls>> {
+        if !self.enabled() {
+            return Ok(None);
+        }
+        let mut tls = match (cert, &self.tls_ca, addr) {
+            (Some(cert), _, _) => cert.client_tls(),
+            (None, Some(ca), Some(addr)) => ClientTls::from_ca_file(ca, addr.ip().to_string())
+                .map_err(|e| anyhow!("--tls-ca {}: {e}", ca.display()))?,
+            (None, _, _) => return Err(anyhow!("--tls with --addr needs --tls-ca (the CA certificate that signed the server's)")),
+        };
+        if let Some(name) = &self.tls_server_name {
+            tls.server_name = name.clone();
+        }
+        Ok(Some(tls))
+    }
 }
 
 #[derive(clap::Args)]
@@ -89,6 +136,8 @@ pub struct TxArgs {
     /// Append one CSV row with every parameter and result (header when the file is new).
     #[arg(long)]
     csv: Option<PathBuf>,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(clap::Args)]
@@ -131,6 +180,8 @@ pub struct IngestArgs {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(clap::Args)]
@@ -194,22 +245,27 @@ enum BenchServer {
     Child(ChildServer),
 }
 
+/// The paths of a certificate chain and its key, for a server speaking TLS.
+type TlsFiles = Option<(PathBuf, PathBuf)>;
+
 impl BenchServer {
     /// Starts the server for `connections` clients: in this process when the open-file limit
     /// holds both ends (two descriptors per connection) and `separate` is false, else in a
-    /// child process running `sensordb bench server-process`.
-    async fn start(durability: Durability, connections: usize, separate: bool) -> anyhow::Result<BenchServer> {
+    /// child process running `sensordb bench server-process`. With `tls`, both listeners speak
+    /// TLS only with that certificate and key.
+    async fn start(durability: Durability, connections: usize, separate: bool, tls: TlsFiles) -> anyhow::Result<BenchServer> {
         let wanted = (2 * connections + 1024) as u64;
         let limit = raise_open_file_limit(wanted);
         if !separate && limit.is_enough() {
-            let server = InProcessServer::start(durability, connections).await.map_err(|e| anyhow!(e))?;
+            let files = tls.as_ref().map(|(cert, key)| (cert.as_path(), key.as_path()));
+            let server = InProcessServer::start_with_tls(durability, connections, files).await.map_err(|e| anyhow!(e))?;
             println!("{}", server.describe());
             return Ok(BenchServer::InProcess(Box::new(server)));
         }
         if !separate {
             println!("server: the open-file limit {} cannot hold both ends of {connections} connections: the server runs in a child process", limit.now);
         }
-        let child = tokio::task::spawn_blocking(move || ChildServer::start(durability, connections)).await??;
+        let child = tokio::task::spawn_blocking(move || ChildServer::start(durability, connections, tls)).await??;
         Ok(BenchServer::Child(child))
     }
 
@@ -252,13 +308,17 @@ struct ChildServer {
 }
 
 impl ChildServer {
-    fn start(durability: Durability, connections: usize) -> anyhow::Result<ChildServer> {
+    fn start(durability: Durability, connections: usize, tls: TlsFiles) -> anyhow::Result<ChildServer> {
         use std::io::BufRead;
         use std::process::{Command, Stdio};
         let exe = std::env::current_exe()?;
         let durability_text = format!("{durability:?}").to_lowercase();
-        let mut child = Command::new(exe)
-            .args(["bench", "server-process", "--durability", &durability_text, "--connections", &connections.to_string()])
+        let mut command = Command::new(exe);
+        command.args(["bench", "server-process", "--durability", &durability_text, "--connections", &connections.to_string()]);
+        if let Some((cert, key)) = &tls {
+            command.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()?;
@@ -314,7 +374,8 @@ fn server_process(args: ServerProcessArgs) -> anyhow::Result<()> {
     let limit = raise_open_file_limit((args.connections + 1024) as u64);
     println!("{limit}");
     runtime()?.block_on(async {
-        let server = InProcessServer::start(args.durability, args.connections).await.map_err(|e| anyhow!(e))?;
+        let tls = args.tls_cert.as_deref().zip(args.tls_key.as_deref());
+        let server = InProcessServer::start_with_tls(args.durability, args.connections, tls).await.map_err(|e| anyhow!(e))?;
         println!("{}", server.describe());
         println!("listening native {} http {}", server.native_addr(), server.http_addr());
         // Serve until the parent closes our stdin (or dies).
@@ -364,10 +425,12 @@ fn tx(args: TxArgs) -> anyhow::Result<()> {
         reply_timeout: Duration::from_millis(args.timeout_ms),
         ..TxBenchConfig::default()
     };
+    let cert = in_process_cert(&args.tls, args.addr)?;
+    let config = TxBenchConfig { tls: args.tls.client_tls(args.addr, cert.as_ref())?, ..config };
     runtime()?.block_on(async {
         let server = match args.addr {
             Some(_) => None,
-            None => Some(BenchServer::start(args.durability, args.clients, args.server_process).await?),
+            None => Some(BenchServer::start(args.durability, args.clients, args.server_process, tls_files(cert.as_ref())).await?),
         };
         let same_process = matches!(server, Some(BenchServer::InProcess(_)));
         file_limit(args.clients, same_process);
@@ -376,7 +439,11 @@ fn tx(args: TxArgs) -> anyhow::Result<()> {
             (None, Some(addr)) => addr,
             (None, None) => return Err(anyhow!("no server address")),
         };
-        println!("client: native {addr}, {} worker threads", tokio::runtime::Handle::current().metrics().num_workers());
+        println!(
+            "client: native {addr}{}, {} worker threads",
+            describe_tls(config.tls.as_ref()),
+            tokio::runtime::Handle::current().metrics().num_workers()
+        );
         let report = tx_bench::run(&config, addr).await;
         for line in tx_bench::format_report(&config, &report) {
             println!("{line}");
@@ -422,10 +489,12 @@ fn ingest(args: IngestArgs) -> anyhow::Result<()> {
         progress: !args.no_progress,
         ..IngestBenchConfig::default()
     };
+    let cert = in_process_cert(&args.tls, args.addr)?;
+    let config = IngestBenchConfig { tls: args.tls.client_tls(args.addr, cert.as_ref())?, ..config };
     runtime()?.block_on(async {
         let server = match args.addr {
             Some(_) => None,
-            None => Some(BenchServer::start(args.durability, args.clients, false).await?),
+            None => Some(BenchServer::start(args.durability, args.clients, false, tls_files(cert.as_ref())).await?),
         };
         let addr = match (&server, args.addr, args.protocol) {
             (Some(server), _, IngestProtocol::Native) => server.native_addr(),
@@ -433,7 +502,7 @@ fn ingest(args: IngestArgs) -> anyhow::Result<()> {
             (None, Some(addr), _) => addr,
             (None, None, _) => return Err(anyhow!("no server address")),
         };
-        println!("client: {} {addr}", args.protocol);
+        println!("client: {} {addr}{}", args.protocol, describe_tls(config.tls.as_ref()));
         let report = ingest_bench::run(&config, addr).await.map_err(|e| anyhow!(e))?;
         for line in ingest_bench::format_report(&config, &report) {
             println!("{line}");
@@ -449,6 +518,22 @@ fn ingest(args: IngestArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// The certificate for an in-process server with `--tls` (none for a server given by --addr).
+fn in_process_cert(tls: &TlsArgs, addr: Option<SocketAddr>) -> anyhow::Result<Option<SelfSignedCert>> {
+    if !tls.enabled() || addr.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(SelfSignedCert::generate().map_err(|e| anyhow!(e))?))
+}
+
+fn tls_files(cert: Option<&SelfSignedCert>) -> TlsFiles {
+    cert.map(|c| (c.cert.clone(), c.key.clone()))
+}
+
+fn describe_tls(tls: Option<&ClientTls>) -> String {
+    tls.map_or(String::new(), |t| format!(" over TLS (server name {})", t.server_name))
 }
 
 fn engine(args: EngineArgs) -> anyhow::Result<()> {

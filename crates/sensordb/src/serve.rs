@@ -34,6 +34,16 @@ pub struct ServeArgs {
     /// Native protocol listen address (default 127.0.0.1:7070).
     #[arg(long)]
     native: Option<SocketAddr>,
+    /// Close a connection with nothing in progress after this long (default 60000): a native
+    /// one without frames and open transactions, an HTTP one between requests.
+    #[arg(long)]
+    idle_timeout_ms: Option<u64>,
+    /// HTTP: longest time from a request's first byte to the end of its headers (default 20000).
+    #[arg(long)]
+    http_header_read_timeout_ms: Option<u64>,
+    /// HTTP: longest wait for more bytes of a request body (default 20000).
+    #[arg(long)]
+    http_body_read_timeout_ms: Option<u64>,
     /// Write an hour of generated fleet data (10 trucks) at start.
     #[arg(long)]
     demo: bool,
@@ -55,6 +65,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     if let Some(native) = args.native {
         config.native_listen = native;
+    }
+    if let Some(ms) = args.idle_timeout_ms {
+        config.idle_timeout_ms = ms;
+    }
+    if let Some(ms) = args.http_header_read_timeout_ms {
+        config.http_header_read_timeout_ms = ms;
+    }
+    if let Some(ms) = args.http_body_read_timeout_ms {
+        config.http_body_read_timeout_ms = ms;
     }
     config.validate()?;
     raise_open_file_limit(config.max_connections);

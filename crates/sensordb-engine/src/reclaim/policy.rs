@@ -3,7 +3,7 @@
 //! directory's `databases` file, rewritten whole (temporary file, fsync, rename) on each change.
 //!
 //! File format, version 1 (UTF-8 text, one record per line; names are percent-encoded: every
-//! byte outside `[A-Za-z0-9_.-]` is written `%XX`):
+//! byte outside `[A-Za-z0-9_.]` is written `%XX`):
 //! ```text
 //! sensordb-databases 1
 //! database <name> period=<seconds or -> capacity=<bytes or ->
@@ -194,7 +194,8 @@ impl Databases {
 fn encode_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for byte in name.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'.' | b'-') {
+        // '-' is escaped too: alone it means "none".
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'.') {
             out.push(byte as char);
         } else {
             out.push_str(&format!("%{byte:02X}"));

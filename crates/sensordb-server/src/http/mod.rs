@@ -17,21 +17,27 @@
 //! field and the 2.x ones).
 //!
 //! Connections hold a permit of the shared `connections` semaphore for their whole life (the
-//! accept loop waits for one, so excess clients wait in the kernel's accept queue); write bodies
-//! hold `in_flight_bytes` permits until durable (see [`write`]). On the shutdown signal the
-//! server stops accepting, lets requests in progress finish, and returns.
+//! accept loop waits for one, so excess clients wait in the kernel's accept queue) and are closed
+//! when idle, when a request's headers come too slowly, or when its body stalls (see
+//! [`connection`], [`body_deadline`]); write bodies hold `in_flight_bytes` permits until durable
+//! (see [`write`]). On the shutdown signal the server stops accepting, lets requests in progress
+//! finish, and returns.
 //!
-//! Databases (v1 `db`, v2 `bucket`) are not separate stores yet: every write goes to the one
-//! engine, and the names given are only remembered (in memory) for `SHOW DATABASES`.
+//! Databases (v1 `db`, v2 `bucket`) are namespaces of series in the engine, persisted with
+//! their retention (storage period, capacity) in the data directory.
 
+pub mod body_deadline;
+pub mod connection;
 pub mod line_protocol;
 pub mod query;
 pub mod series_cache;
 pub mod write;
 
+pub use connection::serve;
+
 use crate::auth::AuthError;
 use crate::metrics::Metrics;
-use crate::server::{ServerState, ShutdownSignal};
+use crate::server::ServerState;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -43,8 +49,6 @@ use parking_lot::RwLock;
 use series_cache::SeriesCache;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::OwnedSemaphorePermit;
 
 /// What the HTTP handlers share.
 pub struct HttpState {
@@ -72,23 +76,6 @@ impl HttpState {
     /// Forgets every cached series id: after a deletion, cached ids may name deleted series.
     pub fn clear_caches(&self) {
         self.caches.write().clear();
-    }
-}
-
-/// Serves the HTTP API on `listener` until `shutdown` turns true, then drains.
-pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown: ShutdownSignal) {
-    let http = Arc::new(HttpState::new(state.clone()));
-    let app = router(http);
-    let listener = PermitListener { listener, state };
-    let stop = async move {
-        while !*shutdown.borrow() {
-            if shutdown.changed().await.is_err() {
-                break;
-            }
-        }
-    };
-    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
-        tracing::error!(error = %e, "HTTP server failed");
     }
 }
 
@@ -254,140 +241,5 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Token"));
         }
         response
-    }
-}
-
-/// A listener that takes a connection permit before each accept and keeps it with the stream.
-struct PermitListener {
-    listener: TcpListener,
-    state: Arc<ServerState>,
-}
-
-/// A stream holding its connection permit; dropping it closes the connection and frees the slot.
-pub struct PermittedStream {
-    /// TLS when configured; its handshake runs on first use, in the connection's own task.
-    stream: crate::tls::MaybeTlsStream<TcpStream>,
-    _permit: OwnedSemaphorePermit,
-    state: Arc<ServerState>,
-}
-
-impl Drop for PermittedStream {
-    fn drop(&mut self) {
-        self.state.metrics.connections_open.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-impl axum::serve::Listener for PermitListener {
-    type Io = PermittedStream;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let permit = match self.state.connections.clone().acquire_owned().await {
-                Ok(permit) => permit,
-                // The semaphore is never closed; should it be, stop taking connections.
-                Err(_) => std::future::pending().await,
-            };
-            match self.listener.accept().await {
-                Ok((stream, addr)) => {
-                    let _ = stream.set_nodelay(true);
-                    Metrics::add(&self.state.metrics.connections_accepted, 1);
-                    self.state.metrics.connections_open.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let stream = match &self.state.tls {
-                        Some(tls) => crate::tls::MaybeTlsStream::Tls(tls.accept_lazily(stream)),
-                        None => crate::tls::MaybeTlsStream::Plain(stream),
-                    };
-                    return (PermittedStream { stream, _permit: permit, state: self.state.clone() }, addr);
-                }
-                Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    drop(permit);
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.listener.local_addr()
-    }
-}
-
-impl tokio::io::AsyncRead for PermittedStream {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for PermittedStream {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(authorization: &str) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        headers.insert(header::AUTHORIZATION, HeaderValue::from_str(authorization).expect("header value"));
-        headers
-    }
-
-    #[tokio::test]
-    async fn error_bodies_carry_the_1x_and_the_2x_fields() {
-        let error = ApiError { line: Some(3), ..ApiError::bad_request("partial write: line 3: bad dropped=1") };
-        let response = error.into_response();
-        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
-        let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
-        let message = "partial write: line 3: bad dropped=1";
-        assert_eq!(json, serde_json::json!({ "error": message, "code": "invalid", "message": message, "line": 3 }));
-        let forbidden = ApiError::from(AuthError::Forbidden(crate::auth::Scope::Write)).into_response();
-        let body = axum::body::to_bytes(forbidden.into_body(), 1 << 20).await.expect("body");
-        let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
-        assert_eq!(json["code"], "forbidden");
-    }
-
-    #[test]
-    fn v1_credentials_in_the_url_take_precedence_over_the_header() {
-        // "Basic root:root", what the 1.x Python client sends unless told otherwise.
-        let basic = headers("Basic cm9vdDpyb290");
-        assert_eq!(v1_token(&basic, Some("secret")).as_deref(), Some("secret"));
-        assert_eq!(v1_token(&basic, None).as_deref(), Some("root"));
-        assert_eq!(v1_token(&basic, Some("")).as_deref(), Some("root"), "an empty p is no credential");
-        assert_eq!(v1_token(&headers("Token t"), None).as_deref(), Some("t"));
-        assert_eq!(v1_token(&HeaderMap::new(), Some("secret")).as_deref(), Some("secret"));
-        assert_eq!(v1_token(&HeaderMap::new(), None), None);
     }
 }

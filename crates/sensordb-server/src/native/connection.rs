@@ -178,6 +178,7 @@ impl Connection {
                     }
                     let busy = !self.open.is_empty() || !self.completions.is_empty();
                     if !busy && now.duration_since(last_frame) >= idle_timeout {
+                        self.state.metrics.connections_closed_idle.fetch_add(1, Ordering::Relaxed);
                         self.send(error_frame(ErrorCode::IdleTimeout, true, None, 0,
                             format!("no frame for {} ms: closing", idle_timeout.as_millis())));
                         break;

@@ -1,8 +1,9 @@
 //! The native transactional TCP protocol (specified in `docs/PROTOCOL.md`, wire format in
 //! [`crate::protocol`]).
 //!
-//! - [`serve`]: the accept loop. A connection is accepted only with a `connections` permit
-//!   (more wait in the listen backlog); shutdown stops accepting and drains the connections.
+//! - [`serve`]: the accept loop. Each connection accepted waits for a `connections` permit
+//!   before the next accept (more wait in the listen backlog; a listener waiting for clients
+//!   holds no permit); shutdown stops accepting and drains the connections.
 //! - [`connection`]: one connection: a reader task (frames, byte permits for backpressure), a
 //!   writer task (answers, batched), and the state machine between them.
 //! - [`transaction`]: an open transaction's buffered points.
@@ -45,54 +46,52 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown:
         if *shutdown.borrow() {
             break;
         }
-        let permit = tokio::select! {
-            permit = state.connections.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait a little, keep serving.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
             },
             _ = shutdown.changed() => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
-        loop {
+        // No more accepts until this connection has its slot: excess clients wait in the
+        // kernel's accept queue, and a listener waiting for clients holds no slot.
+        let permit = loop {
             tokio::select! {
-                accepted = listener.accept() => {
-                    match accepted {
-                        Ok((stream, peer)) => {
-                            let conn = connection::Connection::new(state.clone(), txlog.clone(), peer);
-                            match &state.tls {
-                                None => {
-                                    connections.spawn(conn.run(stream, shutdown.clone(), permit));
-                                }
-                                Some(tls) => {
-                                    // The handshake runs in the connection's task, under a timeout.
-                                    let tls = tls.clone();
-                                    let mut shutdown = shutdown.clone();
-                                    connections.spawn(async move {
-                                        let _ = stream.set_nodelay(true);
-                                        let handshake = tokio::select! {
-                                            handshake = tls.accept(stream) => handshake,
-                                            // Shutting down: a handshake in progress is abandoned.
-                                            _ = shutdown.wait_for(|stop| *stop) => return,
-                                        };
-                                        match handshake {
-                                            Ok(stream) => conn.run_io(stream, shutdown, permit).await,
-                                            Err(error) => tracing::debug!(%error, %peer, "TLS handshake failed"),
-                                        }
-                                    });
-                                }
-                            }
-                        }
-                        Err(error) => {
-                            // Out of file descriptors and the like: wait a little, keep serving.
-                            tracing::warn!(%error, "accept failed");
-                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                            continue;
-                        }
-                    }
-                    break;
-                }
+                permit = state.connections.clone().acquire_owned() => match permit {
+                    Ok(permit) => break permit,
+                    Err(_) => break 'accept,
+                },
                 _ = shutdown.changed() => break 'accept,
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        };
+        let conn = connection::Connection::new(state.clone(), txlog.clone(), peer);
+        match &state.tls {
+            None => {
+                connections.spawn(conn.run(stream, shutdown.clone(), permit));
+            }
+            Some(tls) => {
+                // The handshake runs in the connection's task, under a timeout.
+                let tls = tls.clone();
+                let mut shutdown = shutdown.clone();
+                connections.spawn(async move {
+                    let _ = stream.set_nodelay(true);
+                    let handshake = tokio::select! {
+                        handshake = tls.accept(stream) => handshake,
+                        // Shutting down: a handshake in progress is abandoned.
+                        _ = shutdown.wait_for(|stop| *stop) => return,
+                    };
+                    match handshake {
+                        Ok(stream) => conn.run_io(stream, shutdown, permit).await,
+                        Err(error) => tracing::debug!(%error, %peer, "TLS handshake failed"),
+                    }
+                });
             }
         }
     }
