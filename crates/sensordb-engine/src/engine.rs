@@ -87,6 +87,10 @@ pub struct EngineOptions {
 /// A source of "now" in nanoseconds since the Unix epoch.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
+/// Usage older than this is measured again before a writer is admitted (a statvfs and a
+/// directory listing).
+const ADMISSION_MEASURE_AGE: Duration = Duration::from_millis(10);
+
 /// The system clock.
 pub fn system_clock() -> Clock {
     Arc::new(|| {
@@ -431,7 +435,7 @@ impl Engine {
     /// that run with [`EngineOptions::throttle_writes`] off and delay acknowledgements
     /// themselves.
     pub fn admission(&self) -> Admission {
-        self.inner.reclaimer.admission()
+        self.inner.admission()
     }
 
     /// Blocks until a reclaim cycle ends or `timeout` passes, asking for a cycle now.
@@ -594,7 +598,7 @@ impl Inner {
         let started = Instant::now();
         let wait_max = self.options.reclaim.full_wait_max;
         loop {
-            if self.options.throttle_writes && self.reclaimer.admission() == Admission::WaitForSpace {
+            if self.options.throttle_writes && self.admission() == Admission::WaitForSpace {
                 self.wait_for_space(started, wait_max)?;
                 continue;
             }
@@ -609,7 +613,7 @@ impl Inner {
             }
         }
         if self.options.throttle_writes {
-            if let Admission::After(delay) = self.reclaimer.admission() {
+            if let Admission::After(delay) = self.admission() {
                 std::thread::sleep(delay);
             }
         }
@@ -829,6 +833,15 @@ impl Inner {
                 Err(e) => tracing::warn!(error = %e, "compaction failed; will retry"),
             }
         }
+    }
+
+    /// Admission at usage measured at most [`ADMISSION_MEASURE_AGE`] ago, so writers faster
+    /// than reclaim cycles cannot run far past a threshold between two cycles.
+    fn admission(&self) -> Admission {
+        if self.reclaimer.measurement_age() > ADMISSION_MEASURE_AGE {
+            self.reclaimer.measure(self.options.fs.as_ref(), &self.data_dir, self.own_bytes());
+        }
+        self.reclaimer.admission()
     }
 
     fn request_reclaim(&self) {
