@@ -5,7 +5,7 @@
 //! several over one kept-alive connection), so what is tested is exactly the bytes a client sends.
 //! Every test is bounded by a timeout.
 
-use sensordb_engine::{Durability, Engine, EngineOptions};
+use sensordb_engine::{Durability, Engine};
 use sensordb_server::auth::{Scope, TokenConfig};
 use sensordb_server::{RunningServer, Server, ServerConfig};
 use std::io::Write as _;
@@ -26,7 +26,6 @@ struct TestServer {
 impl TestServer {
     async fn start(adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
-        let engine = Engine::open(dir.path(), EngineOptions { durability: Durability::Os, ..Default::default() }).expect("engine");
         let mut config = ServerConfig {
             data_dir: dir.path().to_path_buf(),
             durability: Durability::Os,
@@ -35,6 +34,7 @@ impl TestServer {
             ..Default::default()
         };
         adjust(&mut config);
+        let engine = Engine::open(dir.path(), config.engine_options()).expect("engine");
         let server = Server::start(config, Arc::new(engine)).await.expect("server starts");
         let addr = server.http_addr;
         TestServer { server: Some(server), addr, _dir: dir }
@@ -431,6 +431,104 @@ async fn two_hundred_concurrent_clients_are_all_stored_exactly_once() {
         let metrics = get(addr, "/metrics").await.text();
         let expected = format!("sensordb_points_written_total {}", clients * lines_per_request * 2);
         assert!(metrics.lines().any(|l| l == expected), "{metrics}");
+        server.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn databases_are_namespaces_and_drop_series_deletes_durably() {
+    bounded(async {
+        let server = TestServer::start(|_| {}).await;
+        let addr = server.addr;
+        for db in ["east", "west"] {
+            assert_eq!(post(addr, &format!("/write?db={db}&precision=s"), "m,host=x v=1i 100\nm,host=y v=2i 100").await.status, 204);
+        }
+        assert_eq!(points(addr, "db=east&measurement=m").await.len(), 2, "each database holds its own series");
+        assert_eq!(points(addr, "measurement=m").await.len(), 4, "without db: every database");
+        let dropped = post(addr, "/query?db=east", "").await;
+        assert_eq!(dropped.status, 400, "q is required");
+        let dropped = post(addr, "/query?db=east&q=DROP+SERIES+FROM+m+WHERE+host%3D%27x%27", "").await;
+        assert_eq!(dropped.status, 200, "{}", dropped.text());
+        let east = points(addr, "db=east&measurement=m").await;
+        assert_eq!(east.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), vec!["m,host=y v"]);
+        assert_eq!(points(addr, "db=west&measurement=m").await.len(), 2, "the other database is untouched");
+        // The key is free again: a new write starts a new series with only the new point.
+        assert_eq!(post(addr, "/write?db=east&precision=s", "m,host=x v=3i 200").await.status, 204);
+        let east = points(addr, "db=east&measurement=m&tag.host=x").await;
+        assert_eq!(east[0].1, vec![serde_json::json!([200_000_000_000i64, 3])]);
+        let created = post(addr, "/query?q=CREATE+DATABASE+north+WITH+DURATION+30d", "").await;
+        assert_eq!(created.status, 200, "{}", created.text());
+        let shown = get(addr, "/query?q=SHOW+DATABASES").await.json();
+        assert_eq!(shown["results"][0]["series"][0]["values"], serde_json::json!([["east"], ["north"], ["west"]]));
+        server.stop().await;
+    })
+    .await;
+}
+
+/// Usage over `U_h` (forced with tiny thresholds against a 1 MiB capacity): a write waits for
+/// reclaim, and with nothing to reclaim and eviction off it fails cleanly after the wait limit
+/// with 503 and Retry-After; the server keeps serving, and `/metrics` shows the usage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_over_the_high_threshold_makes_writes_wait_then_refuse_cleanly() {
+    bounded(async {
+        let server = TestServer::start(|c| {
+            c.capacity_bytes = Some(1 << 20);
+            c.disk_target_usage = 0.0001;
+            c.throttle_low_usage = 0.0002;
+            c.throttle_high_usage = 0.0003;
+            c.evict_oldest_when_full = false;
+            c.full_wait_max_ms = 300;
+        })
+        .await;
+        let addr = server.addr;
+        // The first write finds the store empty enough, or waits and fails: either way, once
+        // something is stored, usage is over U_h and the next write must wait and refuse.
+        let _ = post(addr, "/write?db=d&precision=s", "m v=1 1").await;
+        let started = std::time::Instant::now();
+        let refused = post(addr, "/write?db=d&precision=s", "m v=2 2").await;
+        assert_eq!(refused.status, 503, "{}", refused.text());
+        assert!(started.elapsed() >= Duration::from_millis(300), "the write waited for space first");
+        assert!(refused.header("retry-after").is_some());
+        assert!(refused.text().contains("disk full"), "{}", refused.text());
+        let metrics = get(addr, "/metrics").await.text();
+        let usage: f64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("sensordb_disk_usage_ratio "))
+            .expect("usage metric")
+            .parse()
+            .expect("number");
+        assert!(usage >= 0.0003, "{usage}");
+        assert_eq!(get(addr, "/ping").await.status, 204, "the server keeps serving");
+        server.stop().await;
+    })
+    .await;
+}
+
+/// Between `U_l` and `U_h` a write is stored and acknowledged after the delay T.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledgements_are_delayed_between_the_throttle_thresholds() {
+    bounded(async {
+        let server = TestServer::start(|c| {
+            c.capacity_bytes = Some(1 << 40);
+            c.disk_target_usage = 1e-12;
+            c.throttle_low_usage = 2e-12;
+            c.throttle_high_usage = 1.0;
+            c.evict_oldest_when_full = false;
+        })
+        .await;
+        let addr = server.addr;
+        assert_eq!(post(addr, "/write?db=d&precision=s", "m v=1 1").await.status, 204);
+        assert_eq!(post(addr, "/write?db=d&precision=s", "m v=2 2").await.status, 204);
+        let metrics = get(addr, "/metrics").await.text();
+        let delayed: f64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("sensordb_throttle_delay_seconds_total "))
+            .expect("delay metric")
+            .parse()
+            .expect("number");
+        assert!(delayed > 0.0, "a delay was imposed:\n{metrics}");
+        assert_eq!(points(addr, "db=d&measurement=m").await[0].1.len(), 2, "throttled writes are stored");
         server.stop().await;
     })
     .await;

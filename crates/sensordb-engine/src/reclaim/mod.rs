@@ -188,8 +188,8 @@ pub struct Reclaimer {
     state: Mutex<CycleState>,
     cutoffs: RwLock<Arc<Cutoffs>>,
     usage_bits: AtomicU64,
-    /// When `usage_bits` was last measured.
-    measured_at: Mutex<std::time::Instant>,
+    /// When `usage_bits` was last measured (never, at first).
+    measured_at: Mutex<Option<std::time::Instant>>,
     stats: Mutex<ReclaimStats>,
     /// Notified after every cycle, for writers waiting for space.
     cycled: parking_lot::Condvar,
@@ -218,7 +218,7 @@ impl Reclaimer {
             databases: RwLock::new((databases, 0)),
             cutoffs: RwLock::new(Arc::new(Cutoffs::default())),
             usage_bits: AtomicU64::new(0f64.to_bits()),
-            measured_at: Mutex::new(std::time::Instant::now()),
+            measured_at: Mutex::new(None),
             stats: Mutex::new(ReclaimStats::default()),
             cycled: parking_lot::Condvar::new(),
             cycled_lock: Mutex::new(0),
@@ -287,13 +287,14 @@ impl Reclaimer {
         };
         let usage = Usage { share: file_system_share.max(own_share), file_system_share, own_share, own_bytes, capacity_bytes };
         self.usage_bits.store(usage.share.to_bits(), Ordering::Relaxed);
-        *self.measured_at.lock() = std::time::Instant::now();
+        *self.measured_at.lock() = Some(std::time::Instant::now());
+        self.stats.lock().usage = usage;
         usage
     }
 
-    /// How long ago usage was last measured.
+    /// How long ago usage was last measured (`Duration::MAX` before the first measurement).
     pub fn measurement_age(&self) -> Duration {
-        self.measured_at.lock().elapsed()
+        self.measured_at.lock().map_or(Duration::MAX, |at| at.elapsed())
     }
 
     /// One reclaim cycle. `own_bytes` reports sensordb's current bytes on disk; `now` is the
