@@ -135,10 +135,27 @@ fn series_key_seeds(root: &Path) {
         SeriesKey::new("readings", [("fleet", "South"), ("name", "truck_1")], "velocity").expect("key"),
         SeriesKey::new("odd name", [("k,=", "v\\ x")], "f=1").expect("key"),
         SeriesKey::new("m", Vec::<(String, String)>::new(), "f").expect("key"),
+        SeriesKey::new("cpu", [("host", "a")], "usage").and_then(|k| k.in_database("plant 7")).expect("key"),
     ];
     for (i, key) in keys.iter().enumerate() {
         write(root, "series_key", &format!("key-{i}"), key.canonical().as_bytes());
     }
+}
+
+fn databases_file_seeds(root: &Path) {
+    use sensordb_engine::reclaim::policy::{DatabasePolicy, Databases, PeriodOverride};
+    let mut databases = Databases::default();
+    write(root, "databases_file", "empty", databases.encode().as_bytes());
+    databases.policies.insert("default".into(), DatabasePolicy::default());
+    databases.policies.insert(
+        "plant 7".into(),
+        DatabasePolicy {
+            period: Some(std::time::Duration::from_secs(30 * 86_400)),
+            capacity_bytes: Some(1 << 30),
+            overrides: vec![PeriodOverride { measurement: Some("debug".into()), tags: vec![("line".into(), "a".into())], period: std::time::Duration::from_secs(3600) }],
+        },
+    );
+    write(root, "databases_file", "two-databases", databases.encode().as_bytes());
 }
 
 fn catalog_seeds(root: &Path) {
@@ -217,6 +234,7 @@ fn main() {
     block_seeds(&root);
     index_seeds(&root);
     series_key_seeds(&root);
+    databases_file_seeds(&root);
     catalog_seeds(&root);
     engine_file_seeds(&root);
     println!("seeds written to {}", root.display());
