@@ -480,12 +480,8 @@ impl Engine {
     /// how many series were deleted.
     pub fn delete_series(&self, database: &str, measurement: Option<&str>, tag_filter: &[(&str, &str)]) -> Result<usize> {
         self.inner.check_writable()?;
-        let mut deleted = 0;
-        for entry in self.inner.catalog.select(Some(database), measurement, tag_filter) {
-            if self.inner.catalog.delete(entry.id)? {
-                deleted += 1;
-            }
-        }
+        let ids: Vec<SeriesId> = self.inner.catalog.select(Some(database), measurement, tag_filter).iter().map(|e| e.id).collect();
+        let deleted = self.inner.catalog.delete_many(&ids)?;
         if deleted > 0 {
             self.inner.request_reclaim();
         }

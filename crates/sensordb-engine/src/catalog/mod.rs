@@ -257,34 +257,50 @@ impl Catalog {
     /// Deletes series `id` durably (a tombstone record, synced): its key is free for a new id
     /// and its data is dead. Returns false when it was deleted already or never existed.
     pub fn delete(&self, id: SeriesId) -> Result<bool> {
+        Ok(self.delete_many(&[id])? == 1)
+    }
+
+    /// Deletes every series of `ids` that exists and is not deleted yet, with one write and one
+    /// fsync for all their tombstones; returns how many were deleted.
+    pub fn delete_many(&self, ids: &[SeriesId]) -> Result<usize> {
         let mut tail = self.append.lock();
-        let Some(index) = (id.0 as usize).checked_sub(1) else { return Ok(false) };
-        let text = {
+        let victims: Vec<(usize, String)> = {
             let state = self.state.read();
-            match (state.by_id.get(index), state.deleted.get(index)) {
-                (Some(entry), Some(false)) => entry.key.canonical(),
-                _ => return Ok(false),
-            }
+            let mut seen = std::collections::HashSet::new();
+            ids.iter()
+                .filter_map(|id| (id.0 as usize).checked_sub(1))
+                .filter(|&index| state.deleted.get(index) == Some(&false) && seen.insert(index))
+                .map(|index| (index, state.by_id[index].key.canonical()))
+                .collect()
         };
+        if victims.is_empty() {
+            return Ok(0);
+        }
         let io = |e| Error::io(&self.path, e);
         if tail.version == FORMAT_VERSION_WITHOUT_TOMBSTONES {
             self.file.write_all_at(&header_bytes(), 0).and_then(|()| self.file.sync_data()).map_err(io)?;
             tail.version = FORMAT_VERSION;
         }
-        let mut bytes = Vec::with_capacity(16 + text.len());
-        record::encode(&mut bytes, id.0, None, &tail.last_text, &text);
+        let mut bytes = Vec::with_capacity(victims.iter().map(|(_, text)| 16 + text.len()).sum());
+        let mut previous = tail.last_text.clone();
+        for (index, text) in &victims {
+            record::encode(&mut bytes, *index as u32 + 1, None, &previous, text);
+            previous.clone_from(text);
+        }
         if let Err(e) = self.file.write_all_at(&bytes, tail.end).and_then(|()| self.file.sync_data()) {
             let _ = self.file.set_len(tail.end);
             return Err(io(e));
         }
         tail.end += bytes.len() as u64;
-        tail.last_text = text;
+        tail.last_text = previous;
         let mut state = self.state.write();
-        let key = state.by_id[index].key.clone();
-        state.by_key.remove(&key);
-        state.deleted[index] = true;
-        state.deletions += 1;
-        Ok(true)
+        for (index, _) in &victims {
+            let key = state.by_id[*index].key.clone();
+            state.by_key.remove(&key);
+            state.deleted[*index] = true;
+        }
+        state.deletions += victims.len() as u64;
+        Ok(victims.len())
     }
 
     /// Whether series `id` is deleted.
@@ -498,6 +514,10 @@ mod tests {
             assert_eq!(catalog.select(None, Some("m"), &[]).len(), 1, "deleted series are not selected");
             // The key is free again, under a new id and even another kind.
             assert_eq!(catalog.get_or_create(&key("a", "x"), ValueKind::Bool).expect("recreate"), SeriesId(3));
+            catalog.get_or_create(&key("c", "x"), ValueKind::F64).expect("create");
+            catalog.get_or_create(&key("d", "x"), ValueKind::F64).expect("create");
+            // One write for many tombstones; repeats, deleted and unknown ids are skipped.
+            assert_eq!(catalog.delete_many(&[SeriesId(4), SeriesId(5), SeriesId(4), SeriesId(1), SeriesId(77)]).expect("delete many"), 2);
         }
         let (catalog, recovery) = Catalog::open(&RealFs, &path, true).expect("reopen");
         assert_eq!(recovery.truncated_at, None);
@@ -505,7 +525,9 @@ mod tests {
         assert!(!catalog.is_deleted(SeriesId(3)));
         assert_eq!(catalog.find(&key("a", "x")), Some(SeriesId(3)));
         assert_eq!(catalog.kind(SeriesId(3)), Some(ValueKind::Bool));
-        assert_eq!(catalog.deletions(), 1);
+        assert_eq!(catalog.deletions(), 3);
+        assert!(catalog.is_deleted(SeriesId(4)) && catalog.is_deleted(SeriesId(5)));
+        assert_eq!(catalog.find(&key("c", "x")), None);
     }
 
     #[test]
