@@ -21,22 +21,7 @@ struct Harness {
 }
 
 fn harness(reclaim: ReclaimOptions) -> Harness {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let now = Arc::new(AtomicI64::new(0));
-    let clock = now.clone();
-    let options = EngineOptions {
-        durability: Durability::None,
-        // Every flush seals its own segment.
-        segment_bytes_max: 1,
-        background_compaction: false,
-        background_reclaim: false,
-        throttle_writes: false,
-        reclaim,
-        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
-        ..EngineOptions::default()
-    };
-    let engine = Engine::open(dir.path(), options).expect("open");
-    Harness { engine, now, _dir: dir }
+    reopen_with(tempfile::tempdir().expect("tempdir"), Arc::new(AtomicI64::new(0)), reclaim)
 }
 
 /// Options that measure usage only by sensordb's bytes against `capacity` (the test disk's
@@ -180,10 +165,12 @@ fn deleted_series_and_overrides_leave_partly_dead_segments_that_are_merged_when_
     assert_eq!(h2.engine.find_series(&key), None);
 }
 
+/// An engine in `dir` on the clock `now`, with explicit flushes and reclaim cycles only.
 fn reopen_with(dir: tempfile::TempDir, now: Arc<AtomicI64>, reclaim: ReclaimOptions) -> Harness {
     let clock = now.clone();
     let options = EngineOptions {
         durability: Durability::None,
+        // Every flush seals its own segment.
         segment_bytes_max: 1,
         background_compaction: false,
         background_reclaim: false,
