@@ -3,7 +3,9 @@
 //!
 //! For each durability mode that promises to survive a crash of the process (`os`, `fsync`; see
 //! the README's durability table), native writers (`sensordb-client`) commit transactions of
-//! several SEND packets over two series each, and HTTP writers post line-protocol bodies, while the
+//! several SEND packets over two series each (numbers, through the WAL) or of byte payloads over
+//! 64 KiB (written by the engine straight into a segment), and HTTP writers post line-protocol
+//! bodies, while the
 //! server is killed with SIGKILL at seeded random moments and restarted on the same directory,
 //! [`KILLS`] times (on the same ports when they are free again, so the client library's own retries
 //! reach the new process). Then every point is read back through `GET /api/v1/query` and checked
@@ -25,8 +27,8 @@
 //! The seed (`SENSORDB_KILL_SEED`, else the clock) picks the kill moments and the retry choices;
 //! every failure message names it. Each writer's points are numbered by a counter `p`: point `p`
 //! of writer `w` has timestamp [`timestamp`]`(p)` and the values [`float_value`]`(p)` and
-//! [`integer_value`]`(w, p)`, and write `k` of a writer holds points `k·N .. (k+1)·N`, so a point
-//! read back names its write and its expected value.
+//! [`integer_value`]`(w, p)` (or [`payload_value`]`(p)`), and write `k` of a writer holds points
+//! `k·N .. (k+1)·N` of each of its series, so a point read back names its write and its value.
 
 use sensordb_client::{Client, ClientError, ClientOptions, SeriesHandle, TxId, TxStats};
 use sensordb_engine::{SeriesKey, Value, ValueKind};
@@ -40,12 +42,21 @@ use std::time::{Duration, Instant};
 
 /// Kills per durability mode.
 const KILLS: usize = 3;
-const NATIVE_WRITERS: usize = 3;
+/// Native writers; the last one writes byte payloads, the others numbers.
+const NATIVE_WRITERS: usize = 4;
 const HTTP_WRITERS: usize = 2;
 /// Points per series in one native transaction (it writes two series).
 const TX_POINTS: u64 = 120;
 /// Largest SEND body the native writers make, so a transaction takes several packets.
 const PACKET_BYTES: usize = 512;
+/// Values in one transaction of the payload writer, each of [`PAYLOAD_BYTES`]: together over the
+/// engine's `direct_write_bytes_min` (64 KiB), so they bypass WAL and memtable.
+const PAYLOADS_PER_TX: u64 = 3;
+const PAYLOAD_BYTES: usize = 22_000;
+/// The payload writer's SEND bodies: each value travels as two PAYLOAD_PART records.
+const PAYLOAD_PACKET_BYTES: usize = 16 << 10;
+/// Pause of the payload writer between transactions, which bounds the bytes read back.
+const PAYLOAD_PAUSE: Duration = Duration::from_millis(30);
 /// Lines in one HTTP body (two fields each).
 const BODY_LINES: u64 = 50;
 /// Attempts of a native commit (the client library's retries) and of an HTTP body, and the
@@ -92,6 +103,23 @@ fn float_value(p: u64) -> f64 {
 
 fn integer_value(writer: usize, p: u64) -> i64 {
     p as i64 * 7 + writer as i64
+}
+
+fn payload_value(p: u64) -> Vec<u8> {
+    (0..PAYLOAD_BYTES).map(|i| (p as usize).wrapping_mul(31).wrapping_add(i) as u8 ^ (i >> 8) as u8).collect()
+}
+
+/// Base64, as `/api/v1/query` gives byte values.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            out.push(if i <= chunk.len() { char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]) } else { '=' });
+        }
+    }
+    out
 }
 
 /// splitmix64: small, seedable, good enough to pick moments and choices.
@@ -163,6 +191,8 @@ struct NativeCounts {
 
 struct NativeWriter {
     index: usize,
+    /// Writes byte payloads (one series) instead of numbers (two series).
+    payload: bool,
     client_id: [u8; 16],
     ledger: Vec<Status>,
     /// Failed transactions to resend under the same id.
@@ -176,16 +206,45 @@ struct NativeWriter {
 struct Clients {
     addr: SocketAddr,
     client: Client,
-    series: [SeriesHandle; 2],
+    series: Vec<SeriesHandle>,
     single: Client,
-    single_series: [SeriesHandle; 2],
+    single_series: Vec<SeriesHandle>,
 }
 
 impl NativeWriter {
-    fn keys(&self) -> [SeriesKey; 2] {
+    /// Points per series in one transaction.
+    fn points_per_tx(&self) -> u64 {
+        if self.payload {
+            PAYLOADS_PER_TX
+        } else {
+            TX_POINTS
+        }
+    }
+
+    fn series(&self) -> Vec<(SeriesKey, ValueKind)> {
         let client = self.index.to_string();
         let key = |field: &str| SeriesKey::new(NATIVE_MEASUREMENT, [("client", client.as_str())], field).expect("series key");
-        [key("a"), key("b")]
+        if self.payload {
+            vec![(key("p"), ValueKind::Bytes)]
+        } else {
+            vec![(key("a"), ValueKind::F64), (key("b"), ValueKind::I64)]
+        }
+    }
+
+    /// What a reader finds of this writer: its series as keyed by `/api/v1/query`, each with the
+    /// value of point `p`.
+    fn expected(&self) -> Expected<'_> {
+        let w = self.index;
+        let key = |field: &str| format!("{NATIVE_MEASUREMENT},client={w} {field}");
+        let series: Vec<(String, ValueOf)> = if self.payload {
+            vec![(key("p"), Box::new(|p| serde_json::Value::from(base64(&payload_value(p)))))]
+        } else {
+            vec![
+                (key("a"), Box::new(|p| serde_json::Value::from(float_value(p)))),
+                (key("b"), Box::new(move |p| serde_json::Value::from(integer_value(w, p)))),
+            ]
+        };
+        Expected { writer: format!("native writer {w}"), ledger: &self.ledger, points_per_write: self.points_per_tx(), series }
     }
 
     async fn connect(&self, addr: SocketAddr) -> Result<Clients, ClientError> {
@@ -195,23 +254,32 @@ impl NativeWriter {
             max_attempts: ATTEMPTS,
             retry_backoff: BACKOFF,
             reply_timeout: Duration::from_secs(10),
-            packet_bytes: PACKET_BYTES,
+            packet_bytes: if self.payload { PAYLOAD_PACKET_BYTES } else { PACKET_BYTES },
             ..ClientOptions::default()
         };
-        let [a, b] = self.keys();
-        let client = Client::connect_with(addr, options.clone()).await?;
-        let series = [client.series(&a, ValueKind::F64).await?, client.series(&b, ValueKind::I64).await?];
-        let single = Client::connect_with(addr, ClientOptions { max_attempts: 1, ..options }).await?;
-        let single_series = [single.series(&a, ValueKind::F64).await?, single.series(&b, ValueKind::I64).await?];
+        let define = |client: Client| async move {
+            let mut handles = Vec::new();
+            for (key, kind) in self.series() {
+                handles.push(client.series(&key, kind).await?);
+            }
+            Ok::<_, ClientError>((client, handles))
+        };
+        let (client, series) = define(Client::connect_with(addr, options.clone()).await?).await?;
+        let (single, single_series) = define(Client::connect_with(addr, ClientOptions { max_attempts: 1, ..options }).await?).await?;
         Ok(Clients { addr, client, series, single, single_series })
     }
 
-    /// Transaction `k` (id `k`, points `k·N .. (k+1)·N` of both series), committed.
-    async fn commit(&self, client: &Client, series: &[SeriesHandle; 2], k: u64) -> Result<TxStats, ClientError> {
+    /// Transaction `k` (id `k`, points `k·N .. (k+1)·N` of each series), committed.
+    async fn commit(&self, client: &Client, series: &[SeriesHandle], k: u64) -> Result<TxStats, ClientError> {
         let mut tx = client.transaction_with_id(TxId::from_u64(k));
-        for p in k * TX_POINTS..(k + 1) * TX_POINTS {
-            tx.push(&series[0], timestamp(p), Value::F64(float_value(p)))?;
-            tx.push(&series[1], timestamp(p), Value::I64(integer_value(self.index, p)))?;
+        let n = self.points_per_tx();
+        for p in k * n..(k + 1) * n {
+            if self.payload {
+                tx.push(&series[0], timestamp(p), Value::Bytes(payload_value(p).into()))?;
+            } else {
+                tx.push(&series[0], timestamp(p), Value::F64(float_value(p)))?;
+                tx.push(&series[1], timestamp(p), Value::I64(integer_value(self.index, p)))?;
+            }
         }
         tx.commit().await
     }
@@ -292,6 +360,9 @@ impl NativeWriter {
                     }
                 }
             }
+            if self.payload {
+                tokio::time::sleep(PAYLOAD_PAUSE).await;
+            }
         }
         self.pending.clear();
         self
@@ -325,6 +396,16 @@ impl HttpWriter {
             ));
         }
         body
+    }
+
+    fn expected(&self) -> Expected<'_> {
+        let w = self.index;
+        let key = |field: &str| format!("{HTTP_MEASUREMENT},writer={w} {field}");
+        let series: Vec<(String, ValueOf)> = vec![
+            (key("a"), Box::new(|p| serde_json::Value::from(float_value(p)))),
+            (key("b"), Box::new(move |p| serde_json::Value::from(integer_value(w, p)))),
+        ];
+        Expected { writer: format!("HTTP writer {w}"), ledger: &self.ledger, points_per_write: BODY_LINES, series }
     }
 
     fn run(mut self, shared: Arc<Shared>) -> HttpWriter {
@@ -536,24 +617,32 @@ struct Outcome {
     points_read: u64,
 }
 
-/// Checks what `measurement` holds against the ledgers (writer index → ledger): each point's
-/// timestamp belongs to a write that was sent, holds that write's value, and appears once; each
-/// acknowledged write is whole. Returns the points present per (writer, write).
-fn check_points(
-    series: &[(String, Vec<(i64, serde_json::Value)>)],
-    measurement: &str,
-    tag: &str,
-    ledgers: &[&[Status]],
+/// The value of point `p` of a series.
+type ValueOf = Box<dyn Fn(u64) -> serde_json::Value>;
+
+/// What one writer wrote, for the checks.
+struct Expected<'a> {
+    writer: String,
+    ledger: &'a [Status],
+    /// Points of each series in one write.
     points_per_write: u64,
-    context: &str,
-) -> (Vec<Vec<u64>>, u64) {
-    let mut present: Vec<Vec<u64>> = ledgers.iter().map(|l| vec![0; l.len()]).collect();
+    /// Its series (keyed as `/api/v1/query` gives them), each with the value of point `p`.
+    series: Vec<(String, ValueOf)>,
+}
+
+/// Checks points read back against what the writers sent: each series is one a writer wrote,
+/// each point's timestamp belongs to a write that was sent, holds its value, and appears once.
+/// Returns the points present per (writer, write), and their total.
+fn check_points(read: &[(String, Vec<(i64, serde_json::Value)>)], writers: &[Expected<'_>], context: &str) -> (Vec<Vec<u64>>, u64) {
+    let mut present: Vec<Vec<u64>> = writers.iter().map(|e| vec![0; e.ledger.len()]).collect();
     let mut total = 0;
-    for (key, points) in series {
-        let (writer, field) = (0..ledgers.len())
-            .flat_map(|w| ["a", "b"].map(|f| (w, f)))
-            .find(|(w, f)| *key == format!("{measurement},{tag}={w} {f}"))
+    for (key, points) in read {
+        let (w, value_of) = writers
+            .iter()
+            .enumerate()
+            .find_map(|(w, e)| e.series.iter().find(|(k, _)| k == key).map(|(_, value_of)| (w, value_of)))
             .unwrap_or_else(|| panic!("{context}: series {key:?} was never written"));
+        let writer = &writers[w];
         let mut previous: Option<i64> = None;
         for (ts, value) in points {
             assert!(previous.is_none_or(|prev| prev < *ts), "{context}: series {key:?}: timestamp {ts} after {previous:?} (twice, or out of order)");
@@ -561,34 +650,32 @@ fn check_points(
             let offset = ts - BASE_NS;
             assert!(offset >= 0 && offset % 1_000 == 0, "{context}: series {key:?}: timestamp {ts} was never written");
             let p = offset as u64 / 1_000;
-            let k = p / points_per_write;
+            let k = p / writer.points_per_write;
             assert!(
-                (k as usize) < ledgers[writer].len(),
-                "{context}: series {key:?}: point at {ts} belongs to write {k} of writer {writer}, which was never sent (it sent {})",
-                ledgers[writer].len()
+                (k as usize) < writer.ledger.len(),
+                "{context}: series {key:?}: point at {ts} belongs to write {k} of {}, which was never sent (it sent {})",
+                writer.writer,
+                writer.ledger.len()
             );
-            let expected = match field {
-                "a" => serde_json::Value::from(float_value(p)),
-                _ => serde_json::Value::from(integer_value(writer, p)),
-            };
-            assert_eq!(*value, expected, "{context}: series {key:?} at {ts} (write {k} of writer {writer})");
-            present[writer][k as usize] += 1;
+            assert!(*value == value_of(p), "{context}: series {key:?} at {ts} (write {k} of {}): a wrong value", writer.writer);
+            present[w][k as usize] += 1;
             total += 1;
         }
     }
     (present, total)
 }
 
-/// Classifies each write: an acknowledged one must be whole (both fields of every point).
-fn outcome(present: &[Vec<u64>], ledgers: &[&[Status]], points_per_write: u64, total: u64, kind: &str, context: &str) -> Outcome {
-    let whole = 2 * points_per_write;
-    let mut outcome = Outcome { points_read: total, ..Outcome::default() };
-    for (writer, ledger) in ledgers.iter().enumerate() {
-        for (k, status) in ledger.iter().enumerate() {
-            let n = present[writer][k];
+/// Classifies each write of `writers` (whose points present are `present`); an acknowledged one
+/// must be whole.
+fn outcome(present: &[Vec<u64>], writers: &[Expected<'_>], kind: &str, context: &str) -> Outcome {
+    let mut outcome = Outcome::default();
+    for (writer, present) in writers.iter().zip(present) {
+        let whole = writer.series.len() as u64 * writer.points_per_write;
+        for (k, (status, &n)) in writer.ledger.iter().zip(present).enumerate() {
+            outcome.points_read += n;
             match status {
                 Status::Acked => {
-                    assert_eq!(n, whole, "{context}: acknowledged {kind} {k} of writer {writer} has {n} of its {whole} points");
+                    assert_eq!(n, whole, "{context}: acknowledged {kind} {k} of {} has {n} of its {whole} points", writer.writer);
                     outcome.acked += 1;
                 }
                 Status::Sent if n == whole => outcome.unacked_whole += 1,
@@ -634,7 +721,8 @@ fn run_mode(mode: &str) {
             let mut client_id = [0u8; 16];
             client_id[0] = index as u8 + 1;
             client_id[1..9].copy_from_slice(&seed.to_le_bytes());
-            let writer = NativeWriter { index, client_id, ledger: Vec::new(), pending: Vec::new(), counts: NativeCounts::default(), unexpected: Vec::new() };
+            let payload = index == NATIVE_WRITERS - 1;
+            let writer = NativeWriter { index, payload, client_id, ledger: Vec::new(), pending: Vec::new(), counts: NativeCounts::default(), unexpected: Vec::new() };
             runtime.spawn(writer.run(shared.clone(), seed))
         })
         .collect();
@@ -696,42 +784,40 @@ fn run_mode(mode: &str) {
     assert!(unexpected.is_empty(), "{context}: errors a kill does not explain:\n{unexpected:#?}\nserver log:\n{}", server.log_text());
 
     // Read back, check, and stop the last server cleanly.
-    let native_ledgers: Vec<&[Status]> = natives.iter().map(|w| &w.ledger[..]).collect();
-    let series = read_back(server.http, "default", NATIVE_MEASUREMENT, &context);
-    let (present, total) = check_points(&series, NATIVE_MEASUREMENT, "client", &native_ledgers, TX_POINTS, &context);
-    let native = outcome(&present, &native_ledgers, TX_POINTS, total, "transaction", &context);
+    let expected: Vec<Expected<'_>> = natives.iter().map(NativeWriter::expected).collect();
+    let (present, _) = check_points(&read_back(server.http, "default", NATIVE_MEASUREMENT, &context), &expected, &context);
+    let numbers = outcome(&present[..NATIVE_WRITERS - 1], &expected[..NATIVE_WRITERS - 1], "transaction", &context);
+    let payloads = outcome(&present[NATIVE_WRITERS - 1..], &expected[NATIVE_WRITERS - 1..], "transaction", &context);
     // PROTOCOL.md: a transaction is stored "all together, once, or not at all".
-    assert_eq!(native.unacked_partial, 0, "{context}: transactions never acknowledged are partly present: {native:?}");
-    let http_ledgers: Vec<&[Status]> = https.iter().map(|w| &w.ledger[..]).collect();
-    let series = read_back(server.http, HTTP_DATABASE, HTTP_MEASUREMENT, &context);
-    let (present, total) = check_points(&series, HTTP_MEASUREMENT, "writer", &http_ledgers, BODY_LINES, &context);
-    let http = outcome(&present, &http_ledgers, BODY_LINES, total, "body", &context);
+    assert_eq!(numbers.unacked_partial, 0, "{context}: transactions never acknowledged are partly present: {numbers:?}");
+    assert_eq!(payloads.unacked_partial, 0, "{context}: payload transactions never acknowledged are partly present: {payloads:?}");
+    let expected: Vec<Expected<'_>> = https.iter().map(HttpWriter::expected).collect();
+    let (present, _) = check_points(&read_back(server.http, HTTP_DATABASE, HTTP_MEASUREMENT, &context), &expected, &context);
+    let http = outcome(&present, &expected, "body", &context);
     let stopped = server.stop();
     assert!(stopped, "{context}: the last server did not stop cleanly; its log:\n{}", server.log_text());
 
     // Enough happened for the checks to mean something.
     let counts = |f: fn(&NativeCounts) -> u64| natives.iter().map(|w| f(&w.counts)).sum::<u64>();
-    assert!(native.acked > 0 && http.acked > 0, "{context}: nothing acknowledged: native {native:?}, HTTP {http:?}");
+    assert!(numbers.acked > 0 && payloads.acked > 0 && http.acked > 0, "{context}: nothing acknowledged: {numbers:?}, {payloads:?}, HTTP {http:?}");
     assert!(counts(|c| c.lost_answer_explicit) > 0, "{context}: no explicit retry after a lost answer");
     assert!(counts(|c| c.duplicate_answers) > 0, "{context}: no retry was answered as a duplicate");
     assert!(counts(|c| c.resent_after_failure) > 0, "{context}: no failed transaction was resent after a restart");
-    assert!(native.unacked_whole + native.unacked_absent > 0, "{context}: every transaction was acknowledged: {native:?}");
+    assert!(numbers.unacked_whole + numbers.unacked_absent > 0, "{context}: every transaction was acknowledged: {numbers:?}");
     assert!(http.unacked_whole + http.unacked_absent + http.unacked_partial > 0, "{context}: every HTTP body was acknowledged: {http:?}");
     let _ = writeln!(
         std::io::stderr(),
         "server_kill durability {mode} seed {seed}: {KILLS} kills, down for {downtimes_ms:?} ms ({port_changes} on other ports), \
-         writing {:.1} s, total {:.1} s\n  recoveries: {recoveries:#?}\n  native: {native:?}, {} points read\n  native retries: by the library after a lost answer {}, at a kill {}, \
-         by the writer after a lost answer {}, resent after a failure {}, duplicate answers {}, failed commits {}\n  HTTP: {http:?}, {} points read, bodies retried {}",
+         writing {:.1} s, total {:.1} s\n  recoveries: {recoveries:#?}\n  native numbers: {numbers:?}\n  native payloads: {payloads:?}\n  native retries: by the library after a lost answer {}, at a kill {}, \
+         by the writer after a lost answer {}, resent after a failure {}, duplicate answers {}, failed commits {}\n  HTTP: {http:?}, bodies retried {}",
         writing.as_secs_f64(),
         started.elapsed().as_secs_f64(),
-        native.points_read,
         counts(|c| c.lost_answer_library),
         counts(|c| c.library_retried_at_kill),
         counts(|c| c.lost_answer_explicit),
         counts(|c| c.resent_after_failure),
         counts(|c| c.duplicate_answers),
         counts(|c| c.failed_commits),
-        http.points_read,
         https.iter().map(|w| w.counts.retried).sum::<u64>(),
     );
     work.disable_cleanup(false);
