@@ -5,12 +5,13 @@
 //! the README's durability table), native writers (`sensordb-client`) commit transactions of
 //! several SEND packets over two series each (numbers, through the WAL) or of byte payloads over
 //! 64 KiB (written by the engine straight into a segment), and HTTP writers post line-protocol
-//! bodies, while the
-//! server is killed with SIGKILL at seeded random moments and restarted on the same directory,
-//! [`KILLS`] times (on the same ports when they are free again, so the client library's own retries
-//! reach the new process). Then every point is read back through `GET /api/v1/query` and checked
-//! against the writers' ledgers:
-//! - every acknowledged write (COMPLETED, 204) is present, each point once and with its value;
+//! bodies, while the server is killed with SIGKILL at seeded random moments and restarted on the
+//! same directory, [`KILLS`] times (on the same ports when they are free again, so the client
+//! library's own retries reach the new process). Then every point is read back through
+//! `GET /api/v1/query` and checked against the writers' ledgers:
+//! - every acknowledged write (COMPLETED, 204) is present, each point once and with its value
+//!   (the reader gives one value per series and timestamp, so "once" is: no timestamp twice in a
+//!   series, and the value the writer sent, which a retry sends again unchanged);
 //! - no point is present that no writer ever sent;
 //! - a native transaction that was never acknowledged is present whole or not at all
 //!   (docs/PROTOCOL.md: the server stores a transaction's points "all together, once, or not at
@@ -20,8 +21,8 @@
 //! Retries, none of which may store a point twice: the client library retries commits across the
 //! kill; some commits lose their COMPLETED answer on purpose (the client's test hook) and the
 //! library resends them; others lose it with the library's retries off and the writer resends the
-//! transaction itself under the same id; about half of the transactions that failed at a kill are
-//! resent under their id after the restart; HTTP bodies are resent after a connection error, as
+//! transaction itself under the same id; every other transaction that failed at a kill is resent
+//! under its id after the restart; HTTP bodies are resent after a connection error, as
 //! InfluxDB clients do.
 //!
 //! The seed (`SENSORDB_KILL_SEED`, else the clock) picks the kill moments and the retry choices;
@@ -45,7 +46,7 @@ const KILLS: usize = 3;
 /// Native writers; the last one writes byte payloads, the others numbers.
 const NATIVE_WRITERS: usize = 4;
 const HTTP_WRITERS: usize = 2;
-/// Points per series in one native transaction (it writes two series).
+/// Points per series in one transaction of a number writer (it writes two series).
 const TX_POINTS: u64 = 120;
 /// Largest SEND body the native writers make, so a transaction takes several packets.
 const PACKET_BYTES: usize = 512;
@@ -804,6 +805,7 @@ fn run_mode(mode: &str) {
     assert!(counts(|c| c.duplicate_answers) > 0, "{context}: no retry was answered as a duplicate");
     assert!(counts(|c| c.resent_after_failure) > 0, "{context}: no failed transaction was resent after a restart");
     assert!(numbers.unacked_whole + numbers.unacked_absent > 0, "{context}: every transaction was acknowledged: {numbers:?}");
+    assert!(payloads.unacked_whole + payloads.unacked_absent > 0, "{context}: every payload transaction was acknowledged: {payloads:?}");
     assert!(http.unacked_whole + http.unacked_absent + http.unacked_partial > 0, "{context}: every HTTP body was acknowledged: {http:?}");
     let _ = writeln!(
         std::io::stderr(),
