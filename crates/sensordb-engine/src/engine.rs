@@ -348,6 +348,13 @@ impl Engine {
         self.inner.catalog.get_or_create(key, kind)
     }
 
+    /// [`Engine::series_id`] for a caller that writes the id before handing it to anyone: a
+    /// new series is made durable by the first write naming it (one fsync for all the new
+    /// series of a batch) instead of before this returns.
+    pub fn series_id_unsynced(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesId> {
+        self.inner.catalog.get_or_create_unsynced(key, kind)
+    }
+
     /// The id of `key` if the series exists.
     pub fn find_series(&self, key: &SeriesKey) -> Option<SeriesId> {
         self.inner.catalog.find(key)
@@ -633,7 +640,9 @@ impl Inner {
             return Ok(());
         }
         self.check_writable()?;
+        let mut newest = SeriesId(0);
         for entry in batch.entries() {
+            newest = newest.max(entry.series);
             let kind = self.catalog.kind(entry.series).ok_or(Error::UnknownSeries(entry.series.0))?;
             if self.catalog.is_deleted(entry.series) {
                 return Err(Error::SeriesDeleted(entry.series.0));
@@ -647,6 +656,11 @@ impl Inner {
                     return Err(Error::PayloadTooLarge { len: large.len(), limit: self.options.payload_bytes_max });
                 }
             }
+        }
+        // Series created by `series_id_unsynced` become durable before a record names them.
+        if let Err(e) = self.catalog.sync_through(newest) {
+            self.poison(&e);
+            return Err(e);
         }
         if self.writes_direct(batch) {
             return self.write_direct(batch);

@@ -46,6 +46,7 @@ use crate::model::{SeriesId, SeriesKey, ValueKind};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"SDBCATLG";
@@ -83,6 +84,10 @@ pub struct Catalog {
     state: RwLock<State>,
     /// Serialises appends.
     append: Mutex<Tail>,
+    /// Every series up to this id is durable (with `sync_on_create`; otherwise unused). Ids
+    /// above it were created by [`Catalog::get_or_create_unsynced`] and wait for
+    /// [`Catalog::sync_through`].
+    durable_through: AtomicU32,
 }
 
 /// Where the next record goes and what it is encoded against.
@@ -93,6 +98,10 @@ struct Tail {
     last_text: String,
     /// Format version in the file header.
     version: u16,
+    /// Why an fsync of the file failed, if one did. Linux may report a later fsync as
+    /// successful although the failed one's pages were dropped, so after a failure no sync
+    /// is trusted again.
+    sync_failed: Option<String>,
 }
 
 /// What opening the catalog found wrong and repaired.
@@ -136,12 +145,14 @@ impl Catalog {
             file.set_len(*offset).map_err(io)?;
             file.sync_data().map_err(io)?;
         }
+        let durable_through = AtomicU32::new(state.by_id.len() as u32);
         let catalog = Catalog {
             path: path.to_path_buf(),
             file,
             sync_on_create,
             state: RwLock::new(state),
             append: Mutex::new(tail),
+            durable_through,
         };
         Ok((catalog, recovery))
     }
@@ -208,18 +219,38 @@ impl Catalog {
                 }
             }
         }
-        Ok((state, Tail { end: offset as u64, last_text, version }, recovery))
+        Ok((state, Tail { end: offset as u64, last_text, version, sync_failed: None }, recovery))
     }
 
     /// The id of `key`, creating the series with `kind` if it is new. Fails when the series
     /// exists with another kind.
     pub fn get_or_create(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesId> {
+        self.create(key, kind, self.sync_on_create)
+    }
+
+    /// [`Catalog::get_or_create`] without the fsync of a new series: the series becomes
+    /// durable with the next [`Catalog::sync_through`] (or [`Catalog::sync`]) that covers its
+    /// id. For a writer that names the id in no durable record before that: the engine's write
+    /// path syncs through the newest id of a batch before logging it, so many new series cost
+    /// one fsync instead of one each.
+    pub fn get_or_create_unsynced(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesId> {
+        self.create(key, kind, false)
+    }
+
+    fn create(&self, key: &SeriesKey, kind: ValueKind, sync: bool) -> Result<SeriesId> {
         if let Some(id) = self.lookup(key, kind)? {
+            if sync {
+                // It may have been created unsynced: durable before its id is handed out.
+                self.sync_through(id)?;
+            }
             return Ok(id);
         }
         let mut tail = self.append.lock();
         // Another thread may have created it while we waited for the append lock.
         if let Some(id) = self.lookup(key, kind)? {
+            if sync {
+                self.sync_locked(&mut tail)?;
+            }
             return Ok(id);
         }
         let text = key.canonical();
@@ -230,13 +261,17 @@ impl Catalog {
         let mut bytes = Vec::with_capacity(16 + text.len());
         record::encode(&mut bytes, id.0, Some(kind), &tail.last_text, &text);
         let io = |e| Error::io(&self.path, e);
-        let written = self.file.write_all_at(&bytes, tail.end).and_then(|()| {
-            if self.sync_on_create {
-                self.file.sync_data()
-            } else {
-                Ok(())
+        if let Some(reason) = &tail.sync_failed {
+            return Err(Error::Poisoned(reason.clone()));
+        }
+        let mut written = self.file.write_all_at(&bytes, tail.end);
+        if written.is_ok() && sync {
+            written = self.file.sync_data();
+            if written.is_err() && self.durable_through.load(Ordering::Acquire) < id.0 - 1 {
+                // Unsynced records of earlier series may be lost with this record's pages.
+                tail.sync_failed = Some(format!("catalog fsync failed with unsynced series before id {}", id.0));
             }
-        });
+        }
         if let Err(e) = written {
             // Cut off whatever part was written so the next append starts on a record boundary;
             // the tail (end and last key text) stays where it was, so the next record is encoded
@@ -246,6 +281,10 @@ impl Catalog {
         }
         tail.end += bytes.len() as u64;
         tail.last_text = text;
+        if sync {
+            // The fsync covered every record before this one too.
+            self.durable_through.store(id.0, Ordering::Release);
+        }
         let key = Arc::new(key.clone());
         let mut state = self.state.write();
         state.by_key.insert(key.clone(), id);
@@ -276,6 +315,9 @@ impl Catalog {
         if victims.is_empty() {
             return Ok(0);
         }
+        if let Some(reason) = &tail.sync_failed {
+            return Err(Error::Poisoned(reason.clone()));
+        }
         let io = |e| Error::io(&self.path, e);
         if tail.version == FORMAT_VERSION_WITHOUT_TOMBSTONES {
             self.file.write_all_at(&header_bytes(), 0).and_then(|()| self.file.sync_data()).map_err(io)?;
@@ -287,10 +329,20 @@ impl Catalog {
             record::encode(&mut bytes, *index as u32 + 1, None, &previous, text);
             previous.clone_from(text);
         }
-        if let Err(e) = self.file.write_all_at(&bytes, tail.end).and_then(|()| self.file.sync_data()) {
+        let newest = self.state.read().by_id.len() as u32;
+        let mut written = self.file.write_all_at(&bytes, tail.end);
+        if written.is_ok() {
+            written = self.file.sync_data();
+            if written.is_err() && self.durable_through.load(Ordering::Acquire) < newest {
+                // Unsynced records of earlier series may be lost with these records' pages.
+                tail.sync_failed = Some(format!("catalog fsync failed with unsynced series up to id {newest}"));
+            }
+        }
+        if let Err(e) = written {
             let _ = self.file.set_len(tail.end);
             return Err(io(e));
         }
+        self.durable_through.store(newest, Ordering::Release);
         tail.end += bytes.len() as u64;
         tail.last_text = previous;
         let mut state = self.state.write();
@@ -337,8 +389,40 @@ impl Catalog {
     /// so a segment never names a series the catalog could lose in a power cut, whatever the
     /// durability mode.
     pub fn sync(&self) -> Result<()> {
-        let _tail = self.append.lock();
-        self.file.sync_data().map_err(|e| Error::io(&self.path, e))
+        let mut tail = self.append.lock();
+        self.sync_locked(&mut tail)
+    }
+
+    /// Makes series `id` and every one before it durable, when the catalog syncs new series at
+    /// all (`sync_on_create`); an fsync only when one of them is not durable yet. A failed
+    /// fsync fails this and every later call.
+    pub fn sync_through(&self, id: SeriesId) -> Result<()> {
+        if !self.sync_on_create || id.0 <= self.durable_through.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut tail = self.append.lock();
+        if id.0 <= self.durable_through.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.sync_locked(&mut tail)
+    }
+
+    /// Syncs the file (the append lock held, so `by_id.len()` is the newest id in the file).
+    fn sync_locked(&self, tail: &mut Tail) -> Result<()> {
+        if let Some(reason) = &tail.sync_failed {
+            return Err(Error::Poisoned(reason.clone()));
+        }
+        let newest = self.state.read().by_id.len() as u32;
+        if newest <= self.durable_through.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if let Err(e) = self.file.sync_data() {
+            let error = Error::io(&self.path, e);
+            tail.sync_failed = Some(format!("catalog fsync failed: {error}"));
+            return Err(error);
+        }
+        self.durable_through.store(newest, Ordering::Release);
+        Ok(())
     }
 
     /// The series with `id`, if known.
@@ -751,6 +835,35 @@ mod tests {
         let (entries, recovery) = reopen_entries(&path);
         assert_eq!(recovery, CatalogRecovery::default());
         assert_eq!(entries, [("m,name=a first".to_string(), ValueKind::F64), ("m,name=a fourth".to_string(), ValueKind::I64)]);
+    }
+
+    #[test]
+    fn unsynced_series_wait_for_sync_through_and_a_failed_sync_is_never_trusted_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("c");
+        let fs = FaultyFs::new(Arc::new(RealFs));
+        let (catalog, _) = Catalog::open(&fs, &path, true).expect("open");
+        let first = catalog.get_or_create(&key("a", "synced"), ValueKind::F64).expect("create");
+        fs.set_fail_sync(true);
+        // No fsync: neither for a new unsynced series nor for ids already durable.
+        let second = catalog.get_or_create_unsynced(&key("a", "lazy"), ValueKind::F64).expect("no fsync needed");
+        let third = catalog.get_or_create_unsynced(&key("a", "lazy2"), ValueKind::I64).expect("no fsync needed");
+        assert_eq!((first, second, third), (SeriesId(1), SeriesId(2), SeriesId(3)));
+        catalog.sync_through(first).expect("durable already");
+        // Handing out an unsynced id through the synced path needs the fsync.
+        catalog.get_or_create(&key("a", "lazy"), ValueKind::F64).expect_err("fsync fails");
+        catalog.sync_through(third).expect_err("fsync fails");
+        fs.set_fail_sync(false);
+        // Linux may report the next fsync as fine after dropping the failed one's pages.
+        catalog.sync_through(third).expect_err("a failed fsync is not retried");
+        catalog.get_or_create(&key("a", "new"), ValueKind::F64).expect_err("no more appends");
+        catalog.sync_through(first).expect("still durable");
+        drop(catalog);
+        let (catalog, _) = Catalog::open(&fs, &path, true).expect("reopen");
+        assert_eq!(catalog.len(), 3, "the records were written, only their fsync failed");
+        let lazy = catalog.get_or_create_unsynced(&key("b", "lazy"), ValueKind::Bool).expect("create");
+        catalog.sync_through(lazy).expect("one fsync");
+        assert_eq!(catalog.durable_through.load(Ordering::Acquire), lazy.0);
     }
 
     fn any_kind() -> impl Strategy<Value = ValueKind> {

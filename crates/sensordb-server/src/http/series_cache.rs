@@ -74,7 +74,7 @@ impl CachedSeries {
         let key = SeriesKey::new(self.measurement.as_str(), self.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), field)
             .and_then(|key| key.in_database(&*self.database))
             .map_err(|e| FieldError::Engine(e.into()))?;
-        match engine.series_id(&key, kind) {
+        match engine.series_id_unsynced(&key, kind) {
             Ok(id) => {
                 self.remember(field, id, kind);
                 Ok(id)
