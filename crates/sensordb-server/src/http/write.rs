@@ -313,7 +313,10 @@ async fn write_body(
 
 /// Decompresses a gzip body (one or more members), refusing more than `limit` bytes of output.
 fn gunzip(raw: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
-    let mut decoded = Vec::with_capacity((raw.len() * 4).min(limit));
+    // The trailer's ISIZE is the last member's size mod 2^32: with one member (what clients
+    // send), the exact size, so the output is allocated once. Only a hint, capped by `limit`.
+    let last_member_bytes = raw.last_chunk::<4>().map_or(0, |isize| u32::from_le_bytes(*isize) as usize);
+    let mut decoded = Vec::with_capacity(last_member_bytes.max(raw.len() * 4).min(limit) + 1);
     let mut decoder = flate2::read::MultiGzDecoder::new(raw).take(limit as u64 + 1);
     decoder
         .read_to_end(&mut decoded)
