@@ -40,6 +40,9 @@ pub struct WriteBatch {
     position_of: HashMap<SeriesId, usize, BuildHasherDefault<IdHasher>>,
     points: usize,
     value_bytes: usize,
+    /// Entries emptied by [`WriteBatch::clear`], with their allocations, for the next series
+    /// pushed: a batch reused for similar writes stops allocating once it has grown.
+    spare: Vec<SeriesPoints>,
 }
 
 /// Why a batch cannot take a point.
@@ -63,11 +66,7 @@ impl WriteBatch {
         };
         let index = match self.position_of.get(&series) {
             Some(&index) => index,
-            None => {
-                self.entries.push(SeriesPoints { series, timestamps: Vec::new(), values: ValueColumn::new(value.kind()) });
-                self.position_of.insert(series, self.entries.len() - 1);
-                self.entries.len() - 1
-            }
+            None => self.add_entry(series, value.kind()),
         };
         let entry = &mut self.entries[index];
         entry.values.push(value).map_err(|value| BatchKindError {
@@ -86,11 +85,7 @@ impl WriteBatch {
         assert_eq!(timestamps.len(), values.len(), "BUG: column lengths differ");
         let index = match self.position_of.get(&series) {
             Some(&index) => index,
-            None => {
-                self.entries.push(SeriesPoints { series, timestamps: Vec::new(), values: ValueColumn::new(values.kind()) });
-                self.position_of.insert(series, self.entries.len() - 1);
-                self.entries.len() - 1
-            }
+            None => self.add_entry(series, values.kind()),
         };
         let entry = &mut self.entries[index];
         if !entry.values.extend_from(values) {
@@ -100,6 +95,24 @@ impl WriteBatch {
         self.points += timestamps.len();
         self.value_bytes += values.heap_bytes();
         Ok(())
+    }
+
+    /// A new, empty entry for `series`, made from a spare one when there is one; its index.
+    fn add_entry(&mut self, series: SeriesId, kind: ValueKind) -> usize {
+        let entry = match self.spare.pop() {
+            Some(mut entry) => {
+                debug_assert!(entry.timestamps.is_empty() && entry.values.is_empty());
+                entry.series = series;
+                if entry.values.kind() != kind {
+                    entry.values = ValueColumn::new(kind);
+                }
+                entry
+            }
+            None => SeriesPoints { series, timestamps: Vec::new(), values: ValueColumn::new(kind) },
+        };
+        self.entries.push(entry);
+        self.position_of.insert(series, self.entries.len() - 1);
+        self.entries.len() - 1
     }
 
     pub fn entries(&self) -> &[SeriesPoints] {
@@ -119,11 +132,22 @@ impl WriteBatch {
         self.value_bytes
     }
 
+    /// Empties the batch but keeps its allocations (see [`WriteBatch::capacity_points`]).
     pub fn clear(&mut self) {
-        self.entries.clear();
+        for mut entry in self.entries.drain(..) {
+            entry.timestamps.clear();
+            entry.values.clear();
+            self.spare.push(entry);
+        }
         self.position_of.clear();
         self.points = 0;
         self.value_bytes = 0;
+    }
+
+    /// Points the batch can hold without allocating (timestamps, with or without their entries
+    /// in use): what a cleared batch keeps.
+    pub fn capacity_points(&self) -> usize {
+        self.entries.iter().chain(&self.spare).map(|entry| entry.timestamps.capacity()).sum()
     }
 
     /// Appends the WAL record encoding of this batch to `out`.
@@ -260,6 +284,29 @@ mod tests {
             let decoded = WriteBatch::decode(&record).expect("decodes");
             prop_assert_eq!(decoded.entries(), batch.entries());
             prop_assert_eq!(decoded.len(), batch.len());
+        }
+
+        #[test]
+        fn a_cleared_batch_takes_new_points_like_a_fresh_one(
+            first in proptest::collection::vec((1u32..6, any::<i64>(), value_strategy()), 0..60),
+            second in proptest::collection::vec((1u32..9, any::<i64>(), value_strategy()), 0..60),
+        ) {
+            let mut reused = WriteBatch::new();
+            for (series, t, v) in first {
+                let _ = reused.push(SeriesId(series), t, v);
+            }
+            reused.clear();
+            prop_assert!(reused.is_empty() && reused.entries().is_empty());
+            let mut fresh = WriteBatch::new();
+            for (series, t, v) in second {
+                prop_assert_eq!(reused.push(SeriesId(series), t, v.clone()), fresh.push(SeriesId(series), t, v));
+            }
+            prop_assert_eq!(reused.entries(), fresh.entries());
+            prop_assert_eq!((reused.len(), reused.value_bytes()), (fresh.len(), fresh.value_bytes()));
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            reused.encode(&mut a);
+            fresh.encode(&mut b);
+            prop_assert_eq!(a, b);
         }
 
         #[test]

@@ -191,6 +191,17 @@ impl ValueColumn {
         }
     }
 
+    /// Removes every value, keeping the allocation.
+    pub fn clear(&mut self) {
+        match self {
+            ValueColumn::F64(v) => v.clear(),
+            ValueColumn::I64(v) => v.clear(),
+            ValueColumn::U64(v) => v.clear(),
+            ValueColumn::Bool(v) => v.clear(),
+            ValueColumn::Bytes(v) => v.clear(),
+        }
+    }
+
     /// Appends all of `other`; returns false (appending nothing) when the kinds differ.
     pub fn extend_from(&mut self, other: &ValueColumn) -> bool {
         match (self, other) {

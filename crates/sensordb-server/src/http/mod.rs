@@ -55,11 +55,13 @@ pub struct HttpState {
     pub server: Arc<ServerState>,
     /// Series caches by database.
     caches: RwLock<HashMap<String, Arc<SeriesCache>>>,
+    /// Write batches reused between write requests.
+    batches: write::BatchPool,
 }
 
 impl HttpState {
     pub fn new(server: Arc<ServerState>) -> HttpState {
-        HttpState { server, caches: RwLock::new(HashMap::new()) }
+        HttpState { server, caches: RwLock::new(HashMap::new()), batches: write::BatchPool::default() }
     }
 
     /// The series cache of `database`; the first write to a database creates it (durably) in

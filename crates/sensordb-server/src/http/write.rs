@@ -28,6 +28,7 @@ use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
+use parking_lot::Mutex;
 use sensordb_engine::batch::WriteBatch;
 use sensordb_engine::{SeriesId, Value};
 use std::io::Read;
@@ -47,10 +48,46 @@ pub struct WriteReport {
     pub dropped_lines: usize,
 }
 
+/// Write batches kept between requests: a batch that has held a body's points holds the next
+/// similar body's without growing hundreds of small per-series vectors again. Bounded in number
+/// and in the points each may keep.
+#[derive(Default)]
+pub struct BatchPool {
+    batches: Mutex<Vec<WriteBatch>>,
+}
+
+/// Batches kept at most: one per request being parsed at once on a small machine.
+const POOLED_BATCHES_MAX: usize = 8;
+/// Points a kept batch may hold without allocating (about 16 bytes each).
+const POOLED_BATCH_POINTS_MAX: usize = 256 * 1024;
+
+impl BatchPool {
+    fn take(&self) -> WriteBatch {
+        self.batches.lock().pop().unwrap_or_default()
+    }
+
+    fn give_back(&self, mut batch: WriteBatch) {
+        batch.clear();
+        if batch.capacity_points() > POOLED_BATCH_POINTS_MAX {
+            return;
+        }
+        let mut batches = self.batches.lock();
+        if batches.len() < POOLED_BATCHES_MAX {
+            batches.push(batch);
+        }
+    }
+}
+
 /// Parses `body`, resolves series ids and writes the valid points (blocking until durable).
 pub fn ingest(http: &HttpState, cache: &SeriesCache, body: &str, options: ReadOptions) -> Result<WriteReport, ApiError> {
+    let mut batch = http.batches.take();
+    let result = ingest_into(http, cache, body, options, &mut batch);
+    http.batches.give_back(batch);
+    result
+}
+
+fn ingest_into(http: &HttpState, cache: &SeriesCache, body: &str, options: ReadOptions, batch: &mut WriteBatch) -> Result<WriteReport, ApiError> {
     let engine = &http.server.engine;
-    let mut batch = WriteBatch::new();
     let mut report = WriteReport::default();
     let mut ids: Vec<SeriesId> = Vec::with_capacity(16);
     let mut fields: Vec<Field<'_>> = Vec::with_capacity(16);
@@ -106,7 +143,7 @@ pub fn ingest(http: &HttpState, cache: &SeriesCache, body: &str, options: ReadOp
     }
     if !batch.is_empty() {
         let started = Instant::now();
-        engine.write(&batch).map_err(ApiError::from_engine)?;
+        engine.write(batch).map_err(ApiError::from_engine)?;
         http.server.metrics.record_write_latency(started.elapsed());
         report.points = batch.len();
         Metrics::add(&http.server.metrics.points_written, batch.len() as u64);
