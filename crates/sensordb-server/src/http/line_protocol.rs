@@ -229,7 +229,7 @@ impl<'a> Iterator for Records<'a> {
     fn next(&mut self) -> Option<(&'a str, bool)> {
         let rest = self.rest?;
         let bytes = rest.as_bytes();
-        let (end, quoted) = match bytes.iter().position(|&b| b == b'\n' || b == b'"' || b == b'\\') {
+        let (end, quoted) = match memchr::memchr3(b'\n', b'"', b'\\', bytes) {
             Some(i) if bytes[i] == b'\n' => (Some(i), false),
             Some(_) => (quoted_record_end(bytes), true),
             None => (None, false),
