@@ -19,7 +19,7 @@
 //! backing off, by which time retention may have freed space.
 
 use super::line_protocol::{parse_series, Field, FieldValue, LineError, Lines, Precision, ReadOptions};
-use super::series_cache::{FieldError, SeriesCache};
+use super::series_cache::{BodySeries, FieldError, SeriesCache};
 use super::{bearer_token, v1_token, ApiError, HttpState};
 use crate::auth::Scope;
 use crate::metrics::Metrics;
@@ -31,6 +31,7 @@ use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use sensordb_engine::batch::WriteBatch;
 use sensordb_engine::{SeriesId, Value};
+use std::collections::hash_map::{Entry, HashMap};
 use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -91,6 +92,8 @@ fn ingest_into(http: &HttpState, cache: &SeriesCache, body: &str, options: ReadO
     let mut report = WriteReport::default();
     let mut ids: Vec<SeriesId> = Vec::with_capacity(16);
     let mut fields: Vec<Field<'_>> = Vec::with_capacity(16);
+    // Series texts of this body already met (see `BodySeries`); seeded like the shared cache.
+    let mut seen: HashMap<&str, BodySeries, foldhash::fast::RandomState> = HashMap::default();
     let mut lines = Lines::new(body, options);
     while let Some(line) = lines.next_line(&mut fields) {
         let mut line = match line {
@@ -101,18 +104,24 @@ fn ingest_into(http: &HttpState, cache: &SeriesCache, body: &str, options: ReadO
                 continue;
             }
         };
-        let series = cache.get_or_insert(line.series_text, || match line.series.take() {
-            Some(series) => Ok(series),
-            None => parse_series(line.series_text)
-                .ok_or_else(|| ApiError::internal(format!("BUG: cannot read series text {:?} again", line.series_text))),
-        })?;
+        let body_series = match seen.entry(line.series_text) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                let series = cache.get_or_insert(line.series_text, || match line.series.take() {
+                    Some(series) => Ok(series),
+                    None => parse_series(line.series_text)
+                        .ok_or_else(|| ApiError::internal(format!("BUG: cannot read series text {:?} again", line.series_text))),
+                })?;
+                entry.insert(BodySeries::new(series))
+            }
+        };
         let mut failed: Option<String> = None;
-        match series.resolve(engine, &fields, &mut ids) {
+        match body_series.resolve(engine, &fields, &mut ids) {
             Ok(()) => {}
             Err((j, FieldError::Conflict { existing, attempted })) => {
                 failed = Some(format!(
                     "field type conflict: input field \"{}\" on measurement \"{}\" is type {attempted}, already exists as type {existing}",
-                    fields[j].key, series.measurement
+                    fields[j].key, body_series.series.measurement
                 ));
             }
             Err((_, FieldError::Engine(e))) => {
