@@ -328,6 +328,26 @@ mod tests {
         assert_eq!(batch.len(), 3);
     }
 
+    /// Freezes the record layout: the bytes were worked out from the layout in the module
+    /// documentation (by a separate script), not printed by this code.
+    #[test]
+    fn the_record_layout_is_frozen() {
+        let mut batch = WriteBatch::new();
+        batch.push(SeriesId(300), 1_700_000_000_000_000_000, Value::F64(1.25)).expect("push");
+        batch.push(SeriesId(2), 5, Value::I64(-3)).expect("push");
+        batch.push(SeriesId(2), 7, Value::I64(200)).expect("push");
+        batch.push(SeriesId(1), -1, Value::Bytes(Bytes::from_static(b"ab"))).expect("push");
+        batch.push(SeriesId(4), 0, Value::Bool(true)).expect("push");
+        batch.push(SeriesId(9), 3, Value::U64(u64::MAX)).expect("push");
+        let mut record = vec![0xAA];
+        batch.encode(&mut record);
+        let expected: &[u8] = &[
+            0xAA, 1, 5, 172, 2, 1, 1, 128, 128, 208, 226, 198, 191, 206, 151, 47, 0, 0, 0, 0, 0, 0, 244, 63, 2, 2, 2, 10, 4, 5, 144, 3, 1, 5,
+            1, 1, 2, 97, 98, 4, 4, 1, 0, 1, 9, 3, 1, 6, 255, 255, 255, 255, 255, 255, 255, 255, 255, 1,
+        ];
+        assert_eq!(record, expected, "appended after what `out` held");
+    }
+
     #[test]
     fn truncated_records_are_rejected() {
         let mut batch = WriteBatch::new();
