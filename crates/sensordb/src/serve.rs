@@ -77,6 +77,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     config.validate()?;
     raise_open_file_limit(config.max_connections);
+    limit_malloc_arenas();
 
     let started = Instant::now();
     let options = config.engine_options();
@@ -153,6 +154,23 @@ fn raise_open_file_limit(max_connections: usize) {
     let needed = max_connections as u64 + 256;
     if limit.rlim_cur < needed {
         tracing::warn!(open_files = limit.rlim_cur, needed, "the open-file limit is below max_connections; connections beyond it will wait");
+    }
+}
+
+/// Caps glibc's malloc arenas (unless `MALLOC_ARENA_MAX` is set). By default each thread that
+/// meets a busy arena gets its own, up to 8 per core, and memory freed on another thread (a
+/// request body decoded on one blocking thread, parsed on another; a memtable filled by writers,
+/// freed by the flusher) stays in the arena it came from: a TSBS load over HTTP peaked at
+/// 123-158 MiB resident with the default and 90-111 MiB with two arenas, at the same CPU time.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // One arena per core of the 2-core machines we size for.
+        const ARENAS_MAX: i32 = 2;
+        // SAFETY: mallopt only sets a malloc tunable; called before the server's threads start.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, ARENAS_MAX);
+        }
     }
 }
 
