@@ -171,8 +171,11 @@ pub struct SeriesCache {
     /// from choosing colliding texts, and hashing a line's series text costs a few nanoseconds
     /// where SipHash took about 60 (twice per line: shard, then map).
     hasher: RandomState,
-    shards: Vec<RwLock<HashMap<Box<str>, Arc<CachedSeries>, RandomState>>>,
+    shards: Vec<Shard>,
 }
+
+/// Raw series text to entry, for the texts whose hash picks this shard.
+type Shard = RwLock<HashMap<Box<str>, Arc<CachedSeries>, RandomState>>;
 
 impl SeriesCache {
     pub fn new(database: &str) -> Self {
