@@ -57,11 +57,13 @@ pub struct HttpState {
     caches: RwLock<HashMap<String, Arc<SeriesCache>>>,
     /// Write batches reused between write requests.
     batches: write::BatchPool,
+    /// Buffers for decompressed bodies, reused between write requests.
+    bodies: write::BodyPool,
 }
 
 impl HttpState {
     pub fn new(server: Arc<ServerState>) -> HttpState {
-        HttpState { server, caches: RwLock::new(HashMap::new()), batches: write::BatchPool::default() }
+        HttpState { server, caches: RwLock::new(HashMap::new()), batches: write::BatchPool::default(), bodies: write::BodyPool::default() }
     }
 
     /// The series cache of `database`; the first write to a database creates it (durably) in
