@@ -6,6 +6,7 @@
 //!   command is a whole benchmark; it counts what the engine stored after the run. With TLS it
 //!   serves a [`SelfSignedCert`] made for the run, which the clients trust.
 //! - [`Percentiles`]: p50 / p99 / max of a set of durations.
+//! - [`cpu_time_of`]: the CPU time of another process (a server in a child process).
 
 use sensordb_client::ClientTls;
 use sensordb_engine::{Durability, Engine, EngineOptions};
@@ -96,6 +97,22 @@ impl Percentiles {
         };
         Percentiles { p50: rank(0.50), p99: rank(0.99), max: samples[samples.len() - 1] }
     }
+}
+
+/// User + system CPU time of process `pid` so far, from `/proc/<pid>/stat` (None where there is
+/// no such file).
+pub fn cpu_time_of(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+    // utime and stime are fields 14 and 15, in clock ticks.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = u64::try_from(ticks).ok().filter(|&t| t > 0)?;
+    Some(Duration::from_micros((utime + stime) * 1_000_000 / ticks))
 }
 
 /// Milliseconds of `d` as a float.
@@ -229,6 +246,24 @@ mod tests {
         assert_eq!(Percentiles::of(&mut []), Percentiles::default());
         let mut one = [Duration::from_millis(7)];
         assert_eq!(Percentiles::of(&mut one).p50, Duration::from_millis(7));
+    }
+
+    #[test]
+    fn cpu_time_of_this_process_grows_and_matches_getrusage() {
+        let pid = std::process::id();
+        let before = cpu_time_of(pid).expect("own /proc stat");
+        let mut x = 0u64;
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < Duration::from_millis(60) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        std::hint::black_box(x);
+        let after = cpu_time_of(pid).expect("own /proc stat");
+        assert!(after > before, "{before:?} then {after:?}");
+        let rusage = crate::engine_bench::process_cpu_time();
+        // Clock ticks are 10 ms; getrusage is finer.
+        assert!(after <= rusage + Duration::from_millis(20), "{after:?} vs {rusage:?}");
+        assert_eq!(cpu_time_of(u32::MAX), None);
     }
 
     #[test]

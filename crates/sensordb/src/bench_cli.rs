@@ -276,6 +276,14 @@ impl BenchServer {
         }
     }
 
+    /// The server's process id when it runs in a child process.
+    fn pid(&self) -> Option<u32> {
+        match self {
+            BenchServer::InProcess(_) => None,
+            BenchServer::Child(c) => Some(c.child.id()),
+        }
+    }
+
     fn http_addr(&self) -> SocketAddr {
         match self {
             BenchServer::InProcess(s) => s.http_addr(),
@@ -439,6 +447,7 @@ fn tx(args: TxArgs) -> anyhow::Result<()> {
             (None, Some(addr)) => addr,
             (None, None) => return Err(anyhow!("no server address")),
         };
+        let config = TxBenchConfig { server_pid: server.as_ref().and_then(BenchServer::pid), ..config };
         println!(
             "client: native {addr}{}, {} worker threads",
             describe_tls(config.tls.as_ref()),
