@@ -19,7 +19,9 @@
 //! transaction starts after it; those running finish). Timings per transaction are the client
 //! library's [`TxStats`]: create (CREATE → CREATED), send (writing every SEND frame), confirm
 //! (CONFIRM → CONFIRMED, the checksum exchange) and complete (COMPLETE → COMPLETED: the points
-//! are durable); "transaction" is the whole `commit()` call, retries included.
+//! are durable); "transaction" is the whole `commit()` call, retries included. Pipelined (the
+//! default), CREATE, SENDs and CONFIRM go out in one write, so create and confirm both count
+//! from it.
 
 use crate::load::{ms, Percentiles};
 use sensordb_client::{Client, ClientOptions, ClientTls, SeriesHandle, TxStats};
@@ -62,6 +64,10 @@ pub struct TxBenchConfig {
     pub start: Timestamp,
     /// TLS for a server with `tls_cert`/`tls_key`; `None` is plaintext.
     pub tls: Option<ClientTls>,
+    /// Commits pipelined (CREATE, SENDs and CONFIRM in one write, then COMPLETE: two round
+    /// trips) or frame by frame (three round trips, a write per frame); see
+    /// [`ClientOptions::pipeline`].
+    pub pipeline: bool,
     /// A server in another process whose CPU time is measured over the timed phase, beside
     /// this process's.
     pub server_pid: Option<u32>,
@@ -84,6 +90,7 @@ impl Default for TxBenchConfig {
             reply_timeout: Duration::from_secs(30),
             start: 1_700_000_000_000_000_000,
             tls: None,
+            pipeline: true,
             server_pid: None,
         }
     }
@@ -283,6 +290,7 @@ async fn connect_one(config: &TxBenchConfig, addr: SocketAddr, n: usize) -> Resu
         reply_timeout: config.reply_timeout,
         packet_bytes: config.packet_bytes(),
         tls: config.tls.clone(),
+        pipeline: config.pipeline,
         ..ClientOptions::default()
     };
     let client = Client::connect_with(addr, options).await.map_err(|e| e.to_string())?;
@@ -395,12 +403,13 @@ pub fn format_report(config: &TxBenchConfig, report: &TxBenchReport) -> Vec<Stri
             report.avg_complete_ms
         ),
         format!(
-            "connect: {} of {} clients in {:.2} s (waves of {}), {} failed",
+            "connect: {} of {} clients in {:.2} s (waves of {}), {} failed; commits {}",
             report.clients_connected,
             config.clients,
             report.connect_time.as_secs_f64(),
             config.connect_wave,
-            report.connect_failures
+            report.connect_failures,
+            if config.pipeline { "pipelined (CREATE+SENDs+CONFIRM, then COMPLETE)" } else { "frame by frame" }
         ),
         format!(
             "transactions: {} successful, {} failed, {} not started, {} retried (max attempts {}), {:.1} tx/s",
@@ -451,7 +460,7 @@ pub fn format_report(config: &TxBenchConfig, report: &TxBenchReport) -> Vec<Stri
     lines
 }
 
-const CSV_HEADER: &str = "unix_time,clients,series,transactions,packets,points_per_packet,payload_bytes,interval_ms,duration_s,max_attempts,durability,successful,failed,not_started,retried,connect_failures,connect_s,avg_create_ms,avg_send_ms,avg_confirm_ms,avg_complete_ms,complete_p50_ms,complete_p99_ms,complete_max_ms,avg_tx_ms,tx_p50_ms,tx_p99_ms,tx_max_ms,points,bytes,wall_s,points_per_s,mb_per_s,server_points_stored,client_cpu_s,server_cpu_s";
+const CSV_HEADER: &str = "unix_time,clients,series,transactions,packets,points_per_packet,payload_bytes,interval_ms,duration_s,max_attempts,durability,successful,failed,not_started,retried,connect_failures,connect_s,avg_create_ms,avg_send_ms,avg_confirm_ms,avg_complete_ms,complete_p50_ms,complete_p99_ms,complete_max_ms,avg_tx_ms,tx_p50_ms,tx_p99_ms,tx_max_ms,points,bytes,wall_s,points_per_s,mb_per_s,server_points_stored,client_cpu_s,server_cpu_s,pipeline";
 
 /// Appends one row with every parameter and result to `path`, writing the header first when the
 /// file is new or empty. `durability` and `stored` describe an in-process server ("" and `None`
@@ -502,6 +511,7 @@ pub fn append_csv(path: &Path, config: &TxBenchConfig, report: &TxBenchReport, d
         stored.map_or(String::new(), |s| s.to_string()),
         format!("{:.3}", report.client_cpu.as_secs_f64()),
         report.server_cpu.map_or(String::new(), |cpu| format!("{:.3}", cpu.as_secs_f64())),
+        config.pipeline.to_string(),
     ];
     text.push_str(&fields.join(","));
     text.push('\n');

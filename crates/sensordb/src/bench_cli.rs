@@ -133,6 +133,11 @@ pub struct TxArgs {
     /// Longest wait for one answer, ms.
     #[arg(long, default_value_t = 30_000)]
     timeout_ms: u64,
+    /// Pipelined commits: CREATE, SENDs and CONFIRM in one write, COMPLETE once CONFIRMED's
+    /// checksum matched (two round trips). false: each frame waits for the answer before it
+    /// (three round trips and a write per frame).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pipeline: bool,
     /// Append one CSV row with every parameter and result (header when the file is new).
     #[arg(long)]
     csv: Option<PathBuf>,
@@ -431,6 +436,7 @@ fn tx(args: TxArgs) -> anyhow::Result<()> {
         connect_wave: args.connect_wave,
         max_attempts: args.max_attempts,
         reply_timeout: Duration::from_millis(args.timeout_ms),
+        pipeline: args.pipeline,
         ..TxBenchConfig::default()
     };
     let cert = in_process_cert(&args.tls, args.addr)?;
