@@ -155,9 +155,17 @@ impl Connection {
         let config = &self.state.config;
         let tx_timeout = Duration::from_millis(config.transaction_timeout_ms.max(1));
         let idle_timeout = Duration::from_millis(config.idle_timeout_ms.max(1));
-        let period = (tx_timeout.min(idle_timeout) / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
-        let mut tick = tokio::time::interval(period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Timeouts are checked when the earliest deadline known at the last check comes, and at
+        // least every `check_max`. Frames only move deadlines later, and a transaction opened
+        // after a check expires after that check's `now + check_max`, so a check is never late
+        // (a completion that leaves the connection idle pulls the idle deadline in below). A
+        // busy connection is thus woken about once per timeout, not once per period.
+        let check_max = tx_timeout.min(idle_timeout);
+        let timer = tokio::time::sleep(check_max);
+        tokio::pin!(timer);
+        // One registration with the shutdown signal for the whole loop.
+        let stopping = shutdown.changed();
+        tokio::pin!(stopping);
         let mut last_frame = Instant::now();
         loop {
             tokio::select! {
@@ -178,7 +186,7 @@ impl Connection {
                         }
                     }
                 },
-                _ = tick.tick() => {
+                () = &mut timer => {
                     let now = Instant::now();
                     let expired: Vec<TxId> = self.open.iter()
                         .filter(|(_, tx)| now.duration_since(tx.last_activity) >= tx_timeout)
@@ -196,13 +204,27 @@ impl Connection {
                             format!("no frame for {} ms: closing", idle_timeout.as_millis())));
                         break;
                     }
+                    let mut next = now + check_max;
+                    for tx in self.open.values() {
+                        next = next.min(tx.last_activity + tx_timeout);
+                    }
+                    if !busy {
+                        next = next.min(last_frame + idle_timeout);
+                    }
+                    timer.as_mut().reset(next.into());
                 }
                 Some(done) = self.completions.join_next(), if !self.completions.is_empty() => {
                     if let Ok(id) = done {
                         self.completing.remove(&id);
                     }
+                    if self.open.is_empty() && self.completions.is_empty() {
+                        let idle_at = tokio::time::Instant::from_std(last_frame + idle_timeout);
+                        if idle_at < timer.deadline() {
+                            timer.as_mut().reset(idle_at);
+                        }
+                    }
                 }
-                _ = shutdown.changed() => {
+                _ = &mut stopping => {
                     self.send(error_frame(ErrorCode::ShuttingDown, true, None, 0, "the server is shutting down"));
                     break;
                 }
