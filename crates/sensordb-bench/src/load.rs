@@ -9,7 +9,7 @@
 //! - [`cpu_time_of`]: the CPU time of another process (a server in a child process).
 
 use sensordb_client::ClientTls;
-use sensordb_engine::{Durability, Engine, EngineOptions};
+use sensordb_engine::{Durability, Engine};
 use sensordb_server::{RunningServer, Server, ServerConfig};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -166,6 +166,19 @@ impl InProcessServer {
     /// [`InProcessServer::start`], both listeners speaking TLS only with the PEM certificate
     /// chain and key `tls` = (cert, key) when given.
     pub async fn start_with_tls(durability: Durability, connections: usize, tls: Option<(&Path, &Path)>) -> Result<InProcessServer, String> {
+        Self::start_with(durability, connections, tls, None).await
+    }
+
+    /// [`InProcessServer::start_with_tls`] with the disk usage thresholds `(disk_target_usage,
+    /// throttle_low_usage, throttle_high_usage)` instead of the server's defaults: on a disk
+    /// that other work fills, the defaults would delay acknowledgements (from 90%) for reasons
+    /// that have nothing to do with the run.
+    pub async fn start_with(
+        durability: Durability,
+        connections: usize,
+        tls: Option<(&Path, &Path)>,
+        disk_usage: Option<(f64, f64, f64)>,
+    ) -> Result<InProcessServer, String> {
         let dir = tempfile::Builder::new().prefix("sensordb-bench-").tempdir().map_err(|e| format!("temp dir: {e}"))?;
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
         let defaults = ServerConfig::default();
@@ -177,9 +190,14 @@ impl InProcessServer {
             max_connections: defaults.max_connections.max(connections + 16),
             tls_cert: tls.map(|(cert, _)| cert.to_path_buf()),
             tls_key: tls.map(|(_, key)| key.to_path_buf()),
+            disk_target_usage: disk_usage.map_or(defaults.disk_target_usage, |(m, _, _)| m),
+            throttle_low_usage: disk_usage.map_or(defaults.throttle_low_usage, |(_, l, _)| l),
+            throttle_high_usage: disk_usage.map_or(defaults.throttle_high_usage, |(_, _, h)| h),
             ..defaults
         };
-        let options = EngineOptions { durability, ..EngineOptions::default() };
+        config.validate().map_err(|e| format!("server settings: {e}"))?;
+        // As `sensordb serve` opens it: the server, not the engine, delays acknowledgements.
+        let options = config.engine_options();
         let engine = Arc::new(Engine::open(dir.path(), options).map_err(|e| format!("opening the engine: {e}"))?);
         let server = Server::start(config.clone(), engine.clone()).await.map_err(|e| format!("starting the server: {e}"))?;
         Ok(InProcessServer { server, engine, config, dir })
@@ -196,8 +214,11 @@ impl InProcessServer {
     /// One line describing the server side's settings.
     pub fn describe(&self) -> String {
         let c = &self.config;
+        // Measures usage when the last measurement is stale.
+        let _ = self.engine.admission();
+        let disk_usage = self.engine.reclaim_stats().usage.share;
         format!(
-            "in-process server: native {} http {}, durability={:?}, data dir {} (temporary), max_connections={}, max_in_flight_bytes={}, max_connection_in_flight_bytes={}, max_frame_bytes={}, transaction_timeout_ms={}, idle_timeout_ms={}, tokens={}, tls={}",
+            "in-process server: native {} http {}, durability={:?}, data dir {} (temporary), max_connections={}, max_in_flight_bytes={}, max_connection_in_flight_bytes={}, max_frame_bytes={}, transaction_timeout_ms={}, idle_timeout_ms={}, disk usage thresholds {}/{}/{} (disk {:.0}% used), tokens={}, tls={}",
             self.server.native_addr,
             self.server.http_addr,
             c.durability,
@@ -208,6 +229,10 @@ impl InProcessServer {
             c.max_frame_bytes,
             c.transaction_timeout_ms,
             c.idle_timeout_ms,
+            c.disk_target_usage,
+            c.throttle_low_usage,
+            c.throttle_high_usage,
+            disk_usage * 100.0,
             if c.tokens.is_empty() { "none (open)".to_string() } else { c.tokens.len().to_string() },
             c.tls_cert.as_ref().map_or("off".to_string(), |cert| format!("on ({})", cert.display()))
         )
