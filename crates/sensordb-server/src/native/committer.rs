@@ -22,6 +22,11 @@
 //! value or WAL record too large), each transaction of the group is written alone, so only the
 //! guilty one fails. Any other failure (disk full after the engine's wait, I/O, a stopped
 //! engine) is the group's, and every transaction in it gets it, as each would have alone.
+//!
+//! One thread writes one group at a time, so anything that makes `Engine::write` sleep holds
+//! up every small transaction: the server's engine does not throttle inside `write`
+//! (`ServerConfig::engine_options`); the server delays acknowledgements itself, per transaction,
+//! after the write.
 
 use super::txlog::{CompletionGuard, TxLog};
 use sensordb_engine::batch::WriteBatch;
