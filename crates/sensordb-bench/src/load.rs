@@ -6,9 +6,10 @@
 //!   command is a whole benchmark; it counts what the engine stored after the run. With TLS it
 //!   serves a [`SelfSignedCert`] made for the run, which the clients trust.
 //! - [`Percentiles`]: p50 / p99 / max of a set of durations.
+//! - [`cpu_time_of`]: the CPU time of another process (a server in a child process).
 
 use sensordb_client::ClientTls;
-use sensordb_engine::{Durability, Engine, EngineOptions};
+use sensordb_engine::{Durability, Engine};
 use sensordb_server::{RunningServer, Server, ServerConfig};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -98,6 +99,22 @@ impl Percentiles {
     }
 }
 
+/// User + system CPU time of process `pid` so far, from `/proc/<pid>/stat` (None where there is
+/// no such file).
+pub fn cpu_time_of(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+    // utime and stime are fields 14 and 15, in clock ticks.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = u64::try_from(ticks).ok().filter(|&t| t > 0)?;
+    Some(Duration::from_micros((utime + stime) * 1_000_000 / ticks))
+}
+
 /// Milliseconds of `d` as a float.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -149,6 +166,19 @@ impl InProcessServer {
     /// [`InProcessServer::start`], both listeners speaking TLS only with the PEM certificate
     /// chain and key `tls` = (cert, key) when given.
     pub async fn start_with_tls(durability: Durability, connections: usize, tls: Option<(&Path, &Path)>) -> Result<InProcessServer, String> {
+        Self::start_with(durability, connections, tls, None).await
+    }
+
+    /// [`InProcessServer::start_with_tls`] with the disk usage thresholds `(disk_target_usage,
+    /// throttle_low_usage, throttle_high_usage)` instead of the server's defaults: on a disk
+    /// that other work fills, the defaults would delay acknowledgements (from 90%) for reasons
+    /// that have nothing to do with the run.
+    pub async fn start_with(
+        durability: Durability,
+        connections: usize,
+        tls: Option<(&Path, &Path)>,
+        disk_usage: Option<(f64, f64, f64)>,
+    ) -> Result<InProcessServer, String> {
         let dir = tempfile::Builder::new().prefix("sensordb-bench-").tempdir().map_err(|e| format!("temp dir: {e}"))?;
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
         let defaults = ServerConfig::default();
@@ -160,9 +190,14 @@ impl InProcessServer {
             max_connections: defaults.max_connections.max(connections + 16),
             tls_cert: tls.map(|(cert, _)| cert.to_path_buf()),
             tls_key: tls.map(|(_, key)| key.to_path_buf()),
+            disk_target_usage: disk_usage.map_or(defaults.disk_target_usage, |(m, _, _)| m),
+            throttle_low_usage: disk_usage.map_or(defaults.throttle_low_usage, |(_, l, _)| l),
+            throttle_high_usage: disk_usage.map_or(defaults.throttle_high_usage, |(_, _, h)| h),
             ..defaults
         };
-        let options = EngineOptions { durability, ..EngineOptions::default() };
+        config.validate().map_err(|e| format!("server settings: {e}"))?;
+        // As `sensordb serve` opens it: the server, not the engine, delays acknowledgements.
+        let options = config.engine_options();
         let engine = Arc::new(Engine::open(dir.path(), options).map_err(|e| format!("opening the engine: {e}"))?);
         let server = Server::start(config.clone(), engine.clone()).await.map_err(|e| format!("starting the server: {e}"))?;
         Ok(InProcessServer { server, engine, config, dir })
@@ -179,8 +214,11 @@ impl InProcessServer {
     /// One line describing the server side's settings.
     pub fn describe(&self) -> String {
         let c = &self.config;
+        // Measures usage when the last measurement is stale.
+        let _ = self.engine.admission();
+        let disk_usage = self.engine.reclaim_stats().usage.share;
         format!(
-            "in-process server: native {} http {}, durability={:?}, data dir {} (temporary), max_connections={}, max_in_flight_bytes={}, max_connection_in_flight_bytes={}, max_frame_bytes={}, transaction_timeout_ms={}, idle_timeout_ms={}, tokens={}, tls={}",
+            "in-process server: native {} http {}, durability={:?}, data dir {} (temporary), max_connections={}, max_in_flight_bytes={}, max_connection_in_flight_bytes={}, max_frame_bytes={}, transaction_timeout_ms={}, idle_timeout_ms={}, disk usage thresholds {}/{}/{} (disk {:.0}% used), tokens={}, tls={}",
             self.server.native_addr,
             self.server.http_addr,
             c.durability,
@@ -191,6 +229,10 @@ impl InProcessServer {
             c.max_frame_bytes,
             c.transaction_timeout_ms,
             c.idle_timeout_ms,
+            c.disk_target_usage,
+            c.throttle_low_usage,
+            c.throttle_high_usage,
+            disk_usage * 100.0,
             if c.tokens.is_empty() { "none (open)".to_string() } else { c.tokens.len().to_string() },
             c.tls_cert.as_ref().map_or("off".to_string(), |cert| format!("on ({})", cert.display()))
         )
@@ -229,6 +271,24 @@ mod tests {
         assert_eq!(Percentiles::of(&mut []), Percentiles::default());
         let mut one = [Duration::from_millis(7)];
         assert_eq!(Percentiles::of(&mut one).p50, Duration::from_millis(7));
+    }
+
+    #[test]
+    fn cpu_time_of_this_process_grows_and_matches_getrusage() {
+        let pid = std::process::id();
+        let before = cpu_time_of(pid).expect("own /proc stat");
+        let mut x = 0u64;
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < Duration::from_millis(60) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        std::hint::black_box(x);
+        let after = cpu_time_of(pid).expect("own /proc stat");
+        assert!(after > before, "{before:?} then {after:?}");
+        let rusage = crate::engine_bench::process_cpu_time();
+        // Clock ticks are 10 ms; getrusage is finer.
+        assert!(after <= rusage + Duration::from_millis(20), "{after:?} vs {rusage:?}");
+        assert_eq!(cpu_time_of(u32::MAX), None);
     }
 
     #[test]

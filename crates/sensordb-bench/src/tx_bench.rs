@@ -19,7 +19,9 @@
 //! transaction starts after it; those running finish). Timings per transaction are the client
 //! library's [`TxStats`]: create (CREATE → CREATED), send (writing every SEND frame), confirm
 //! (CONFIRM → CONFIRMED, the checksum exchange) and complete (COMPLETE → COMPLETED: the points
-//! are durable); "transaction" is the whole `commit()` call, retries included.
+//! are durable); "transaction" is the whole `commit()` call, retries included. Pipelined (the
+//! default), CREATE, SENDs and CONFIRM go out in one write, so create and confirm both count
+//! from it.
 
 use crate::load::{ms, Percentiles};
 use sensordb_client::{Client, ClientOptions, ClientTls, SeriesHandle, TxStats};
@@ -62,6 +64,13 @@ pub struct TxBenchConfig {
     pub start: Timestamp,
     /// TLS for a server with `tls_cert`/`tls_key`; `None` is plaintext.
     pub tls: Option<ClientTls>,
+    /// Commits pipelined (CREATE, SENDs and CONFIRM in one write, then COMPLETE: two round
+    /// trips) or frame by frame (three round trips, a write per frame); see
+    /// [`ClientOptions::pipeline`].
+    pub pipeline: bool,
+    /// A server in another process whose CPU time is measured over the timed phase, beside
+    /// this process's.
+    pub server_pid: Option<u32>,
 }
 
 impl Default for TxBenchConfig {
@@ -81,6 +90,8 @@ impl Default for TxBenchConfig {
             reply_timeout: Duration::from_secs(30),
             start: 1_700_000_000_000_000_000,
             tls: None,
+            pipeline: true,
+            server_pid: None,
         }
     }
 }
@@ -143,6 +154,11 @@ pub struct TxBenchReport {
     pub transactions_per_second: f64,
     /// Error messages of failures and connect failures with their counts.
     pub errors: BTreeMap<String, u64>,
+    /// CPU time (user + system) of this process over the timed phase: the clients, and the
+    /// server too when it runs in this process.
+    pub client_cpu: Duration,
+    /// CPU time of the server process over the timed phase, when it runs in its own.
+    pub server_cpu: Option<Duration>,
 }
 
 /// One client's results.
@@ -162,6 +178,7 @@ pub async fn run(config: &TxBenchConfig, addr: SocketAddr) -> TxBenchReport {
     let connect_time = connect_started.elapsed();
     let connect_failures = config.clients - clients.len();
 
+    let cpu_before = (crate::engine_bench::process_cpu_time(), config.server_pid.and_then(crate::load::cpu_time_of));
     let started = Instant::now();
     let deadline = config.duration.map(|d| tokio::time::Instant::from_std(started) + d);
     let payload = config.payload_bytes.map(|len| crate::engine_bench::noise_bytes(len, 7));
@@ -186,6 +203,8 @@ pub async fn run(config: &TxBenchConfig, addr: SocketAddr) -> TxBenchReport {
         }
     }
     let wall = started.elapsed();
+    let client_cpu = crate::engine_bench::process_cpu_time().saturating_sub(cpu_before.0);
+    let server_cpu = cpu_before.1.zip(config.server_pid.and_then(crate::load::cpu_time_of)).map(|(before, after)| after.saturating_sub(before));
 
     let mut report = TxBenchReport {
         clients_connected,
@@ -194,6 +213,8 @@ pub async fn run(config: &TxBenchConfig, addr: SocketAddr) -> TxBenchReport {
         not_started: connect_failures as u64 * config.transactions,
         errors: connect_errors,
         wall,
+        client_cpu,
+        server_cpu,
         ..TxBenchReport::default()
     };
     let (mut create, mut send, mut confirm, mut complete_sum, mut whole_sum) = (0f64, 0f64, 0f64, 0f64, 0f64);
@@ -269,6 +290,7 @@ async fn connect_one(config: &TxBenchConfig, addr: SocketAddr, n: usize) -> Resu
         reply_timeout: config.reply_timeout,
         packet_bytes: config.packet_bytes(),
         tls: config.tls.clone(),
+        pipeline: config.pipeline,
         ..ClientOptions::default()
     };
     let client = Client::connect_with(addr, options).await.map_err(|e| e.to_string())?;
@@ -381,12 +403,13 @@ pub fn format_report(config: &TxBenchConfig, report: &TxBenchReport) -> Vec<Stri
             report.avg_complete_ms
         ),
         format!(
-            "connect: {} of {} clients in {:.2} s (waves of {}), {} failed",
+            "connect: {} of {} clients in {:.2} s (waves of {}), {} failed; commits {}",
             report.clients_connected,
             config.clients,
             report.connect_time.as_secs_f64(),
             config.connect_wave,
-            report.connect_failures
+            report.connect_failures,
+            if config.pipeline { "pipelined (CREATE+SENDs+CONFIRM, then COMPLETE)" } else { "frame by frame" }
         ),
         format!(
             "transactions: {} successful, {} failed, {} not started, {} retried (max attempts {}), {:.1} tx/s",
@@ -415,13 +438,29 @@ pub fn format_report(config: &TxBenchConfig, report: &TxBenchReport) -> Vec<Stri
             report.mb_per_second
         ),
     ];
+    let wall = report.wall.as_secs_f64().max(1e-9);
+    let share = |cpu: Duration| 100.0 * cpu.as_secs_f64() / wall;
+    lines.push(match report.server_cpu {
+        Some(server) => format!(
+            "cpu over the timed phase: client process {:.2} s ({:.0}% of one core), server process {:.2} s ({:.0}%)",
+            report.client_cpu.as_secs_f64(),
+            share(report.client_cpu),
+            server.as_secs_f64(),
+            share(server)
+        ),
+        None => format!(
+            "cpu over the timed phase: {:.2} s ({:.0}% of one core) for clients and server together",
+            report.client_cpu.as_secs_f64(),
+            share(report.client_cpu)
+        ),
+    });
     for (message, count) in report.errors.iter().take(10) {
         lines.push(format!("error ×{count}: {message}"));
     }
     lines
 }
 
-const CSV_HEADER: &str = "unix_time,clients,series,transactions,packets,points_per_packet,payload_bytes,interval_ms,duration_s,max_attempts,durability,successful,failed,not_started,retried,connect_failures,connect_s,avg_create_ms,avg_send_ms,avg_confirm_ms,avg_complete_ms,complete_p50_ms,complete_p99_ms,complete_max_ms,avg_tx_ms,tx_p50_ms,tx_p99_ms,tx_max_ms,points,bytes,wall_s,points_per_s,mb_per_s,server_points_stored";
+const CSV_HEADER: &str = "unix_time,clients,series,transactions,packets,points_per_packet,payload_bytes,interval_ms,duration_s,max_attempts,durability,successful,failed,not_started,retried,connect_failures,connect_s,avg_create_ms,avg_send_ms,avg_confirm_ms,avg_complete_ms,complete_p50_ms,complete_p99_ms,complete_max_ms,avg_tx_ms,tx_p50_ms,tx_p99_ms,tx_max_ms,points,bytes,wall_s,points_per_s,mb_per_s,server_points_stored,client_cpu_s,server_cpu_s,pipeline";
 
 /// Appends one row with every parameter and result to `path`, writing the header first when the
 /// file is new or empty. `durability` and `stored` describe an in-process server ("" and `None`
@@ -470,6 +509,9 @@ pub fn append_csv(path: &Path, config: &TxBenchConfig, report: &TxBenchReport, d
         format!("{:.0}", report.points_per_second),
         format!("{:.3}", report.mb_per_second),
         stored.map_or(String::new(), |s| s.to_string()),
+        format!("{:.3}", report.client_cpu.as_secs_f64()),
+        report.server_cpu.map_or(String::new(), |cpu| format!("{:.3}", cpu.as_secs_f64())),
+        config.pipeline.to_string(),
     ];
     text.push_str(&fields.join(","));
     text.push('\n');

@@ -31,6 +31,9 @@ pub struct ServerLimits {
 }
 
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
+/// The reader's buffer: answers that arrive together are taken with one `read` (two reads per
+/// frame without it).
+const READ_BUFFER_BYTES: usize = 4096;
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 pub(crate) struct Conn {
@@ -67,7 +70,7 @@ impl Conn {
     ) -> Result<Arc<Conn>, ClientError> {
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr)).await.map_err(|_| ClientError::Timeout("connect"))??;
         let _ = stream.set_nodelay(true);
-        let (mut read_half, mut write_half): (Reader, Writer) = match tls {
+        let (read_half, mut write_half): (Reader, Writer) = match tls {
             None => {
                 let (read_half, write_half) = stream.into_split();
                 (Box::new(read_half), Box::new(write_half))
@@ -88,6 +91,7 @@ impl Conn {
             token: token.to_string(),
             client_name: client_name.to_string(),
         };
+        let mut read_half = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, read_half);
         write_half.write_all(&hello.to_bytes()).await?;
         let answer = tokio::time::timeout(timeout, read_frame(&mut read_half, u32::MAX))
             .await

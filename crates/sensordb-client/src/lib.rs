@@ -14,7 +14,9 @@
 //! ```
 //!
 //! A commit is CREATE → SEND… → CONFIRM (the server's CRC32C of what it received is compared
-//! with the client's; a mismatch cancels and resends) → COMPLETE. When the connection fails or an
+//! with the client's; a mismatch cancels and resends) → COMPLETE. CREATE, the SENDs and CONFIRM
+//! are written together without waiting for answers ([`ClientOptions::pipeline`]); COMPLETE
+//! waits for CONFIRMED. When the connection fails or an
 //! answer does not come, the client reconnects and resends the whole transaction under the same
 //! id; the server's completed-transaction window answers a transaction it already stored without
 //! storing it again. Several transactions may run at once over one client (one connection,
@@ -91,6 +93,11 @@ pub struct ClientOptions {
     pub packet_bytes: usize,
     /// TLS, for a server started with `tls_cert`/`tls_key`; `None` (the default) is plaintext.
     pub tls: Option<ClientTls>,
+    /// Write a transaction's CREATE, SENDs and CONFIRM together, then COMPLETE once CONFIRMED's
+    /// checksum matched: two round trips per commit. Off, each frame waits for the answer of
+    /// the one before (CREATE, SENDs, CONFIRM, COMPLETE: three round trips and a write per
+    /// frame). Both store the same, once; on by default.
+    pub pipeline: bool,
 }
 
 /// How the client verifies a TLS server: the CA certificate(s) it trusts and the name the
@@ -157,6 +164,7 @@ impl Default for ClientOptions {
             reply_timeout: Duration::from_secs(30),
             packet_bytes: 1 << 20,
             tls: None,
+            pipeline: true,
         }
     }
 }

@@ -8,14 +8,22 @@ use sensordb_server::protocol::points::PointsEncoder;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+/// Frames of a pipelined transaction are written in pieces of about this many bytes, so a large
+/// transaction is not copied into one buffer whole.
+const PIPELINE_WRITE_BYTES: usize = 64 << 10;
+
 /// Timings and counts of a committed transaction.
+///
+/// With [`ClientOptions::pipeline`](crate::ClientOptions::pipeline) CREATE, the SENDs and
+/// CONFIRM go out together: `create` and `confirm` then both count from that first write (so
+/// `confirm` includes `create`), and `send` is the time the writes took.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TxStats {
     /// CREATE sent → CREATED received (of the successful attempt).
     pub create: Duration,
     /// Writing every SEND frame.
     pub send: Duration,
-    /// CONFIRM sent → CONFIRMED received.
+    /// CONFIRM sent (pipelined: CREATE sent) → CONFIRMED received.
     pub confirm: Duration,
     /// COMPLETE sent → COMPLETED received (the points are durable).
     pub complete: Duration,
@@ -112,45 +120,75 @@ impl Transaction {
         let timeout = options.reply_timeout;
         let mut stats = TxStats { points: self.points, ..TxStats::default() };
 
-        let started = Instant::now();
-        conn.write(&Frame::Create { tx: self.id }.to_bytes()).await?;
-        match expect(&mut route, timeout, "CREATED").await? {
-            Frame::Created { .. } => {}
-            other => return Err(unexpected(other)),
-        }
-        stats.create = started.elapsed();
-
-        let started = Instant::now();
+        // The SEND frames, and the CRC32C of their records as the client sent them.
         let mut crc = 0u32;
         let mut corrupt = take_one(&client.inner.corrupt_next_sends);
-        for packet in &packets {
-            crc = crc32c::crc32c_append(crc, packet);
+        let mut sends = Vec::with_capacity(packets.len());
+        for packet in packets {
+            crc = crc32c::crc32c_append(crc, &packet);
             stats.bytes += packet.len() as u64;
-            let mut records = packet.clone();
+            let mut records = packet;
             if corrupt {
                 if let Some(last) = records.last_mut() {
                     *last ^= 0x01;
                 }
                 corrupt = false;
             }
-            let frame = Frame::Send { tx: self.id, records: records.into() };
-            conn.write(&frame.to_bytes()).await?;
+            sends.push(Frame::Send { tx: self.id, records: records.into() });
         }
-        stats.send = started.elapsed();
 
-        let started = Instant::now();
-        conn.write(&Frame::Confirm { tx: self.id }.to_bytes()).await?;
-        match expect(&mut route, timeout, "CONFIRMED").await? {
-            Frame::Confirmed { crc: server, bytes, points, .. } => {
-                if server != crc || bytes != stats.bytes || points != self.points {
-                    conn.write(&Frame::Cancel { tx: self.id }.to_bytes()).await?;
-                    let _ = expect(&mut route, timeout, "CANCELLED").await;
-                    return Err(ClientError::ChecksumMismatch { server, client: crc });
+        if options.pipeline {
+            // CREATE, SENDs and CONFIRM without waiting in between: the server handles a
+            // connection's frames in order, and nothing is stored before COMPLETE, which is
+            // only sent below, once CONFIRMED's checksum matched.
+            let started = Instant::now();
+            let mut out = Vec::with_capacity(PIPELINE_WRITE_BYTES.min(stats.bytes as usize + 64 * (sends.len() + 2)));
+            Frame::Create { tx: self.id }.encode(&mut out);
+            for frame in &sends {
+                frame.encode(&mut out);
+                if out.len() >= PIPELINE_WRITE_BYTES {
+                    conn.write(&out).await?;
+                    out.clear();
                 }
             }
-            other => return Err(unexpected(other)),
+            Frame::Confirm { tx: self.id }.encode(&mut out);
+            conn.write(&out).await?;
+            stats.send = started.elapsed();
+            let answers = async {
+                expect_created(&mut route, timeout).await?;
+                stats.create = started.elapsed();
+                expect_confirmed(&mut route, timeout, crc, stats.bytes, self.points).await
+            };
+            if let Err(error) = answers.await {
+                // After a CONFIRMED every pipelined frame is answered. After an ERROR, answers
+                // to the frames behind the failed one (ERRORs naming this id) may still come,
+                // and a later attempt under this id could take one for its own: close the
+                // connection (the next commit opens a new one).
+                if !matches!(error, ClientError::ChecksumMismatch { .. }) {
+                    close(client, &conn).await;
+                }
+                return self.cancel_on_mismatch(client, &conn, &mut route, timeout, error).await;
+            }
+            stats.confirm = started.elapsed();
+        } else {
+            let started = Instant::now();
+            conn.write(&Frame::Create { tx: self.id }.to_bytes()).await?;
+            expect_created(&mut route, timeout).await?;
+            stats.create = started.elapsed();
+
+            let started = Instant::now();
+            for frame in &sends {
+                conn.write(&frame.to_bytes()).await?;
+            }
+            stats.send = started.elapsed();
+
+            let started = Instant::now();
+            conn.write(&Frame::Confirm { tx: self.id }.to_bytes()).await?;
+            if let Err(error) = expect_confirmed(&mut route, timeout, crc, stats.bytes, self.points).await {
+                return self.cancel_on_mismatch(client, &conn, &mut route, timeout, error).await;
+            }
+            stats.confirm = started.elapsed();
         }
-        stats.confirm = started.elapsed();
 
         let started = Instant::now();
         conn.write(&Frame::Complete { tx: self.id }.to_bytes()).await?;
@@ -167,6 +205,41 @@ impl Transaction {
         Ok(stats)
     }
 
+    /// Returns `error`; when it is a checksum mismatch, first cancels the transaction (and
+    /// closes the connection when the CANCEL is not answered, so the transaction cannot stay
+    /// open under an id the retry uses again).
+    async fn cancel_on_mismatch(&self, client: &Client, conn: &Conn, route: &mut TxRoute, timeout: Duration, error: ClientError) -> Result<TxStats, ClientError> {
+        if let ClientError::ChecksumMismatch { .. } = error {
+            let cancelled = match conn.write(&Frame::Cancel { tx: self.id }.to_bytes()).await {
+                Ok(()) => matches!(expect(route, timeout, "CANCELLED").await, Ok(Frame::Cancelled { .. })),
+                Err(_) => false,
+            };
+            if !cancelled {
+                close(client, conn).await;
+            }
+        }
+        Err(error)
+    }
+}
+
+async fn expect_created(route: &mut TxRoute, timeout: Duration) -> Result<(), ClientError> {
+    match expect(route, timeout, "CREATED").await? {
+        Frame::Created { .. } => Ok(()),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// Waits for CONFIRMED and compares the server's checksum, bytes and points with the client's.
+async fn expect_confirmed(route: &mut TxRoute, timeout: Duration, crc: u32, bytes: u64, points: u64) -> Result<(), ClientError> {
+    match expect(route, timeout, "CONFIRMED").await? {
+        Frame::Confirmed { crc: server, bytes: server_bytes, points: server_points, .. } => {
+            if server != crc || server_bytes != bytes || server_points != points {
+                return Err(ClientError::ChecksumMismatch { server, client: crc });
+            }
+            Ok(())
+        }
+        other => Err(unexpected(other)),
+    }
 }
 
 /// The records cut into SEND bodies of at most `max` bytes (a value too large for one body is

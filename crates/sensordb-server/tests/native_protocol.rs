@@ -1,6 +1,7 @@
 //! End-to-end tests of the native protocol over real sockets on 127.0.0.1: round trip and read
 //! back, pipelining, idempotent retries (also across a restart), cancel, timeout rollback,
-//! CONFIRM checksum mismatch, bad frames and tokens. Every test is bounded in time.
+//! CONFIRM checksum mismatch, bad frames and tokens, the client's pipelined and frame-by-frame
+//! commits. Every test is bounded in time.
 
 use sensordb_client::{Client, ClientError, ClientOptions, ErrorCode, TxId};
 use sensordb_engine::{Durability, Engine, EngineOptions, SeriesKey, Value, ValueKind};
@@ -397,6 +398,63 @@ async fn a_transaction_over_the_connection_budget_is_rolled_back() {
         assert!(stats.bytes > 20_000);
         assert_eq!(stored(&engine, &key("big")).len(), 3000);
         stop(server, engine).await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_and_frame_by_frame_commits_store_the_same_once() {
+    bounded(async {
+        for pipeline in [true, false] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (server, engine) = start(dir.path(), |c| {
+                c.max_connection_in_flight_bytes = 64 << 10;
+                c.max_frame_bytes = 32 << 10;
+            })
+            .await;
+            let options = ClientOptions { pipeline, client_id: [5; 16], ..ClientOptions::default() };
+            let client = Client::connect_with(server.native_addr, options).await.expect("connects");
+            let handle = client.series(&key("modes"), ValueKind::F64).await.expect("series");
+            let commit = |first: i64, count: i64| {
+                let mut tx = client.transaction();
+                for i in first..first + count {
+                    tx.push(&handle, i, Value::F64(i as f64)).expect("push");
+                }
+                tx.commit()
+            };
+            let stats = commit(0, 3000).await.expect("commits");
+            assert_eq!((stats.attempts, stats.points, stats.duplicate), (1, 3000, false), "pipeline {pipeline}");
+            assert!(stats.bytes > 20_000, "several packets: {}", stats.bytes);
+            if pipeline {
+                assert!(stats.create <= stats.confirm, "both count from the one write: {stats:?}");
+            }
+
+            // The COMPLETED answer lost: resent whole under the same id, stored once.
+            client.drop_connection_before_complete_reply(1);
+            let stats = commit(3000, 100).await.expect("commits");
+            assert_eq!((stats.attempts, stats.duplicate), (2, true), "pipeline {pipeline}");
+
+            // Records corrupted above the frame checksum: CONFIRMED differs, cancelled, resent.
+            client.corrupt_next_sends(1);
+            let stats = commit(3100, 100).await.expect("commits");
+            assert_eq!((stats.attempts, stats.duplicate), (2, false), "pipeline {pipeline}");
+
+            // Over the connection's budget: refused and rolled back (pipelined, the frames after
+            // the failed SEND are refused too), and the client goes on.
+            match commit(10_000, 20_000).await {
+                Err(ClientError::Server { code: ErrorCode::TransactionTooLarge, .. }) => {}
+                other => panic!("pipeline {pipeline}: expected TransactionTooLarge, got {other:?}"),
+            }
+            commit(3200, 100).await.expect("commits after a refusal");
+
+            let points = stored(&engine, &key("modes"));
+            assert_eq!(points.len(), 3300, "pipeline {pipeline}");
+            assert!(points.iter().all(|(t, v)| *v == Value::F64(*t as f64)));
+            assert_eq!(written(&server), 3300, "pipeline {pipeline}: every point written once");
+            assert_eq!(server.state.metrics.in_flight_bytes.load(Ordering::Relaxed), 0, "byte permits returned");
+            drop(client);
+            stop(server, engine).await;
+        }
     })
     .await
 }

@@ -40,6 +40,19 @@ pub struct ServerProcessArgs {
     tls_cert: Option<PathBuf>,
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    #[arg(long, value_parser = parse_disk_usage)]
+    disk_usage_limits: Option<DiskUsageLimits>,
+}
+
+/// `disk_target_usage`, `throttle_low_usage`, `throttle_high_usage` of an in-process server.
+type DiskUsageLimits = (f64, f64, f64);
+
+fn parse_disk_usage(text: &str) -> Result<DiskUsageLimits, String> {
+    let shares: Vec<f64> = text.split(',').map(|s| s.trim().parse::<f64>().map_err(|e| format!("{s:?}: {e}"))).collect::<Result<_, _>>()?;
+    match shares[..] {
+        [m, l, h] if 0.0 < m && m < l && l < h && h <= 1.0 => Ok((m, l, h)),
+        _ => Err("three shares M,L,H with 0 < M < L < H ≤ 1".into()),
+    }
 }
 
 /// TLS options of `bench tx` and `bench ingest`, for the client library's `ClientTls`.
@@ -133,6 +146,17 @@ pub struct TxArgs {
     /// Longest wait for one answer, ms.
     #[arg(long, default_value_t = 30_000)]
     timeout_ms: u64,
+    /// Pipelined commits: CREATE, SENDs and CONFIRM in one write, COMPLETE once CONFIRMED's
+    /// checksum matched (two round trips). false: each frame waits for the answer before it
+    /// (three round trips and a write per frame).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pipeline: bool,
+    /// Disk usage thresholds of the in-process server, M,L,H: disk_target_usage,
+    /// throttle_low_usage, throttle_high_usage (default the server's 0.8,0.9,0.95). On a disk
+    /// that other work fills, raise them (say 0.97,0.98,0.99) or the server delays
+    /// acknowledgements from 90% usage, as a real one would.
+    #[arg(long, value_parser = parse_disk_usage)]
+    disk_usage_limits: Option<DiskUsageLimits>,
     /// Append one CSV row with every parameter and result (header when the file is new).
     #[arg(long)]
     csv: Option<PathBuf>,
@@ -253,19 +277,25 @@ impl BenchServer {
     /// holds both ends (two descriptors per connection) and `separate` is false, else in a
     /// child process running `sensordb bench server-process`. With `tls`, both listeners speak
     /// TLS only with that certificate and key.
-    async fn start(durability: Durability, connections: usize, separate: bool, tls: TlsFiles) -> anyhow::Result<BenchServer> {
+    async fn start(
+        durability: Durability,
+        connections: usize,
+        separate: bool,
+        tls: TlsFiles,
+        disk_usage: Option<DiskUsageLimits>,
+    ) -> anyhow::Result<BenchServer> {
         let wanted = (2 * connections + 1024) as u64;
         let limit = raise_open_file_limit(wanted);
         if !separate && limit.is_enough() {
             let files = tls.as_ref().map(|(cert, key)| (cert.as_path(), key.as_path()));
-            let server = InProcessServer::start_with_tls(durability, connections, files).await.map_err(|e| anyhow!(e))?;
+            let server = InProcessServer::start_with(durability, connections, files, disk_usage).await.map_err(|e| anyhow!(e))?;
             println!("{}", server.describe());
             return Ok(BenchServer::InProcess(Box::new(server)));
         }
         if !separate {
             println!("server: the open-file limit {} cannot hold both ends of {connections} connections: the server runs in a child process", limit.now);
         }
-        let child = tokio::task::spawn_blocking(move || ChildServer::start(durability, connections, tls)).await??;
+        let child = tokio::task::spawn_blocking(move || ChildServer::start(durability, connections, tls, disk_usage)).await??;
         Ok(BenchServer::Child(child))
     }
 
@@ -273,6 +303,14 @@ impl BenchServer {
         match self {
             BenchServer::InProcess(s) => s.native_addr(),
             BenchServer::Child(c) => c.native_addr,
+        }
+    }
+
+    /// The server's process id when it runs in a child process.
+    fn pid(&self) -> Option<u32> {
+        match self {
+            BenchServer::InProcess(_) => None,
+            BenchServer::Child(c) => Some(c.child.id()),
         }
     }
 
@@ -308,7 +346,7 @@ struct ChildServer {
 }
 
 impl ChildServer {
-    fn start(durability: Durability, connections: usize, tls: TlsFiles) -> anyhow::Result<ChildServer> {
+    fn start(durability: Durability, connections: usize, tls: TlsFiles, disk_usage: Option<DiskUsageLimits>) -> anyhow::Result<ChildServer> {
         use std::io::BufRead;
         use std::process::{Command, Stdio};
         let exe = std::env::current_exe()?;
@@ -317,6 +355,9 @@ impl ChildServer {
         command.args(["bench", "server-process", "--durability", &durability_text, "--connections", &connections.to_string()]);
         if let Some((cert, key)) = &tls {
             command.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
+        }
+        if let Some((m, l, h)) = disk_usage {
+            command.arg("--disk-usage-limits").arg(format!("{m},{l},{h}"));
         }
         let mut child = command
             .stdin(Stdio::piped())
@@ -375,7 +416,7 @@ fn server_process(args: ServerProcessArgs) -> anyhow::Result<()> {
     println!("{limit}");
     runtime()?.block_on(async {
         let tls = args.tls_cert.as_deref().zip(args.tls_key.as_deref());
-        let server = InProcessServer::start_with_tls(args.durability, args.connections, tls).await.map_err(|e| anyhow!(e))?;
+        let server = InProcessServer::start_with(args.durability, args.connections, tls, args.disk_usage_limits).await.map_err(|e| anyhow!(e))?;
         println!("{}", server.describe());
         println!("listening native {} http {}", server.native_addr(), server.http_addr());
         // Serve until the parent closes our stdin (or dies).
@@ -423,6 +464,7 @@ fn tx(args: TxArgs) -> anyhow::Result<()> {
         connect_wave: args.connect_wave,
         max_attempts: args.max_attempts,
         reply_timeout: Duration::from_millis(args.timeout_ms),
+        pipeline: args.pipeline,
         ..TxBenchConfig::default()
     };
     let cert = in_process_cert(&args.tls, args.addr)?;
@@ -430,7 +472,7 @@ fn tx(args: TxArgs) -> anyhow::Result<()> {
     runtime()?.block_on(async {
         let server = match args.addr {
             Some(_) => None,
-            None => Some(BenchServer::start(args.durability, args.clients, args.server_process, tls_files(cert.as_ref())).await?),
+            None => Some(BenchServer::start(args.durability, args.clients, args.server_process, tls_files(cert.as_ref()), args.disk_usage_limits).await?),
         };
         let same_process = matches!(server, Some(BenchServer::InProcess(_)));
         file_limit(args.clients, same_process);
@@ -439,6 +481,7 @@ fn tx(args: TxArgs) -> anyhow::Result<()> {
             (None, Some(addr)) => addr,
             (None, None) => return Err(anyhow!("no server address")),
         };
+        let config = TxBenchConfig { server_pid: server.as_ref().and_then(BenchServer::pid), ..config };
         println!(
             "client: native {addr}{}, {} worker threads",
             describe_tls(config.tls.as_ref()),
@@ -494,7 +537,7 @@ fn ingest(args: IngestArgs) -> anyhow::Result<()> {
     runtime()?.block_on(async {
         let server = match args.addr {
             Some(_) => None,
-            None => Some(BenchServer::start(args.durability, args.clients, false, tls_files(cert.as_ref())).await?),
+            None => Some(BenchServer::start(args.durability, args.clients, false, tls_files(cert.as_ref()), None).await?),
         };
         let addr = match (&server, args.addr, args.protocol) {
             (Some(server), _, IngestProtocol::Native) => server.native_addr(),

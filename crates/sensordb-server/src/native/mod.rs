@@ -6,9 +6,12 @@
 //!   holds no permit); shutdown stops accepting and drains the connections.
 //! - [`connection`]: one connection: a reader task (frames, byte permits for backpressure), a
 //!   writer task (answers, batched), and the state machine between them.
+//! - [`committer`]: the thread that writes small transactions in groups (one engine write and
+//!   one log sync per group).
 //! - [`transaction`]: an open transaction's buffered points.
 //! - [`txlog`]: the durable window of completed transaction ids that makes retries idempotent.
 
+pub mod committer;
 pub mod connection;
 pub mod transaction;
 pub mod txlog;
@@ -18,6 +21,7 @@ use sensordb_engine::Durability;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
+use committer::Committer;
 use txlog::{TxLog, TxLogOptions};
 
 /// Serves the native protocol on `listener` until `shutdown`.
@@ -41,6 +45,20 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown:
             return;
         }
     };
+    let on_stored = {
+        let state = state.clone();
+        Box::new(move |points| {
+            state.metrics.points_written.fetch_add(points, std::sync::atomic::Ordering::Relaxed);
+        })
+    };
+    let (committer, committer_thread) = match Committer::start(state.engine.clone(), txlog.clone(), on_stored) {
+        Ok(started) => started,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the committer thread; the native listener is closed");
+            return;
+        }
+    };
+    let committer = Arc::new(committer);
     let mut connections = JoinSet::new();
     'accept: loop {
         if *shutdown.borrow() {
@@ -71,7 +89,7 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown:
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
         };
-        let conn = connection::Connection::new(state.clone(), txlog.clone(), peer);
+        let conn = connection::Connection::new(state.clone(), txlog.clone(), committer.clone(), peer);
         match &state.tls {
             None => {
                 connections.spawn(conn.run(stream, shutdown.clone(), permit));
@@ -97,4 +115,8 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown:
     }
     drop(listener);
     while connections.join_next().await.is_some() {}
+    // Every connection has finished its transactions: the committer's queue is empty, and
+    // the thread ends once its last handle goes.
+    drop(committer);
+    let _ = tokio::task::spawn_blocking(move || committer_thread.join()).await;
 }

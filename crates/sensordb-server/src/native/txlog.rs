@@ -287,13 +287,14 @@ impl TxLog {
         self.file.lock().records > 2 * live + COMPACT_SLACK
     }
 
-    /// Appends a record and makes it durable (per options). Blocking.
-    fn append(&self, key: &TxKey, entry: Entry) -> io::Result<()> {
-        let record = encode_record(key, entry);
+    /// Appends `count` encoded records with one write and makes them durable (per options).
+    /// Blocking.
+    fn append(&self, records: &[u8], count: usize) -> io::Result<()> {
+        debug_assert_eq!(records.len(), count * RECORD_LEN);
         let seq = {
             let mut file = self.file.lock();
-            (&*file.file).write_all(&record)?;
-            file.records += 1;
+            (&*file.file).write_all(records)?;
+            file.records += count;
             file.written_seq += 1;
             file.written_seq
         };
@@ -341,13 +342,37 @@ impl TxLog {
 impl CompletionGuard {
     /// Records the completion durably, after the transaction's points are durable. Blocking.
     pub fn record(self, points: u64) -> io::Result<()> {
-        let entry = Entry { at_ns: now_ns(), points };
-        let written = self.log.append(&self.key, entry);
-        // Remembered in memory even if the file failed: this process still answers retries.
-        self.log.state.lock().insert(self.key, entry, &self.log.options);
+        let log = self.log.clone();
+        log.record_all(vec![(self, points)])
+    }
+}
+
+impl TxLog {
+    /// Records completions (each guard with its points) durably with one append and one sync,
+    /// after their points are durable. Blocking.
+    pub fn record_all(&self, completed: Vec<(CompletionGuard, u64)>) -> io::Result<()> {
+        if completed.is_empty() {
+            return Ok(());
+        }
+        let at_ns = now_ns();
+        let mut records = Vec::with_capacity(completed.len() * RECORD_LEN);
+        for (guard, points) in &completed {
+            assert!(std::ptr::eq(Arc::as_ptr(&guard.log), self), "BUG: a completion guard of another log");
+            records.extend_from_slice(&encode_record(&guard.key, Entry { at_ns, points: *points }));
+        }
+        let written = self.append(&records, completed.len());
+        {
+            // Remembered in memory even if the file failed: this process still answers retries.
+            // Before the guards go, so a retry waiting for one finds the id known.
+            let mut state = self.state.lock();
+            for (guard, points) in &completed {
+                state.insert(guard.key, Entry { at_ns, points: *points }, &self.options);
+            }
+        }
+        drop(completed);
         written?;
-        if self.log.needs_compaction() {
-            self.log.compact()?;
+        if self.needs_compaction() {
+            self.compact()?;
         }
         Ok(())
     }
@@ -424,6 +449,17 @@ mod tests {
         assert!(!waiter.is_finished());
         guard.record(3).expect("record");
         assert!(waiter.await.expect("joined"));
+        // Several at once: one append, each remembered.
+        let mut guards = Vec::new();
+        for n in [3u8, 4, 5] {
+            let Begin::Started(guard) = log.begin(key(n)).await else { panic!("new key") };
+            guards.push((guard, u64::from(n) * 10));
+        }
+        log.record_all(guards).expect("recorded");
+        assert_eq!((log.lookup(&key(4)), log.len()), (Some(40), 4));
+        drop(log);
+        let (log, report) = TxLog::open(dir.path(), TxLogOptions { sync: false, ..Default::default() }).expect("reopen");
+        assert_eq!((report.loaded, log.lookup(&key(5))), (4, Some(50)));
         // A guard dropped without recording lets the next one start.
         let Begin::Started(guard) = log.begin(key(2)).await else { panic!("new key") };
         drop(guard);

@@ -1,0 +1,244 @@
+//! The committer: one thread that makes small transactions durable in groups.
+//!
+//! A COMPLETE of a small transaction (at most [`SMALL_TRANSACTION_BYTES`] of values) hands its
+//! batch and its completion guard to [`Committer::commit`]. The committer thread takes every
+//! transaction queued at that moment (at most [`GROUP_TRANSACTIONS_MAX`], or until
+//! [`GROUP_VALUE_BYTES_MAX`]), writes their points with one `Engine::write` (one WAL record,
+//! one fdatasync under `fsync`), then records their ids in the completed-transaction log with
+//! one append and one fdatasync, and answers each. While it does I/O the next group gathers in
+//! the queue: the busier the server, the larger the groups.
+//!
+//! Why a thread of its own: with a blocking-pool thread per transaction, 10,000 small
+//! transactions a second cost more CPU in futex wake-ups and context switches (each writer
+//! sleeping in the WAL's group commit, then in the log's) than in storing the points
+//! (`docs/BENCHMARKS.md`, `bench tx`). Larger transactions still go to the blocking pool: there
+//! several are written in parallel, and copying them into a group would cost more than the
+//! hand-off saves.
+//!
+//! Atomicity and ordering: the group's merged batch is stored whole or not at all, so each
+//! transaction's points are too, and the data is durable before any of the group's ids is
+//! recorded (data first, ids second, as `txlog` requires). When the merged write fails for a
+//! reason that may belong to one transaction (a kind mismatch, a series deleted meanwhile, a
+//! value or WAL record too large), each transaction of the group is written alone, so only the
+//! guilty one fails. Any other failure (disk full after the engine's wait, I/O, a stopped
+//! engine) is the group's, and every transaction in it gets it, as each would have alone.
+//!
+//! One thread writes one group at a time, so anything that makes `Engine::write` sleep holds
+//! up every small transaction: the server's engine does not throttle inside `write`
+//! (`ServerConfig::engine_options`); the server delays acknowledgements itself, per transaction,
+//! after the write.
+
+use super::txlog::{CompletionGuard, TxLog};
+use sensordb_engine::batch::WriteBatch;
+use sensordb_engine::{Engine, Error as EngineError};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// Transactions with at most this many bytes of values (8 per number) are written by the
+/// committer; larger ones on the blocking pool.
+pub const SMALL_TRANSACTION_BYTES: usize = 64 << 10;
+/// Most transactions in one group.
+const GROUP_TRANSACTIONS_MAX: usize = 1024;
+/// A group takes no more transactions once it holds this many bytes of values.
+const GROUP_VALUE_BYTES_MAX: usize = 4 << 20;
+/// Transactions waiting for the committer; beyond it COMPLETEs wait to be queued.
+const QUEUE_LEN: usize = 4096;
+
+/// The outcome of one transaction's write.
+pub type Outcome = Result<(), Arc<EngineError>>;
+
+/// Told the points of each group's stored transactions, after they are durable and before
+/// their ids are recorded (so a retry answered from the log never sees them uncounted).
+pub type OnStored = Box<dyn Fn(u64) + Send>;
+
+struct Job {
+    batch: WriteBatch,
+    points: u64,
+    guard: CompletionGuard,
+    done: oneshot::Sender<Outcome>,
+}
+
+/// The handle that queues transactions for the committer thread; the thread ends when every
+/// handle is dropped, after the queued transactions.
+pub struct Committer {
+    queue: mpsc::Sender<Job>,
+}
+
+impl Committer {
+    /// Starts the committer thread; join the handle after dropping the [`Committer`].
+    pub fn start(engine: Arc<Engine>, txlog: Arc<TxLog>, on_stored: OnStored) -> std::io::Result<(Committer, std::thread::JoinHandle<()>)> {
+        let (queue, jobs) = mpsc::channel(QUEUE_LEN);
+        let thread = std::thread::Builder::new().name("sensordb-commit".into()).spawn(move || run(&engine, &txlog, &on_stored, jobs))?;
+        Ok((Committer { queue }, thread))
+    }
+
+    /// Writes `batch` durably, then records the transaction of `guard` as completed with
+    /// `points`; returns once both are durable, or why the points were not stored (then the
+    /// guard is dropped unrecorded and a retry may write).
+    pub async fn commit(&self, batch: WriteBatch, points: u64, guard: CompletionGuard) -> Outcome {
+        debug_assert!(batch.value_bytes() <= SMALL_TRANSACTION_BYTES);
+        let (done, answer) = oneshot::channel();
+        if self.queue.send(Job { batch, points, guard, done }).await.is_err() {
+            return Err(Arc::new(EngineError::Closed));
+        }
+        answer.await.unwrap_or_else(|_| Err(Arc::new(EngineError::Closed)))
+    }
+}
+
+fn run(engine: &Engine, txlog: &TxLog, on_stored: &OnStored, mut jobs: mpsc::Receiver<Job>) {
+    let mut merged = WriteBatch::new();
+    let mut group = Vec::new();
+    while let Some(first) = jobs.blocking_recv() {
+        let mut value_bytes = first.batch.value_bytes();
+        group.push(first);
+        while group.len() < GROUP_TRANSACTIONS_MAX && value_bytes < GROUP_VALUE_BYTES_MAX {
+            match jobs.try_recv() {
+                Ok(job) => {
+                    value_bytes += job.batch.value_bytes();
+                    group.push(job);
+                }
+                Err(_) => break,
+            }
+        }
+        let outcomes = write_group(engine, &mut merged, &group);
+        debug_assert_eq!(outcomes.len(), group.len());
+        let mut stored = Vec::with_capacity(group.len());
+        let mut answers = Vec::with_capacity(group.len());
+        for (job, outcome) in group.drain(..).zip(outcomes) {
+            if outcome.is_ok() {
+                stored.push((job.guard, job.points));
+            }
+            // A failed transaction's guard goes here, unrecorded.
+            answers.push((job.done, outcome));
+        }
+        on_stored(stored.iter().map(|(_, points)| points).sum());
+        if let Err(error) = txlog.record_all(stored) {
+            // The points are durable; only a retry after a restart could write them again,
+            // which stores nothing twice (same series, timestamps and values).
+            tracing::warn!(%error, "cannot record completed transaction ids");
+        }
+        for (done, outcome) in answers {
+            // The connection may have gone meanwhile; its transaction is stored all the same.
+            let _ = done.send(outcome);
+        }
+    }
+}
+
+/// Writes the group's batches, merged into one write when there are several; one outcome per
+/// job, in order.
+fn write_group(engine: &Engine, merged: &mut WriteBatch, group: &[Job]) -> Vec<Outcome> {
+    let alone = |job: &Job| -> Outcome {
+        if job.batch.is_empty() {
+            return Ok(());
+        }
+        engine.write(&job.batch).map_err(Arc::new)
+    };
+    if group.len() == 1 {
+        return group.iter().map(alone).collect();
+    }
+    merged.clear();
+    let mut mergeable = true;
+    'merge: for job in group {
+        for entry in job.batch.entries() {
+            // A series has one kind; should two batches disagree, each is written alone.
+            if merged.push_column(entry.series, &entry.timestamps, &entry.values).is_err() {
+                mergeable = false;
+                break 'merge;
+            }
+        }
+    }
+    if !mergeable {
+        return group.iter().map(alone).collect();
+    }
+    let written = if merged.is_empty() { Ok(()) } else { engine.write(merged) };
+    match written {
+        Ok(()) => group.iter().map(|_| Ok(())).collect(),
+        Err(error) if may_belong_to_one(&error) => group.iter().map(alone).collect(),
+        Err(error) => {
+            let error = Arc::new(error);
+            group.iter().map(|_| Err(error.clone())).collect()
+        }
+    }
+}
+
+/// True for errors caused by some points of a batch rather than by the store's state.
+fn may_belong_to_one(error: &EngineError) -> bool {
+    matches!(
+        error,
+        EngineError::KindMismatch { .. }
+            | EngineError::UnknownSeries(_)
+            | EngineError::SeriesDeleted(_)
+            | EngineError::PayloadTooLarge { .. }
+            | EngineError::RecordTooLarge { .. }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::native::txlog::{Begin, TxLogOptions};
+    use sensordb_engine::{Durability, EngineOptions, SeriesId, SeriesKey, Value, ValueKind};
+
+    async fn job(log: &Arc<TxLog>, n: u8, series: SeriesId, timestamps: std::ops::Range<i64>) -> (Job, oneshot::Receiver<Outcome>) {
+        let Begin::Started(guard) = log.begin(([1; 16], [n; 16])).await else { panic!("new id") };
+        let mut batch = WriteBatch::new();
+        for t in timestamps {
+            batch.push(series, t, Value::F64(t as f64)).expect("push");
+        }
+        let (done, answer) = oneshot::channel();
+        (Job { points: batch.len() as u64, batch, guard, done }, answer)
+    }
+
+    #[tokio::test]
+    async fn a_group_is_one_write_and_a_failing_transaction_fails_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Engine::open(dir.path(), EngineOptions { durability: Durability::Os, ..Default::default() }).expect("engine");
+        let (log, _) = TxLog::open(dir.path(), TxLogOptions { sync: false, ..Default::default() }).expect("log");
+        let key = |name: &str| SeriesKey::new("m", [("s", name)], "v").expect("key");
+        let live = engine.series_id(&key("live"), ValueKind::F64).expect("series");
+        let doomed = engine.series_id(&key("doomed"), ValueKind::F64).expect("series");
+        assert_eq!(engine.delete_series("default", Some("m"), &[("s", "doomed")]).expect("deleted"), 1);
+
+        let mut merged = WriteBatch::new();
+        let (a, _) = job(&log, 1, live, 0..10).await;
+        let (b, _) = job(&log, 2, doomed, 0..10).await;
+        let (c, _) = job(&log, 3, live, 10..25).await;
+        let outcomes = write_group(&engine, &mut merged, &[a, b, c]);
+        assert!(outcomes[0].is_ok() && outcomes[2].is_ok(), "{outcomes:?}");
+        assert!(matches!(&outcomes[1], Err(error) if matches!(**error, EngineError::SeriesDeleted(_))), "{outcomes:?}");
+        let stored: Vec<i64> = engine.read(live, i64::MIN, i64::MAX).points().map(|p| p.expect("reads").timestamp).collect();
+        assert_eq!(stored, (0..25).collect::<Vec<_>>());
+
+        // Through the thread: every queued transaction answered, ids recorded once durable.
+        let engine = Arc::new(engine);
+        let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let on_stored: OnStored = {
+            let counted = counted.clone();
+            Box::new(move |points| {
+                counted.fetch_add(points, std::sync::atomic::Ordering::Relaxed);
+            })
+        };
+        let (committer, thread) = Committer::start(engine.clone(), log.clone(), on_stored).expect("committer");
+        let committer = Arc::new(committer);
+        let commits: Vec<_> = (10u8..40)
+            .map(|n| {
+                let (log, committer) = (log.clone(), committer.clone());
+                tokio::spawn(async move {
+                    let Begin::Started(guard) = log.begin(([2; 16], [n; 16])).await else { panic!("new id") };
+                    let mut batch = WriteBatch::new();
+                    let t = 100 + i64::from(n);
+                    batch.push(live, t, Value::F64(t as f64)).expect("push");
+                    committer.commit(batch, 1, guard).await
+                })
+            })
+            .collect();
+        for commit in commits {
+            commit.await.expect("joins").expect("stored");
+        }
+        drop(committer);
+        thread.join().expect("the thread ends with its last handle");
+        assert_eq!(log.lookup(&([2; 16], [39; 16])), Some(1));
+        assert_eq!(engine.read(live, 100, 200).points().count(), 30);
+        assert_eq!(counted.load(std::sync::atomic::Ordering::Relaxed), 30);
+    }
+}
