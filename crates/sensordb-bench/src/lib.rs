@@ -9,6 +9,7 @@
 //! - [`engine_bench`]: in-process engine benchmarks (`sensordb bench engine`).
 //! - [`tx_bench`]: the site-to-site style transaction load test (`sensordb bench tx`).
 //! - [`ingest_bench`]: maximum sustained ingest over native or HTTP (`sensordb bench ingest`).
+//! - [`reclaim_bench`]: sustained ingest with the store kept full (`sensordb bench reclaim`).
 //! - [`load`]: what the network load tests share (open-file limit, in-process server).
 //!
 //! Real TSBS data comes from `scripts/tsbs-data`.
@@ -17,6 +18,7 @@ pub mod engine_bench;
 pub mod ingest_bench;
 pub mod line_protocol;
 pub mod load;
+pub mod reclaim_bench;
 pub mod row;
 pub mod stats;
 pub mod tsbs;

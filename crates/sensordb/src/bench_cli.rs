@@ -4,6 +4,7 @@
 use anyhow::anyhow;
 use sensordb_bench::engine_bench::{self, EngineBenchConfig};
 use sensordb_bench::ingest_bench::{self, IngestBenchConfig, IngestProtocol};
+use sensordb_bench::reclaim_bench::{self, ReclaimBenchConfig, ReclaimFigures};
 use sensordb_bench::load::{raise_open_file_limit, InProcessServer, SelfSignedCert};
 use sensordb_bench::tx_bench::{self, TxBenchConfig};
 use sensordb_client::ClientTls;
@@ -19,6 +20,9 @@ pub enum BenchCommand {
     /// Site-to-site style load test of the native protocol: many clients, each committing
     /// transactions of packets at an interval (NiFi's site-to-site load test figures).
     Tx(TxArgs),
+    /// Sustained ingest with the store kept full at live-data shares V of its capacity, against
+    /// the same stream on an empty store; reclaim's work and write amplification (issue 4).
+    Reclaim(ReclaimArgs),
     /// Maximum sustained ingest over the network (native transactions or HTTP line protocol)
     /// for a bounded time.
     Ingest(IngestArgs),
@@ -254,9 +258,69 @@ pub struct EngineArgs {
     startup_gib: f64,
 }
 
+#[derive(clap::Args)]
+pub struct ReclaimArgs {
+    /// Live-data shares V to run, comma separated (the database's capacity is V·C); the
+    /// empty-store baseline runs besides them unless --no-baseline.
+    #[arg(long, default_value = "0.2,0.5,0.8", value_delimiter = ',')]
+    live_shares: Vec<f64>,
+    #[arg(long)]
+    no_baseline: bool,
+    /// The node's own-byte capacity C, MiB.
+    #[arg(long, default_value_t = 256)]
+    capacity_mib: u64,
+    /// Runs of each configuration, interleaved (baseline, V1, V2, ..., baseline, ...).
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Scratch directory.
+    #[arg(long, default_value = "target/bench-reclaim")]
+    dir: PathBuf,
+    /// fsync, os or none.
+    #[arg(long, default_value = "fsync")]
+    durability: Durability,
+    #[arg(long, default_value_t = 2)]
+    writers: usize,
+    /// Series, each a random walk at 1 Hz of data time.
+    #[arg(long, default_value_t = 1000)]
+    sensors: u32,
+    #[arg(long, default_value_t = 10_000)]
+    batch_points: usize,
+    #[arg(long, default_value_t = 123)]
+    seed: u64,
+    /// segment_bytes_max, MiB.
+    #[arg(long, default_value_t = 4)]
+    segment_mib: u64,
+    /// memtable_bytes_max, MiB.
+    #[arg(long, default_value_t = 16)]
+    memtable_mib: usize,
+    /// Pause between reclaim cycles, ms (a flush starts one sooner).
+    #[arg(long, default_value_t = 200)]
+    reclaim_interval_ms: u64,
+    /// Merge reads plus writes, MiB/s (0: no limit).
+    #[arg(long, default_value_t = 64)]
+    merge_mib_per_second: u64,
+    /// Run background compaction (off: only reclaim rewrites data).
+    #[arg(long)]
+    compaction: bool,
+    /// Bytes stored before the measurement, in units of C.
+    #[arg(long, default_value_t = 2.0)]
+    fill: f64,
+    /// Bytes stored during the measurement, in units of C.
+    #[arg(long, default_value_t = 2.0)]
+    measure: f64,
+    /// Share of the series given a short storage period (partly dead segments, merged by the
+    /// Fisherman); 0 for none.
+    #[arg(long, default_value_t = 0.0)]
+    short_share: f64,
+    /// The short period as a share of the capacity horizon (the data time V·C holds).
+    #[arg(long, default_value_t = 0.25)]
+    short_period_share: f64,
+}
+
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Engine(args) => engine(args),
+        BenchCommand::Reclaim(args) => reclaim(args),
         BenchCommand::Tx(args) => tx(args),
         BenchCommand::Ingest(args) => ingest(args),
         BenchCommand::ServerProcess(args) => server_process(args),
@@ -659,4 +723,107 @@ fn engine(args: EngineArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn reclaim(args: ReclaimArgs) -> anyhow::Result<()> {
+    let command_line: Vec<String> = std::env::args().collect();
+    println!("# {}", command_line.join(" "));
+    let base = ReclaimBenchConfig {
+        dir: args.dir.clone(),
+        durability: args.durability,
+        writers: args.writers,
+        sensors: args.sensors,
+        batch_points: args.batch_points,
+        seed: args.seed,
+        capacity_bytes: args.capacity_mib << 20,
+        live_share: None,
+        segment_bytes_max: args.segment_mib << 20,
+        memtable_bytes_max: args.memtable_mib << 20,
+        reclaim_interval: Duration::from_millis(args.reclaim_interval_ms),
+        merge_bytes_per_second: args.merge_mib_per_second << 20,
+        background_compaction: args.compaction,
+        fill_capacities: args.fill,
+        measure_capacities: args.measure,
+        short_share: args.short_share,
+        short_period_share: args.short_period_share,
+    };
+    let mut shares: Vec<Option<f64>> = Vec::new();
+    if !args.no_baseline {
+        shares.push(None);
+    }
+    shares.extend(args.live_shares.iter().map(|&v| Some(v)));
+    let mut results: Vec<Vec<ReclaimFigures>> = vec![Vec::new(); shares.len()];
+    for repeat in 1..=args.repeats.max(1) {
+        for (index, &live_share) in shares.iter().enumerate() {
+            let config = ReclaimBenchConfig { live_share, ..base.clone() };
+            let f = reclaim_bench::run(&config).map_err(|e| anyhow!(e))?;
+            println!("run {repeat} {}: {}", describe_share(live_share), describe_reclaim_run(&f));
+            results[index].push(f);
+        }
+    }
+    let empty_rate = results.first().filter(|_| !args.no_baseline).map(|runs| median_of(runs, |f| f.points_per_second));
+    println!();
+    println!("medians of {} runs, C = {} MiB:", args.repeats.max(1), args.capacity_mib);
+    let empty_cpu_rate = results.first().filter(|_| !args.no_baseline).map(|runs| median_of(runs, |f| f.points_per_cpu_second));
+    println!("| store | points/s | MB/s stored | / empty | points per CPU-s | / empty | U end | U max (reclaim) | U max (directory) | segments removed | segments merged | merge written / ingested | evicted MB | throttle s | waited s |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (live_share, runs) in shares.iter().zip(&results) {
+        let rate = median_of(runs, |f| f.points_per_second);
+        let ratio = empty_rate.map_or_else(|| "-".to_string(), |empty| format!("{:.2}", rate / empty));
+        let cpu_rate = median_of(runs, |f| f.points_per_cpu_second);
+        let cpu_ratio = empty_cpu_rate.map_or_else(|| "-".to_string(), |empty| format!("{:.2}", cpu_rate / empty));
+        println!(
+            "| {} | {:.2} M | {:.1} | {ratio} | {:.2} M | {cpu_ratio} | {:.3} | {:.3} | {:.3} | {:.0} | {:.0} | {:.3} | {:.1} | {:.2} | {:.2} |",
+            describe_share(*live_share),
+            rate / 1e6,
+            median_of(runs, ReclaimFigures::stored_bytes_per_second) / 1e6,
+            cpu_rate / 1e6,
+            median_of(runs, |f| f.usage_end),
+            median_of(runs, |f| f.usage_max),
+            median_of(runs, |f| f.directory_share_max),
+            median_of(runs, |f| f.segments_removed as f64),
+            median_of(runs, |f| f.segments_merged as f64),
+            median_of(runs, ReclaimFigures::write_amplification),
+            median_of(runs, |f| f.bytes_evicted as f64) / 1e6,
+            median_of(runs, |f| f.throttle_delay.as_secs_f64()),
+            median_of(runs, |f| f.space_wait.as_secs_f64()),
+        );
+    }
+    Ok(())
+}
+
+fn describe_share(live_share: Option<f64>) -> String {
+    live_share.map_or_else(|| "empty".to_string(), |v| format!("V={v}"))
+}
+
+fn describe_reclaim_run(f: &ReclaimFigures) -> String {
+    let short = f.short_period.map_or_else(String::new, |p| format!(", short period {} s", p.as_secs()));
+    format!(
+        "{} points in {:.2} s = {:.0} points/s, {:.0} per CPU-second ({:.1} MB/s at {:.2} bytes/point); U end {:.3}, max {:.3} (directory {:.3}); {} cycles, {} segments removed, {} merged (read {:.1} MB, wrote {:.1} MB = {:.3} of {:.1} MB ingested), {:.1} MB evicted; throttled {:.2} s, waited {:.2} s; {} segments at the end; horizon {:.0} s{short}",
+        f.points,
+        f.wall.as_secs_f64(),
+        f.points_per_second,
+        f.points_per_cpu_second,
+        f.stored_bytes_per_second() / 1e6,
+        f.bytes_per_point,
+        f.usage_end,
+        f.usage_max,
+        f.directory_share_max,
+        f.cycles,
+        f.segments_removed,
+        f.segments_merged,
+        f.merge_bytes_read as f64 / 1e6,
+        f.merge_bytes_written as f64 / 1e6,
+        f.write_amplification(),
+        f.bytes_ingested as f64 / 1e6,
+        f.bytes_evicted as f64 / 1e6,
+        f.throttle_delay.as_secs_f64(),
+        f.space_wait.as_secs_f64(),
+        f.segments_end,
+        f.horizon_seconds,
+    )
+}
+
+fn median_of(runs: &[ReclaimFigures], figure: impl Fn(&ReclaimFigures) -> f64) -> f64 {
+    reclaim_bench::median(&runs.iter().map(figure).collect::<Vec<_>>())
 }
