@@ -28,6 +28,8 @@ fn options(durability: Durability) -> EngineOptions {
         segment_bytes_max: 64 * 1024,
         wal_file_bytes_max: 64 * 1024,
         block_points_max: 500,
+        // The host disk's usage must not throttle or evict here.
+        reclaim: sensordb_engine::reclaim::ReclaimOptions { file_system_usage: false, ..Default::default() },
         ..EngineOptions::default()
     }
 }

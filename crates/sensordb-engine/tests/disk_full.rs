@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 fn impatient(disk: &FaultyFs) -> EngineOptions {
     let mut options = EngineOptions { durability: Durability::Fsync, fs: Arc::new(disk.clone()), ..EngineOptions::default() };
     options.reclaim.full_wait_max = Duration::from_millis(300);
+    // The host disk's usage must not throttle here; the faults are injected.
+    options.reclaim.file_system_usage = false;
     options
 }
 

@@ -34,7 +34,10 @@ impl TestServer {
             ..Default::default()
         };
         adjust(&mut config);
-        let engine = Engine::open(dir.path(), config.engine_options()).expect("engine");
+        let mut options = config.engine_options();
+        // Usage counts sensordb's own bytes only: the host disk's must not throttle tests.
+        options.reclaim.file_system_usage = false;
+        let engine = Engine::open(dir.path(), options).expect("engine");
         let server = Server::start(config, Arc::new(engine)).await.expect("server starts");
         let addr = server.http_addr;
         TestServer { server: Some(server), addr, _dir: dir }
@@ -466,14 +469,14 @@ async fn databases_are_namespaces_and_drop_series_deletes_durably() {
     .await;
 }
 
-/// Usage over `U_h` (forced with tiny thresholds against a 1 MiB capacity): a write waits for
+/// Usage over `U_h` (forced with tiny thresholds against a 4 KiB capacity): a write waits for
 /// reclaim, and with nothing to reclaim and eviction off it fails cleanly after the wait limit
 /// with 503 and Retry-After; the server keeps serving, and `/metrics` shows the usage.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disk_over_the_high_threshold_makes_writes_wait_then_refuse_cleanly() {
     bounded(async {
         let server = TestServer::start(|c| {
-            c.capacity_bytes = Some(1 << 20);
+            c.capacity_bytes = Some(4096);
             c.disk_target_usage = 0.0001;
             c.throttle_low_usage = 0.0002;
             c.throttle_high_usage = 0.0003;
@@ -510,9 +513,10 @@ async fn a_disk_over_the_high_threshold_makes_writes_wait_then_refuse_cleanly() 
 async fn acknowledgements_are_delayed_between_the_throttle_thresholds() {
     bounded(async {
         let server = TestServer::start(|c| {
-            c.capacity_bytes = Some(1 << 40);
-            c.disk_target_usage = 1e-12;
-            c.throttle_low_usage = 2e-12;
+            // Usage = sensordb's bytes over 1 MiB: a few hundred bytes delay by ~0.2 ms.
+            c.capacity_bytes = Some(1 << 20);
+            c.disk_target_usage = 1e-9;
+            c.throttle_low_usage = 2e-9;
             c.throttle_high_usage = 1.0;
             c.evict_oldest_when_full = false;
         })

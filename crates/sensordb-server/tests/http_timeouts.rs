@@ -50,7 +50,12 @@ async fn start(tls: bool, adjust: impl FnOnce(&mut ServerConfig)) -> TestServer 
         config.tls_key = Some(dir.path().join("key.pem"));
     }
     adjust(&mut config);
-    let engine = Arc::new(Engine::open(&data, EngineOptions { durability: Durability::Os, ..Default::default() }).expect("engine opens"));
+    let engine = Arc::new(Engine::open(&data, {
+        let mut options = EngineOptions { durability: Durability::Os, ..Default::default() };
+        // The host disk's usage must not delay acknowledgements here.
+        options.reclaim.file_system_usage = false;
+        options
+    }).expect("engine opens"));
     let server = Server::start(config, engine).await.expect("server starts");
     TestServer { server, dir }
 }

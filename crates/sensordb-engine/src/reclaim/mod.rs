@@ -71,6 +71,10 @@ pub struct ReclaimOptions {
     pub interval: Duration,
     /// How long a write waits at `U_h`, or after ENOSPC, for space before it fails.
     pub full_wait_max: Duration,
+    /// Count the data file system's used share in `U` (statvfs). Off, only sensordb's own
+    /// bytes over `capacity_bytes` count: for tests and benchmarks that must not depend on how
+    /// full the host's disk is.
+    pub file_system_usage: bool,
 }
 
 impl Default for ReclaimOptions {
@@ -85,6 +89,7 @@ impl Default for ReclaimOptions {
             evict_oldest_when_full: true,
             interval: Duration::from_secs(1),
             full_wait_max: Duration::from_secs(600),
+            file_system_usage: true,
         }
     }
 }
@@ -276,7 +281,7 @@ impl Reclaimer {
 
     /// Measures usage `U` now.
     pub fn measure(&self, fs: &dyn FileSystem, data_dir: &Path, own_bytes: u64) -> Usage {
-        let space = fs.space(data_dir).ok();
+        let space = if self.options.file_system_usage { fs.space(data_dir).ok() } else { None };
         let file_system_share = space.map_or(0.0, |s| s.used_share());
         let own_share = self.options.capacity_bytes.map_or(0.0, |c| own_bytes as f64 / c.max(1) as f64);
         let capacity_bytes = match (self.options.capacity_bytes, space) {

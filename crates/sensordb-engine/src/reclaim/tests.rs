@@ -27,7 +27,7 @@ fn harness(reclaim: ReclaimOptions) -> Harness {
 /// Options that measure usage only by sensordb's bytes against `capacity` (the test disk's
 /// real usage must not matter).
 fn own_capacity(capacity: u64) -> ReclaimOptions {
-    ReclaimOptions { capacity_bytes: Some(capacity), merge_bytes_per_second: 0, ..ReclaimOptions::default() }
+    ReclaimOptions { capacity_bytes: Some(capacity), merge_bytes_per_second: 0, file_system_usage: false, ..ReclaimOptions::default() }
 }
 
 fn series(engine: &Engine, database: &str, measurement: &str, sensor: u32) -> SeriesId {
