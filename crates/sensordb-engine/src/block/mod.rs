@@ -336,6 +336,44 @@ fn remove_positions(shared: Vec<Timestamp>, missing: &[u32], count: usize) -> Re
     Ok(out)
 }
 
+/// Where a verified block's shared timestamp record is: `(distance, length)` from its reference,
+/// `None` for a block with inline timestamps. For copying blocks without decoding them.
+pub fn shared_reference(block: &[u8], header: &BlockHeader) -> Result<Option<(u32, u32)>, BlockError> {
+    if header.flags & FLAG_SHARED_TIMESTAMPS == 0 {
+        return Ok(None);
+    }
+    let start = header.header_bytes as usize;
+    let column = block.get(start..start + header.timestamp_column_bytes as usize).ok_or(BlockError::TooShort(block.len()))?;
+    let (distance, length, _) = parse_shared_reference(column)?;
+    Ok(Some((distance, length)))
+}
+
+/// Changes the distance to the shared record of a verified block with shared timestamps, in
+/// place, and renews its checksum: a block copied elsewhere, with its record, keeps its bytes
+/// otherwise.
+pub fn set_shared_distance(block: &mut [u8], header: &BlockHeader, distance: u32) {
+    assert!(header.flags & FLAG_SHARED_TIMESTAMPS != 0, "BUG: block has inline timestamps");
+    let at = header.header_bytes as usize;
+    block[at..at + 4].copy_from_slice(&distance.to_le_bytes());
+    let body_end = block.len() - CHECKSUM_BYTES;
+    let checksum = crc32c(&block[..body_end]);
+    block[body_end..].copy_from_slice(&checksum.to_le_bytes());
+}
+
+/// Checks a shared timestamp record's checksum without decoding it.
+pub fn verify_shared_record(record: &[u8]) -> Result<(), BlockError> {
+    if record.len() < 8 {
+        return Err(BlockError::SharedTimestamps(format!("record of {} bytes is too short", record.len())));
+    }
+    let (body, stored) = record.split_at(record.len() - CHECKSUM_BYTES);
+    let stored = u32::from_le_bytes(stored.try_into().expect("4 bytes"));
+    let computed = crc32c(body);
+    if stored != computed {
+        return Err(BlockError::SharedTimestamps(format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")));
+    }
+    Ok(())
+}
+
 /// Appends a shared timestamp record; `timestamps` sorted without repeats.
 pub fn encode_shared_timestamps(timestamps: &[Timestamp], out: &mut Vec<u8>) {
     assert!(!timestamps.is_empty() && timestamps.len() <= u32::MAX as usize, "BUG: bad shared timestamp record size");
@@ -349,15 +387,8 @@ pub fn encode_shared_timestamps(timestamps: &[Timestamp], out: &mut Vec<u8>) {
 /// Verifies and decodes a shared timestamp record.
 pub fn decode_shared_timestamps(record: &[u8]) -> Result<Vec<Timestamp>, BlockError> {
     let bad = |what: String| BlockError::SharedTimestamps(what);
-    if record.len() < 8 {
-        return Err(bad(format!("record of {} bytes is too short", record.len())));
-    }
-    let (body, stored) = record.split_at(record.len() - CHECKSUM_BYTES);
-    let stored = u32::from_le_bytes(stored.try_into().expect("4 bytes"));
-    let computed = crc32c(body);
-    if stored != computed {
-        return Err(bad(format!("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")));
-    }
+    verify_shared_record(record)?;
+    let body = &record[..record.len() - CHECKSUM_BYTES];
     let count = u32::from_le_bytes(body[..4].try_into().expect("4 bytes")) as usize;
     // A column needs at least 17 bytes for any count above a handful; bound the allocation.
     if count > body.len().saturating_mul(64).max(1 << 16) {

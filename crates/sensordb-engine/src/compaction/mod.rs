@@ -21,8 +21,10 @@ use crate::index::BlockRef;
 use crate::error::Result;
 use crate::flush::encode_series;
 use crate::memtable::ResolvedSeries;
-use crate::model::{last_write_wins, ValueColumn};
-use crate::segment::SegmentWriter;
+use crate::model::{last_write_wins, Timestamp, ValueColumn};
+use crate::segment::{GroupBuilder, GroupPart, SegmentWriter, SharedTimestamps};
+use std::collections::HashMap;
+use std::sync::Arc;
 use crate::store::{CompactedSegment, SegmentStore, SegmentSummary};
 
 /// Knobs of compaction.
@@ -89,9 +91,22 @@ pub fn compact_once(store: &SegmentStore, catalog: &Catalog, options: &Compactio
         // Too few blocks per series to gain: wait until the run can grow.
         return Ok(None);
     }
-    let report = rewrite(store, catalog, &run, blocks, options, &mut RateLimit::unlimited())?;
+    let report = rewrite(store, catalog, &run, blocks, options, &mut RateLimit::unlimited(), BlockCopy::Reencode)?;
     tracing::info!(?report, "compacted segments");
     Ok(Some(report))
+}
+
+/// How [`rewrite`] moves the blocks it keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockCopy {
+    /// Decode every kept block and encode the points again, merged per series into long
+    /// blocks: what compaction is for.
+    Reencode,
+    /// Copy kept blocks byte for byte (checksums verified, nothing decoded), with their shared
+    /// timestamp records; a series whose kept blocks overlap in time (superseded points) is
+    /// merged and re-encoded instead. What reclaim merges use: the blocks are already as long
+    /// as their flushes made them, and copying costs a fraction of the CPU.
+    Raw,
 }
 
 /// Rewrites the segments `run` (contiguous in sequence, see the module comment) into one new
@@ -106,6 +121,7 @@ pub fn rewrite(
     blocks: Vec<BlockRef>,
     options: &CompactionOptions,
     limit: &mut RateLimit,
+    copy: BlockCopy,
 ) -> Result<CompactionReport> {
     let summaries = store.summaries();
     let before: Vec<&SegmentSummary> = summaries.iter().filter(|s| run.contains(&s.id)).collect();
@@ -119,7 +135,12 @@ pub fn rewrite(
     let wal_checkpoint = before.iter().map(|s| s.wal_checkpoint).max().unwrap_or(0);
     let output_id = store.allocate_segment_id();
     let mut writer = SegmentWriter::create_temporary(store.file_system(), store.dir(), output_id, store.sync())?;
+    // Series merged and re-encoded, and blocks copied as they are, for the group being built.
     let mut pending: Vec<ResolvedSeries> = Vec::new();
+    let mut copied = GroupBuilder::new();
+    let mut copied_records: HashMap<(u64, u64), SharedTimestamps> = HashMap::new();
+    // Shared timestamp records read so far, per source segment.
+    let mut source_records: HashMap<u64, HashMap<u64, Arc<[u8]>>> = HashMap::new();
     let mut pending_points = 0usize;
     let mut bytes_read = 0u64;
     let mut start = 0;
@@ -129,16 +150,29 @@ pub fn rewrite(
         let read: u64 = blocks[start..end].iter().map(|b| u64::from(b.entry.length)).sum();
         limit.take(read);
         bytes_read += read;
-        let merged = merge_blocks(store, &blocks[start..end])?;
-        pending_points += merged.timestamps.len();
-        pending.push(merged);
+        let series_blocks = &blocks[start..end];
+        if copy == BlockCopy::Raw && disjoint_in_time(series_blocks) {
+            for block in series_blocks {
+                let records = source_records.entry(block.segment).or_default();
+                let raw = store.read_raw_indexed_block(block, records)?;
+                pending_points += raw.entry.count as usize;
+                copied.add_raw_block(block.segment, raw, &mut copied_records);
+            }
+        } else {
+            let merged = merge_blocks(store, series_blocks)?;
+            pending_points += merged.timestamps.len();
+            pending.push(merged);
+        }
         start = end;
         if pending_points >= options.points_per_group || start == blocks.len() {
-            let group = encode_series(&pending, catalog, options.block_points_max, options.block_bytes_max);
+            let encoded = encode_series(&pending, catalog, options.block_points_max, options.block_bytes_max);
+            let parts: Vec<GroupPart> =
+                [std::mem::take(&mut copied), encoded].into_iter().filter(|g| !g.is_empty()).map(GroupBuilder::into_part).collect();
             let written_before = writer.bytes();
-            writer.append_group(group, max_sequence, wal_checkpoint)?;
+            writer.append_parts(parts, max_sequence, wal_checkpoint)?;
             limit.take(writer.bytes() - written_before);
             pending.clear();
+            copied_records.clear();
             pending_points = 0;
         }
     }
@@ -156,6 +190,14 @@ pub fn rewrite(
     };
     store.install_compacted(CompactedSegment { id: output_id, path, file, entries, wal_checkpoint }, run)?;
     Ok(report)
+}
+
+/// Whether no two of a series' blocks share an instant, so no point supersedes another and
+/// the blocks can be kept as they are.
+fn disjoint_in_time(blocks: &[BlockRef]) -> bool {
+    let mut ranges: Vec<(Timestamp, Timestamp)> = blocks.iter().map(|b| (b.entry.min_timestamp, b.entry.max_timestamp)).collect();
+    ranges.sort_unstable();
+    ranges.windows(2).all(|w| w[0].1 < w[1].0)
 }
 
 /// Paces maintenance I/O to a byte rate so it leaves the disk to ingestion.

@@ -19,7 +19,8 @@
 //!    written in time order (flushes of the memtable), so plain expiry always finds whole dead
 //!    segments: the paper's "planing" mode;
 //! 2. merges partly dead segments chosen by the Fisherman algorithm while usage is above the
-//!    target `U_m`, reading only the live blocks, by index, at a limited byte rate;
+//!    target `U_m` (any segment with dead data once usage reaches `U_l`), copying only the live
+//!    blocks, by index and without decoding them, at a limited byte rate;
 //! 3. as a last resort, when usage reaches `U_l` and the dead data cannot bring it back to
 //!    `U_m`, evicts the oldest data of the node (a cyclic store keeps the newest data when the
 //!    disk is full), logged and counted.
@@ -32,7 +33,7 @@ pub mod policy;
 pub mod throttle;
 
 use crate::catalog::Catalog;
-use crate::compaction::{CompactionOptions, RateLimit};
+use crate::compaction::{BlockCopy, CompactionOptions, RateLimit};
 use crate::error::Result;
 use crate::fs::FileSystem;
 use crate::model::{SeriesId, Timestamp};
@@ -353,7 +354,7 @@ impl Reclaimer {
         let mut merged = 0u64;
         let (mut merge_read, mut merge_written) = (0u64, 0u64);
         let mut remaining: Vec<Candidate> = evaluated.into_iter().filter(|c| c.dead_share < 1.0).collect();
-        while let Some(best) = state.fisherman.select(usage.share, &remaining).into_iter().next() {
+        while let Some(best) = state.fisherman.select(self.hunger_usage(usage.share), &remaining).into_iter().next() {
             remaining.retain(|c| c.segment != best.segment);
             let rate = if usage.share >= self.options.throttle_high { 0 } else { self.options.merge_bytes_per_second };
             let blocks: Vec<_> = store
@@ -361,7 +362,7 @@ impl Reclaimer {
                 .into_iter()
                 .filter(|b| b.entry.max_timestamp >= class_cutoff(&state.class_of, &cutoffs, b.entry.series))
                 .collect();
-            let report = crate::compaction::rewrite(store, catalog, &[best.segment], blocks, compaction, &mut RateLimit::new(rate))?;
+            let report = crate::compaction::rewrite(store, catalog, &[best.segment], blocks, compaction, &mut RateLimit::new(rate), BlockCopy::Raw)?;
             tracing::info!(segment = best.segment, dead_share = best.dead_share, usage = usage.share, ?report, "merged a partly dead segment");
             state.fisherman.ate(best.dead_share);
             merged += 1;
@@ -371,7 +372,7 @@ impl Reclaimer {
         }
         let (dead_now, _) = dead_bytes(store, &state.class_of, &cutoffs);
         let hunger = state.fisherman.hunger(usage.share);
-        let threshold = state.fisherman.threshold(usage.share);
+        let threshold = state.fisherman.threshold(self.hunger_usage(usage.share));
         let ewma = state.fisherman.ewma();
         drop(state);
         {
@@ -397,6 +398,20 @@ impl Reclaimer {
         *self.cycled_lock.lock() += 1;
         self.cycled.notify_all();
         Ok(())
+    }
+
+    /// The usage the Fisherman is asked to select at. Up to `U_l` it is `U` itself: the paper's
+    /// hunger `(U − U_m)/(1 − U_m)`. From `U_l` on, writers are being slowed, which costs more
+    /// than copying live data, so the fisherman starves (as at `U` = 1): every segment with dead
+    /// data is taken, highest dead share first, until usage is back under `U_l`. Without this,
+    /// a store whose dead data is spread thinly (a few series with a short period in every
+    /// segment) finds no segment above `D_m = 1 − H` and stays in the throttle band for good.
+    fn hunger_usage(&self, usage: f64) -> f64 {
+        if usage >= self.options.throttle_low {
+            1.0
+        } else {
+            usage
+        }
     }
 
     /// Brings the per-series classes up to date with the catalog and the databases.

@@ -167,20 +167,8 @@ fn deleted_series_and_overrides_leave_partly_dead_segments_that_are_merged_when_
 
 /// An engine in `dir` on the clock `now`, with explicit flushes and reclaim cycles only.
 fn reopen_with(dir: tempfile::TempDir, now: Arc<AtomicI64>, reclaim: ReclaimOptions) -> Harness {
-    let clock = now.clone();
-    let options = EngineOptions {
-        durability: Durability::None,
-        // Every flush seals its own segment.
-        segment_bytes_max: 1,
-        background_compaction: false,
-        background_reclaim: false,
-        throttle_writes: false,
-        reclaim,
-        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
-        ..EngineOptions::default()
-    };
-    let engine = Engine::open(dir.path(), options).expect("reopen");
-    Harness { engine, now, _dir: dir }
+    // Every flush seals its own segment.
+    reopen_with_segment_bytes(dir, now, reclaim, 1)
 }
 
 #[test]
@@ -240,4 +228,130 @@ fn admission_follows_the_throttle_formula_at_the_measured_usage() {
             (got, _) => panic!("usage {usage}: got {got:?}, stats {measured:?}"),
         }
     }
+}
+
+/// Reclaim merges copy live blocks byte for byte, shared timestamp records with them, and merge
+/// only a series whose blocks overlap (superseded points), the last write winning.
+#[test]
+fn merges_copy_live_blocks_as_they_are_and_resolve_superseded_points() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let now = Arc::new(AtomicI64::new(0));
+    // One segment of two flushes: segments seal only when the engine closes.
+    let h = reopen_with_segment_bytes(dir, now, own_capacity(1 << 40), 1 << 30);
+    let field = |measurement: &str, field: &str| {
+        let key = SeriesKey::new(measurement, [("sensor", "0")], field).and_then(|k| k.in_database("plant")).expect("key");
+        h.engine.series_id(&key, ValueKind::I64).expect("series")
+    };
+    let (temp, humidity) = (field("env", "temp"), field("env", "humidity"));
+    let overwritten = field("over", "value");
+    let doomed = field("doomed", "value");
+    let value = |series: SeriesId, t: i64, generation: i64| (t * 7919 + i64::from(series.0) * 104_729 + generation * 1_000_003) % 1_000_000;
+    let write = |from: i64, to: i64, generation: i64, series: &[SeriesId]| {
+        let mut batch = WriteBatch::new();
+        for &id in series {
+            for t in from..to {
+                batch.push(id, t * SECOND, Value::I64(value(id, t, generation))).expect("push");
+            }
+        }
+        h.engine.write(&batch).expect("write");
+        h.engine.flush().expect("flush");
+    };
+    write(0, 3600, 0, &[temp, humidity, overwritten, doomed]);
+    write(3600, 7200, 0, &[temp, humidity, doomed]);
+    write(1800, 5400, 1, &[overwritten]);
+    let Harness { engine, now, _dir: dir } = h;
+    engine.close().expect("close");
+    let probe = reopen_with_segment_bytes(dir, now, own_capacity(1 << 40), 1 << 30);
+    assert_eq!(segment_files(&probe.engine).len(), 1, "one sealed segment");
+    assert_eq!(probe.engine.delete_series("plant", Some("doomed"), &[]).expect("delete"), 1);
+    probe.engine.reclaim().expect("reclaim");
+    let used = probe.engine.reclaim_stats().usage.own_bytes;
+    let blocks_before = probe.engine.stats().store.blocks;
+    let Harness { engine, now, _dir: dir } = probe;
+    engine.close().expect("close");
+
+    // Hungry: a capacity the live data alone overfills.
+    let h = reopen_with_segment_bytes(dir, now, ReclaimOptions { evict_oldest_when_full: false, ..own_capacity(used / 2) }, 1 << 30);
+    h.engine.reclaim().expect("reclaim");
+    let stats = h.engine.reclaim_stats();
+    assert_eq!(stats.segments_merged, 1, "{stats:?}");
+    // temp and humidity keep their two blocks each; the overwritten series' two become one.
+    assert_eq!(blocks_before, 2 + 2 + 2 + 2);
+    assert_eq!(h.engine.stats().store.blocks, 2 + 2 + 1, "{:?}", h.engine.stats());
+    for id in [temp, humidity] {
+        let read = h.engine.read(id, i64::MIN, i64::MAX).collect_all().expect("read").expect("points");
+        assert_eq!(read.timestamps, (0..7200).map(|t| t * SECOND).collect::<Vec<_>>());
+        let expected: Vec<i64> = (0..7200).map(|t| value(id, t, 0)).collect();
+        assert_eq!(read.values, crate::model::ValueColumn::I64(expected));
+    }
+    let read = h.engine.read(overwritten, i64::MIN, i64::MAX).collect_all().expect("read").expect("points");
+    assert_eq!(read.timestamps, (0..5400).map(|t| t * SECOND).collect::<Vec<_>>());
+    let expected: Vec<i64> = (0..5400).map(|t| value(overwritten, t, i64::from(t >= 1800))).collect();
+    assert_eq!(read.values, crate::model::ValueColumn::I64(expected), "the newer write wins");
+
+    // The copies kept their shared timestamp records, re-pointed.
+    let files = segment_files(&h.engine);
+    assert_eq!(files.len(), 1);
+    let scan = crate::segment::scan_segment(&crate::fs::RealFs, &files[0]).expect("scan");
+    let mut records = std::collections::HashMap::new();
+    let shared = scan
+        .entries
+        .iter()
+        .map(|entry| crate::segment::read_raw_block(&files[0], scan.file.as_ref(), entry, &mut records).expect("raw block"))
+        .filter(|raw| raw.shared.is_some())
+        .count();
+    assert_eq!(shared, 4, "temp and humidity share their timestamps in both groups");
+}
+
+fn reopen_with_segment_bytes(dir: tempfile::TempDir, now: Arc<AtomicI64>, reclaim: ReclaimOptions, segment_bytes_max: u64) -> Harness {
+    let clock = now.clone();
+    let options = EngineOptions {
+        durability: Durability::None,
+        segment_bytes_max,
+        background_compaction: false,
+        background_reclaim: false,
+        throttle_writes: false,
+        reclaim,
+        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open(dir.path(), options).expect("reopen");
+    Harness { engine, now, _dir: dir }
+}
+
+/// Thinly spread dead data (one series in ten deleted, in every segment): between `U_m` and
+/// `U_l` the Fisherman lets such segments go (`D` ≈ 0.1 < `D_m`), but from `U_l` on writers are
+/// being slowed and he takes them, until usage is back under `U_l`.
+#[test]
+fn thin_dead_data_is_merged_only_once_writers_would_be_slowed() {
+    let setup = |usage: f64| {
+        let probe = harness(own_capacity(1 << 40));
+        let ids: Vec<SeriesId> = (0..10).map(|s| series(&probe.engine, "plant", "temp", s)).collect();
+        for hour in 0..4 {
+            write_hour(&probe.engine, &ids, hour * 3600, 3600);
+        }
+        probe.engine.reclaim().expect("reclaim");
+        let used = probe.engine.reclaim_stats().usage.own_bytes as f64;
+        let Harness { engine, now, _dir: dir } = probe;
+        engine.close().expect("close");
+        let options = ReclaimOptions { evict_oldest_when_full: false, ..own_capacity((used / usage) as u64) };
+        let h = reopen_with(dir, now, options);
+        let deleted = h.engine.delete_series("plant", Some("temp"), &[("sensor", "3")]).expect("delete");
+        assert_eq!(deleted, 1);
+        h.engine.reclaim().expect("reclaim");
+        h
+    };
+    let calm = setup(0.85);
+    let stats = calm.engine.reclaim_stats();
+    assert!(stats.usage.share > 0.8 && stats.usage.share < 0.9, "{stats:?}");
+    assert_eq!(stats.segments_merged, 0, "D ≈ 0.1 is under D_m = min(1 − H, ewma) at U = 0.85: {stats:?}");
+    assert!(stats.dead_bytes > 0);
+
+    let pressed = setup(0.93);
+    let stats = pressed.engine.reclaim_stats();
+    assert!(stats.segments_merged >= 1, "{stats:?}");
+    assert!(stats.usage.share < 0.9, "merged until usage is under U_l: {stats:?}");
+    assert_eq!(pressed.engine.admission(), Admission::Now);
+    let kept = series(&pressed.engine, "plant", "temp", 0);
+    assert_eq!(timestamps(&pressed.engine, kept).len(), 4 * 3600, "live data intact");
 }

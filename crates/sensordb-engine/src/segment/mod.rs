@@ -65,7 +65,7 @@
 mod reader;
 mod writer;
 
-pub use reader::{read_block, scan_segment, SegmentScan};
+pub use reader::{read_block, read_raw_block, scan_segment, RawBlock, SegmentScan};
 pub use writer::{GroupBuilder, GroupPart, SegmentWriter, SharedTimestamps};
 
 use crate::checksum::{get_varint, put_varint, unzigzag, zigzag};

@@ -246,3 +246,53 @@ pub fn read_block(path: &Path, file: &dyn StorageFile, entry: &IndexEntry) -> Re
     }
     Ok(block)
 }
+
+/// A block as stored, verified by its checksums but not decoded: what merges copy.
+#[derive(Clone, Debug)]
+pub struct RawBlock {
+    pub entry: IndexEntry,
+    pub header: block::BlockHeader,
+    pub bytes: Vec<u8>,
+    /// The shared timestamp record the block refers to: its offset in the source file (to copy
+    /// it once for all the blocks of its row) and its bytes.
+    pub shared: Option<(u64, Arc<[u8]>)>,
+}
+
+/// Reads one block without decoding it, checking its checksum, its index entry and, for a block
+/// with shared timestamps, the checksum of the record (read through `records`, a cache by
+/// offset, since the blocks of one row share one record). Damage is reported with the file and
+/// the offset.
+pub fn read_raw_block(
+    path: &Path,
+    file: &dyn StorageFile,
+    entry: &IndexEntry,
+    records: &mut std::collections::HashMap<u64, Arc<[u8]>>,
+) -> Result<RawBlock> {
+    let mut bytes = vec![0u8; entry.length as usize];
+    file.read_exact_at(&mut bytes, entry.offset).map_err(|e| Error::io(path, e))?;
+    let corrupt = |offset: u64, what: String| Error::corruption(path, offset, what);
+    let header = block::BlockHeader::verified(&bytes).map_err(|e| corrupt(entry.offset, e.to_string()))?;
+    if header.series != entry.series || header.count != entry.count || header.min_timestamp != entry.min_timestamp || header.max_timestamp != entry.max_timestamp {
+        return Err(corrupt(entry.offset, "block does not match its index entry".to_string()));
+    }
+    let shared = match block::shared_reference(&bytes, &header).map_err(|e| corrupt(entry.offset, e.to_string()))? {
+        None => None,
+        Some((distance, length)) => {
+            let start = entry.offset.checked_sub(u64::from(distance)).filter(|&s| s >= FILE_HEADER_BYTES && length <= distance);
+            let start = start.ok_or_else(|| corrupt(entry.offset, format!("shared timestamp record {distance} bytes back is outside the file")))?;
+            let record = match records.get(&start) {
+                Some(record) if record.len() == length as usize => record.clone(),
+                _ => {
+                    let mut record = vec![0u8; length as usize];
+                    file.read_exact_at(&mut record, start).map_err(|e| Error::io(path, e))?;
+                    block::verify_shared_record(&record).map_err(|e| corrupt(start, e.to_string()))?;
+                    let record: Arc<[u8]> = record.into();
+                    records.insert(start, record.clone());
+                    record
+                }
+            };
+            Some((start, record))
+        }
+    };
+    Ok(RawBlock { entry: *entry, header, bytes, shared })
+}

@@ -75,6 +75,26 @@ impl GroupBuilder {
         });
     }
 
+    /// Copies a block read by [`super::read_raw_block`] from segment `source` as it is; a block
+    /// with shared timestamps brings its record, copied once per group (`records` maps a source
+    /// record's segment and offset to its copy in this group and must be cleared with each new
+    /// group) and the block's reference is pointed at the copy.
+    pub fn add_raw_block(&mut self, source: u64, raw: RawBlock, records: &mut std::collections::HashMap<(u64, u64), SharedTimestamps>) {
+        let RawBlock { entry, header, mut bytes, shared } = raw;
+        if let Some((source_offset, record)) = shared {
+            let copy = *records.entry((source, source_offset)).or_insert_with(|| {
+                let start = self.buffer.len();
+                self.buffer.extend_from_slice(&record);
+                SharedTimestamps { start, length: u32::try_from(record.len()).expect("BUG: record over 4 GiB") }
+            });
+            let distance = u32::try_from(self.buffer.len() - copy.start).expect("BUG: shared record too far back");
+            block::set_shared_distance(&mut bytes, &header, distance);
+        }
+        let start = self.buffer.len();
+        self.buffer.extend_from_slice(&bytes);
+        self.entries.push(IndexEntry { offset: start as u64, sequence: 0, ..entry });
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

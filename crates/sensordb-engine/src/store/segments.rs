@@ -10,7 +10,7 @@ use crate::filenames::{parse_numbered_file, SEGMENT_EXTENSION};
 use crate::fs::{FileSystem, StorageFile};
 use crate::index::{BlockIndex, BlockRef};
 use crate::model::{SeriesId, Timestamp};
-use crate::segment::{read_block, scan_segment, GroupBuilder, GroupPart, SegmentWriter};
+use crate::segment::{read_block, read_raw_block, scan_segment, GroupBuilder, GroupPart, RawBlock, SegmentWriter};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -347,6 +347,18 @@ impl SegmentStore {
             .map(|f| f.handle.clone())
             .ok_or_else(|| Error::corruption(self.dir.clone(), 0, format!("segment {} is gone", block.segment)))?;
         read_block(&handle.path, handle.file.as_ref(), &block.entry)
+    }
+
+    /// Reads one block without decoding it (see [`read_raw_block`]); `records` caches shared
+    /// timestamp records by offset and must belong to `block.segment` alone.
+    pub fn read_raw_indexed_block(&self, block: &BlockRef, records: &mut std::collections::HashMap<u64, Arc<[u8]>>) -> Result<RawBlock> {
+        let handle = self
+            .files
+            .read()
+            .get(&block.segment)
+            .map(|f| f.handle.clone())
+            .ok_or_else(|| Error::corruption(self.dir.clone(), 0, format!("segment {} is gone", block.segment)))?;
+        read_raw_block(&handle.path, handle.file.as_ref(), &block.entry, records)
     }
 
     /// Ids of all segments, oldest first.
