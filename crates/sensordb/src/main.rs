@@ -47,6 +47,9 @@ fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // A log that cannot be written (stderr on a full disk) must not stop the server: the
+        // subscriber would report the failure with `eprintln!`, which panics when stderr fails.
+        .log_internal_errors(false)
         .init();
     match Cli::parse().command {
         Command::Serve(args) => serve::run(args),

@@ -17,6 +17,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Prints a line to stdout, ignoring failure: a server whose stdout is gone (a closed pipe, a
+/// full disk) keeps serving, where `println!` would panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+
 #[derive(clap::Args)]
 pub struct ServeArgs {
     /// TOML configuration file; flags override it.
@@ -87,7 +97,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         engine.set_database_policy(&database.name, policy).with_context(|| format!("applying database {:?}", database.name))?;
     }
     let recovery = engine.recovery();
-    println!(
+    say!(
         "sensordb: opened {} in {:.1} ms ({} series, {} segments, {} WAL records replayed, {} problems repaired)",
         config.data_dir.display(),
         started.elapsed().as_secs_f64() * 1e3,
@@ -97,7 +107,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         recovery.problems.len()
     );
     for (file, offset, what) in &recovery.problems {
-        println!("sensordb: repaired {} at offset {offset}: {what}", file.display());
+        say!("sensordb: repaired {} at offset {offset}: {what}", file.display());
     }
     if args.demo {
         demo(&engine)?;
@@ -105,19 +115,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let server = Server::start(config.clone(), engine.clone()).await.context("starting the listeners")?;
-        println!(
+        say!(
             "sensordb: serving HTTP on {} and the native protocol on {} (durability {:?}); Ctrl-C to stop",
             server.http_addr, server.native_addr, config.durability
         );
         shutdown_signal().await;
-        println!("sensordb: stopping");
+        say!("sensordb: stopping");
         server.shutdown().await;
         anyhow::Ok(())
     })?;
     drop(runtime);
     let engine = Arc::try_unwrap(engine).map_err(|_| anyhow::anyhow!("the store is still in use after shutdown"))?;
     engine.close().context("closing the store")?;
-    println!("sensordb: closed cleanly");
+    say!("sensordb: closed cleanly");
     Ok(())
 }
 
@@ -194,6 +204,6 @@ fn demo(engine: &Engine) -> anyhow::Result<()> {
         }
     }
     engine.write(&batch)?;
-    println!("demo: wrote {points} points of 10 trucks over one hour (2016-01-01) in {:.2} s", written_at.elapsed().as_secs_f64());
+    say!("demo: wrote {points} points of 10 trucks over one hour (2016-01-01) in {:.2} s", written_at.elapsed().as_secs_f64());
     Ok(())
 }
