@@ -75,6 +75,8 @@ pub struct ReclaimBenchConfig {
     pub short_share: f64,
     /// Their period, as a share of the capacity horizon.
     pub short_period_share: f64,
+    /// `ReclaimOptions::target_usage` (U_m).
+    pub target_usage: f64,
 }
 
 impl Default for ReclaimBenchConfig {
@@ -97,6 +99,7 @@ impl Default for ReclaimBenchConfig {
             measure_capacities: 2.0,
             short_share: 0.0,
             short_period_share: 0.25,
+            target_usage: ReclaimOptions::default().target_usage,
         }
     }
 }
@@ -253,6 +256,7 @@ fn engine_options(config: &ReclaimBenchConfig, now: &Arc<AtomicI64>) -> EngineOp
             capacity_bytes: config.live_share.map(|_| config.capacity_bytes),
             interval: config.reclaim_interval,
             merge_bytes_per_second: config.merge_bytes_per_second,
+            target_usage: config.target_usage,
             ..ReclaimOptions::default()
         },
         background_reclaim: true,

@@ -315,6 +315,9 @@ pub struct ReclaimArgs {
     /// The short period as a share of the capacity horizon (the data time V·C holds).
     #[arg(long, default_value_t = 0.25)]
     short_period_share: f64,
+    /// Disk usage target U_m of the Fisherman (the throttle thresholds stay 0.90 and 0.95).
+    #[arg(long, default_value_t = 0.80)]
+    target_usage: f64,
 }
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
@@ -746,6 +749,7 @@ fn reclaim(args: ReclaimArgs) -> anyhow::Result<()> {
         measure_capacities: args.measure,
         short_share: args.short_share,
         short_period_share: args.short_period_share,
+        target_usage: args.target_usage,
     };
     let mut shares: Vec<Option<f64>> = Vec::new();
     if !args.no_baseline {
