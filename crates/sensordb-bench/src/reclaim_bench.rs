@@ -75,8 +75,8 @@ pub struct ReclaimBenchConfig {
     pub short_share: f64,
     /// Their period, as a share of the capacity horizon.
     pub short_period_share: f64,
-    /// `ReclaimOptions::target_usage` (U_m).
-    pub target_usage: f64,
+    /// `ReclaimOptions`' `target_usage`, `throttle_low` and `throttle_high` (U_m, U_l, U_h).
+    pub disk_usage_limits: (f64, f64, f64),
 }
 
 impl Default for ReclaimBenchConfig {
@@ -99,7 +99,10 @@ impl Default for ReclaimBenchConfig {
             measure_capacities: 2.0,
             short_share: 0.0,
             short_period_share: 0.25,
-            target_usage: ReclaimOptions::default().target_usage,
+            disk_usage_limits: {
+                let defaults = ReclaimOptions::default();
+                (defaults.target_usage, defaults.throttle_low, defaults.throttle_high)
+            },
         }
     }
 }
@@ -256,7 +259,9 @@ fn engine_options(config: &ReclaimBenchConfig, now: &Arc<AtomicI64>) -> EngineOp
             capacity_bytes: config.live_share.map(|_| config.capacity_bytes),
             interval: config.reclaim_interval,
             merge_bytes_per_second: config.merge_bytes_per_second,
-            target_usage: config.target_usage,
+            target_usage: config.disk_usage_limits.0,
+            throttle_low: config.disk_usage_limits.1,
+            throttle_high: config.disk_usage_limits.2,
             ..ReclaimOptions::default()
         },
         background_reclaim: true,

@@ -315,9 +315,10 @@ pub struct ReclaimArgs {
     /// The short period as a share of the capacity horizon (the data time V·C holds).
     #[arg(long, default_value_t = 0.25)]
     short_period_share: f64,
-    /// Disk usage target U_m of the Fisherman (the throttle thresholds stay 0.90 and 0.95).
-    #[arg(long, default_value_t = 0.80)]
-    target_usage: f64,
+    /// Disk usage thresholds M,L,H: the Fisherman's target U_m and the throttle's U_l and U_h
+    /// (default the server's 0.8,0.9,0.95; the Riak study ran 0.8,0.95,1).
+    #[arg(long, value_parser = parse_disk_usage, default_value = "0.8,0.9,0.95")]
+    disk_usage_limits: DiskUsageLimits,
 }
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
@@ -749,7 +750,7 @@ fn reclaim(args: ReclaimArgs) -> anyhow::Result<()> {
         measure_capacities: args.measure,
         short_share: args.short_share,
         short_period_share: args.short_period_share,
-        target_usage: args.target_usage,
+        disk_usage_limits: args.disk_usage_limits,
     };
     let mut shares: Vec<Option<f64>> = Vec::new();
     if !args.no_baseline {

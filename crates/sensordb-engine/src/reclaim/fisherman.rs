@@ -8,6 +8,21 @@
 //! processed highest `D` first. The moving average is the fisherman's memory of what is worth
 //! eating: an unusually small catch lowers it, so he settles for smaller fish; a big one raises
 //! it, so he lets small fish go in the hope of more big ones.
+//!
+//! Two adaptations of the paper, both measured with `sensordb bench reclaim --short-share 0.3`
+//! (a share of the series with a short storage period, so old segments are about 30% dead; see
+//! docs/BENCHMARKS.md):
+//! - Hunger is full where writers start being slowed: `H = (U − U_m)/(U_full − U_m)` with
+//!   `U_full` = the throttle's `U_l`. The paper's `U_full` is 1: its disk was "full" at 100%, with
+//!   its throttle band at 95-100%. With sensordb's band at 90-95% the paper's formula only takes a
+//!   file of dead share `D` at `U ≥ U_m + (1 − U_m)(1 − D)`, for `D` ≈ 0.3 at 94%: deep in the
+//!   band, so writers were slowed for good (0.38 of the empty store's rate at V = 0.8). At and
+//!   above `U_full`, `H ≥ 1` and every file with dead data is taken: copying live data costs less
+//!   than slowing writers. [`Fisherman::with_full_usage`] keeps the paper's form for `U_full` = 1.
+//! - The moving average covers the files *merged* only ([`Fisherman::ate`] is not called for
+//!   fully dead files). sensordb writes segments in time order, so plain expiry removes whole dead
+//!   files by the hundred, for free; fed to the average they would hold it near 1, and the
+//!   fisherman would never learn the size of the partly dead fish in his pond.
 
 /// A segment that could be reclaimed.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -24,22 +39,31 @@ pub struct Candidate {
 pub struct Fisherman {
     /// Target disk usage `U_m`, in (0, 1).
     target_usage: f64,
+    /// Usage `U_full` at which hunger is full (`H` = 1), in (`U_m`, 1].
+    full_usage: f64,
     /// Smoothing constant α of the moving average (the paper's EWMA_n uses α = 1/n).
     alpha: f64,
     ewma: f64,
 }
 
 impl Fisherman {
-    /// Starts with no memory: the average begins at 1, so the first threshold is `1 − H`.
+    /// The paper's form: hunger is full at `U` = 1.
     pub fn new(target_usage: f64, alpha: f64) -> Fisherman {
-        assert!(target_usage > 0.0 && target_usage < 1.0, "target usage must be in (0, 1), got {target_usage}");
-        assert!(alpha > 0.0 && alpha <= 1.0, "smoothing constant must be in (0, 1], got {alpha}");
-        Fisherman { target_usage, alpha, ewma: 1.0 }
+        Fisherman::with_full_usage(target_usage, 1.0, alpha)
     }
 
-    /// `H = (U − U_m)/(1 − U_m)`; negative while usage is below the target.
+    /// Hunger full at `full_usage`. Starts with no memory: the average begins at 1, so the
+    /// first threshold is `1 − H`.
+    pub fn with_full_usage(target_usage: f64, full_usage: f64, alpha: f64) -> Fisherman {
+        assert!(target_usage > 0.0 && target_usage < 1.0, "target usage must be in (0, 1), got {target_usage}");
+        assert!(full_usage > target_usage && full_usage <= 1.0, "full usage must be in (target, 1], got {full_usage}");
+        assert!(alpha > 0.0 && alpha <= 1.0, "smoothing constant must be in (0, 1], got {alpha}");
+        Fisherman { target_usage, full_usage, alpha, ewma: 1.0 }
+    }
+
+    /// `H = (U − U_m)/(U_full − U_m)`; negative while usage is below the target.
     pub fn hunger(&self, usage: f64) -> f64 {
-        (usage - self.target_usage) / (1.0 - self.target_usage)
+        (usage - self.target_usage) / (self.full_usage - self.target_usage)
     }
 
     /// `D_m` at disk usage `usage`.
@@ -97,6 +121,18 @@ mod tests {
     }
 
     #[test]
+    fn hunger_is_full_at_the_full_usage() {
+        // Full where the throttle begins (U_l = 0.9), as the reclaimer runs it.
+        let fisherman = Fisherman::with_full_usage(0.8, 0.9, 0.1);
+        assert!((fisherman.hunger(0.85) - 0.5).abs() < 1e-12, "(0.85 − 0.8)/(0.9 − 0.8)");
+        assert!((fisherman.threshold(0.87) - 0.3).abs() < 1e-12, "a 30% dead file is taken from 87%");
+        assert_eq!(fisherman.threshold(0.9), 0.0, "at U_l: anything with dead data");
+        assert_eq!(fisherman.threshold(0.97), 0.0);
+        let pond = [candidate(1, 0.05), candidate(2, 0.0)];
+        assert_eq!(fisherman.select(0.9, &pond).iter().map(|c| c.segment).collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[test]
     fn the_moving_average_caps_the_threshold_and_learns() {
         let mut fisherman = Fisherman::new(0.8, 0.5);
         fisherman.ate(0.2);
@@ -128,7 +164,7 @@ mod tests {
         let capacity = 1000.0_f64;
         let segment = 10.0_f64;
         let target = 0.8;
-        let mut fisherman = Fisherman::new(target, 0.1);
+        let mut fisherman = Fisherman::with_full_usage(target, 0.9, 0.1);
         // (id, bytes, dead share): dead share of a segment grows with its age, at a rate
         // that varies by segment (some series are overwritten or deleted sooner).
         let mut segments: Vec<(u64, f64, f64, f64)> = Vec::new();
@@ -150,7 +186,10 @@ mod tests {
             if let Some(best) = fisherman.select(usage, &candidates).first() {
                 let position = segments.iter().position(|s| s.0 == best.segment).expect("selected segment exists");
                 let (_, bytes, dead, rate) = segments.remove(position);
-                fisherman.ate(dead);
+                // As the reclaimer does: a fully dead file is removed, not merged.
+                if dead < 1.0 {
+                    fisherman.ate(dead);
+                }
                 merged += 1;
                 merged_dead += dead;
                 let live = bytes * (1.0 - dead);
@@ -161,11 +200,11 @@ mod tests {
                 }
             }
             if step > 1000 {
-                assert!(usage < 0.97, "usage ran away to {usage:.3} at step {step}");
+                assert!(usage <= 0.91, "usage ran away to {usage:.3} at step {step}: past U_l = 0.9 by more than a segment");
             }
         }
         let average_dead = merged_dead / merged as f64;
-        assert!(max_usage < 0.97, "usage peaked at {max_usage:.3}");
+        assert!(max_usage <= 0.91, "usage peaked at {max_usage:.3}");
         assert!(average_dead > 0.5, "merged segments averaged D = {average_dead:.3}: too much live data copied");
         assert!(written > 10.0 * capacity, "the simulation wrote {written} bytes, more than ten capacities");
     }

@@ -19,8 +19,8 @@
 //!    written in time order (flushes of the memtable), so plain expiry always finds whole dead
 //!    segments: the paper's "planing" mode;
 //! 2. merges partly dead segments chosen by the Fisherman algorithm while usage is above the
-//!    target `U_m` (any segment with dead data once usage reaches `U_l`), copying only the live
-//!    blocks, by index and without decoding them, at a limited byte rate;
+//!    target `U_m` (hunger is full at `U_l`: from there any segment with dead data is taken),
+//!    copying only the live blocks, by index and without decoding them, at a limited byte rate;
 //! 3. as a last resort, when usage reaches `U_l` and the dead data cannot bring it back to
 //!    `U_m`, evicts the oldest data of the node (a cyclic store keeps the newest data when the
 //!    disk is full), logged and counted.
@@ -210,7 +210,7 @@ impl Reclaimer {
         Ok(Reclaimer {
             throttle: Throttle::new(options.throttle_low, options.throttle_high),
             state: Mutex::new(CycleState {
-                fisherman: Fisherman::new(options.target_usage, options.ewma_alpha),
+                fisherman: Fisherman::with_full_usage(options.target_usage, options.throttle_low, options.ewma_alpha),
                 classes: Vec::new(),
                 class_index: HashMap::new(),
                 database_names: Vec::new(),
@@ -344,17 +344,17 @@ impl Reclaimer {
         let whole: Vec<u64> = evaluated.iter().filter(|c| c.dead_share >= 1.0).map(|c| c.segment).collect();
         let mut removed_bytes = 0;
         if !whole.is_empty() {
+            // Not fed to the Fisherman's memory: removing a dead file costs no merge, and in
+            // planing mode such files are most of what is reclaimed, so counting them would
+            // hold his average near 1 and keep him from ever learning the partly dead fish.
             removed_bytes = store.remove_segments(&whole)?;
-            for _ in &whole {
-                state.fisherman.ate(1.0);
-            }
             usage = self.measure(fs, data_dir, own_bytes());
         }
         // 2. Partly dead segments, by the Fisherman's choice, while hungry.
         let mut merged = 0u64;
         let (mut merge_read, mut merge_written) = (0u64, 0u64);
         let mut remaining: Vec<Candidate> = evaluated.into_iter().filter(|c| c.dead_share < 1.0).collect();
-        while let Some(best) = state.fisherman.select(self.hunger_usage(usage.share), &remaining).into_iter().next() {
+        while let Some(best) = state.fisherman.select(usage.share, &remaining).into_iter().next() {
             remaining.retain(|c| c.segment != best.segment);
             let rate = if usage.share >= self.options.throttle_high { 0 } else { self.options.merge_bytes_per_second };
             let blocks: Vec<_> = store
@@ -372,7 +372,7 @@ impl Reclaimer {
         }
         let (dead_now, _) = dead_bytes(store, &state.class_of, &cutoffs);
         let hunger = state.fisherman.hunger(usage.share);
-        let threshold = state.fisherman.threshold(self.hunger_usage(usage.share));
+        let threshold = state.fisherman.threshold(usage.share);
         let ewma = state.fisherman.ewma();
         drop(state);
         {
@@ -398,20 +398,6 @@ impl Reclaimer {
         *self.cycled_lock.lock() += 1;
         self.cycled.notify_all();
         Ok(())
-    }
-
-    /// The usage the Fisherman is asked to select at. Up to `U_l` it is `U` itself: the paper's
-    /// hunger `(U − U_m)/(1 − U_m)`. From `U_l` on, writers are being slowed, which costs more
-    /// than copying live data, so the fisherman starves (as at `U` = 1): every segment with dead
-    /// data is taken, highest dead share first, until usage is back under `U_l`. Without this,
-    /// a store whose dead data is spread thinly (a few series with a short period in every
-    /// segment) finds no segment above `D_m = 1 − H` and stays in the throttle band for good.
-    fn hunger_usage(&self, usage: f64) -> f64 {
-        if usage >= self.options.throttle_low {
-            1.0
-        } else {
-            usage
-        }
     }
 
     /// Brings the per-series classes up to date with the catalog and the databases.
