@@ -74,7 +74,7 @@ impl Metrics {
         metric("sensordb_disk_usage_ratio", "gauge", "Disk usage U: the larger of the file system's used share and sensordb's bytes over its capacity.", f(reclaim.usage.share));
         metric("sensordb_disk_file_system_usage_ratio", "gauge", "Used share of the data file system (statvfs).", f(reclaim.usage.file_system_share));
         metric("sensordb_disk_capacity_bytes", "gauge", "Capacity C that disk usage is relative to.", reclaim.usage.capacity_bytes.to_string());
-        metric("sensordb_reclaim_hunger", "gauge", "Fisherman hunger H = (U - U_m)/(1 - U_m).", f(reclaim.hunger));
+        metric("sensordb_reclaim_hunger", "gauge", "Fisherman hunger H = (U - U_m)/(U_l - U_m); 1 and above: every segment with dead data is merged.", f(reclaim.hunger));
         metric("sensordb_reclaim_dead_share_threshold", "gauge", "Fisherman take threshold D_m.", f(reclaim.dead_share_threshold));
         metric("sensordb_throttle_delay_seconds", "gauge", "Current acknowledgement delay T (+Inf while writers wait for space).", f(reclaim.throttle_seconds));
         metric("sensordb_dead_bytes", "gauge", "Dead bytes still on disk.", reclaim.dead_bytes.to_string());

@@ -2,8 +2,9 @@
 //! storage application", section 3.0.4), a pure function of disk usage and candidate files.
 //!
 //! A candidate is a sealed segment with dead share `D` (dead block bytes over all block bytes).
-//! Hunger `H = (U − U_m)/(1 − U_m)` grows as disk usage `U` passes the target `U_m`. A segment is
-//! taken when `D ≥ D_m`, where `D_m = min(1 − H, ewma(D of segments taken))` while `H > 0` and
+//! Hunger `H = (U − U_m)/(U_full − U_m)` grows as disk usage `U` passes the target `U_m` (the
+//! paper's `U_full` is 1; see below). A segment is
+//! taken when `D ≥ D_m`, where `D_m = min(1 − H, ewma(D of segments merged))` while `H > 0` and
 //! `D_m = 1` otherwise; fully dead segments (`D = 1`) are always taken, and taken segments are
 //! processed highest `D` first. The moving average is the fisherman's memory of what is worth
 //! eating: an unusually small catch lowers it, so he settles for smaller fish; a big one raises
