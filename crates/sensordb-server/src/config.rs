@@ -254,11 +254,43 @@ impl ServerConfig {
         options.reclaim.full_wait_max = std::time::Duration::from_millis(self.full_wait_max_ms);
         options
     }
+
+    /// A warning when the databases' capacities add up to more than the disk target
+    /// `U_m × C` (C: `capacity_bytes`, else `disk_bytes`, the data file system's size): such a
+    /// node fills past its thresholds with live data and evicts the oldest of it before its
+    /// storage period ends. `None` when they fit or nothing is known to compare.
+    pub fn capacity_warning(&self, disk_bytes: Option<u64>) -> Option<String> {
+        let node = self.capacity_bytes.or(disk_bytes)?;
+        let promised: u64 = self.databases.iter().filter_map(|d| d.capacity_bytes).sum();
+        let room = self.disk_target_usage * node as f64;
+        (promised as f64 > room).then(|| {
+            format!(
+                "the databases' capacities add up to {promised} bytes, more than disk_target_usage ({}) × {node} bytes = {room:.0}: \
+                 once they fill, the oldest data is evicted before its storage period ends (see `sensordb plan`)",
+                self.disk_target_usage
+            )
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn database_capacities_beyond_the_disk_target_are_warned_about() {
+        let config = |text: &str| ServerConfig::from_toml(text).expect("valid");
+        let two = "[[databases]]\nname = \"a\"\ncapacity_bytes = 400\n\n[[databases]]\nname = \"b\"\ncapacity_bytes = 400\n";
+        // 800 ≤ 0.8 × 1000: fits.
+        assert_eq!(config(&format!("capacity_bytes = 1000\n{two}")).capacity_warning(None), None);
+        // 800 > 0.8 × 999.
+        let warning = config(&format!("capacity_bytes = 999\n{two}")).capacity_warning(Some(1 << 40)).expect("warned");
+        assert!(warning.contains("800 bytes"), "{warning}");
+        // Without capacity_bytes the file system's size counts.
+        assert!(config(two).capacity_warning(Some(900)).is_some());
+        assert_eq!(config(two).capacity_warning(Some(1 << 40)), None);
+        assert_eq!(config(two).capacity_warning(None), None, "nothing to compare");
+    }
 
     #[test]
     fn retention_settings_and_databases_are_read_and_checked() {

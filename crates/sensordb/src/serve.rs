@@ -96,6 +96,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let policy = database.policy()?;
         engine.set_database_policy(&database.name, policy).with_context(|| format!("applying database {:?}", database.name))?;
     }
+    let disk_bytes = sensordb_engine::fs::FileSystem::space(&sensordb_engine::fs::RealFs, &config.data_dir).ok().map(|s| s.total_bytes);
+    if let Some(warning) = config.capacity_warning(disk_bytes) {
+        tracing::warn!("{warning}");
+    }
     let recovery = engine.recovery();
     say!(
         "sensordb: opened {} in {:.1} ms ({} series, {} segments, {} WAL records replayed, {} problems repaired)",
