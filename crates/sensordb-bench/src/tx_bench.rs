@@ -16,7 +16,9 @@
 //! Phases: connect (in waves of `connect_wave` connections, so the server's accept queue is not
 //! flooded, each client registering its series), then the timed phase, which ends when every
 //! client has run its `transactions` or, with `duration`, when the duration is over (no new
-//! transaction starts after it; those running finish). Timings per transaction are the client
+//! transaction starts after it; those running finish), then the disconnect (every connection
+//! closes after the timed phase, so the teardown of clients that finished first does not load
+//! the processes while others still measure). Timings per transaction are the client
 //! library's [`TxStats`]: create (CREATE → CREATED), send (writing every SEND frame), confirm
 //! (CONFIRM → CONFIRMED, the checksum exchange) and complete (COMPLETE → COMPLETED: the points
 //! are durable); "transaction" is the whole `commit()` call, retries included. Pipelined (the
@@ -192,9 +194,13 @@ pub async fn run(config: &TxBenchConfig, addr: SocketAddr) -> TxBenchReport {
         })
         .collect();
     let mut results = Vec::with_capacity(tasks.len());
+    let mut finished = Vec::with_capacity(tasks.len());
     for task in tasks {
         match task.await {
-            Ok(result) => results.push(result),
+            Ok((result, client)) => {
+                results.push(result);
+                finished.push(client);
+            }
             Err(error) => {
                 let mut result = ClientResult { failed: config.transactions, ..ClientResult::default() };
                 result.errors.insert(format!("client task: {error}"), 1);
@@ -205,6 +211,13 @@ pub async fn run(config: &TxBenchConfig, addr: SocketAddr) -> TxBenchReport {
     let wall = started.elapsed();
     let client_cpu = crate::engine_bench::process_cpu_time().saturating_sub(cpu_before.0);
     let server_cpu = cpu_before.1.zip(config.server_pid.and_then(crate::load::cpu_time_of)).map(|(before, after)| after.saturating_sub(before));
+    // Connections close once the timed phase is over, not as each client finishes: 10,000
+    // TCP teardowns in the last interval would otherwise load both processes while the
+    // clients still running measure their transactions (see `client_loop`).
+    let closing: Vec<_> = finished.into_iter().map(|client| tokio::spawn(async move { client.disconnect().await })).collect();
+    for close in closing {
+        let _ = close.await;
+    }
 
     let mut report = TxBenchReport {
         clients_connected,
@@ -309,7 +322,7 @@ async fn client_loop(
     payload: Option<bytes::Bytes>,
     started: Instant,
     deadline: Option<tokio::time::Instant>,
-) -> ClientResult {
+) -> (ClientResult, Client) {
     let mut result = ClientResult { stats: Vec::with_capacity(config.transactions as usize), ..ClientResult::default() };
     let offset = config.interval.mul_f64(n as f64 / config.clients.max(1) as f64);
     let first = tokio::time::Instant::from_std(started) + offset;
@@ -355,8 +368,11 @@ async fn client_loop(
             }
         }
     }
-    client.disconnect().await;
-    result
+    // Disconnected by `run` after the timed phase: a steady load has no connection teardown,
+    // and at the end of a run the clients that finish first would otherwise close their
+    // connections (a FIN each way, processed on loopback by both processes) beside the
+    // clients still measuring.
+    (result, client)
 }
 
 /// An error message with transaction ids (runs of 16 or more hex digits) replaced by `…`, so
