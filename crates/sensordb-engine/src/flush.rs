@@ -22,10 +22,12 @@ pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: us
     // most one row's copy besides the memtable itself, not a second copy of everything.
     let ids = memtable.series_ids();
     let mut group = GroupBuilder::new();
-    for row in rows_of(&ids, catalog) {
-        let resolved: Vec<ResolvedSeries> = row.iter().filter_map(|&id| memtable.read_all(id)).collect();
-        add_row_blocks(&mut group, &resolved.iter().collect::<Vec<_>>(), block_points_max, block_bytes_max);
-    }
+    crate::codec::with_quick_encoding(|| {
+        for row in rows_of(&ids, catalog) {
+            let resolved: Vec<ResolvedSeries> = row.iter().filter_map(|&id| memtable.read_all(id)).collect();
+            add_row_blocks(&mut group, &resolved.iter().collect::<Vec<_>>(), block_points_max, block_bytes_max);
+        }
+    });
     group
 }
 
