@@ -165,7 +165,10 @@ fn ingest_into(http: &HttpState, cache: &SeriesCache, body: &str, options: ReadO
             report.first_error.get_or_insert(LineError { line: line.number, message });
             continue;
         }
-        for (&id, field) in ids.iter().zip(fields.drain(..)) {
+        // Cannot fail: kinds were checked against the catalog above.
+        let bug = |e: sensordb_engine::batch::BatchKindError| ApiError::internal(format!("BUG: {e}"));
+        let slots = body_series.slots(batch, &ids).map_err(bug)?;
+        for (&slot, field) in slots.iter().zip(fields.drain(..)) {
             let value = match field.value {
                 FieldValue::F64(x) => Value::F64(x),
                 FieldValue::I64(x) => Value::I64(x),
@@ -173,10 +176,7 @@ fn ingest_into(http: &HttpState, cache: &SeriesCache, body: &str, options: ReadO
                 FieldValue::Bool(x) => Value::Bool(x),
                 FieldValue::String(s) => Value::Bytes(bytes::Bytes::copy_from_slice(s.as_bytes())),
             };
-            if let Err(e) = batch.push(id, line.timestamp, value) {
-                // Cannot happen: kinds were checked against the catalog above.
-                return Err(ApiError::internal(format!("BUG: {e}")));
-            }
+            batch.push_at(slot, line.timestamp, value).map_err(bug)?;
         }
     }
     if !batch.is_empty() {
