@@ -47,7 +47,7 @@ pub mod tag {
 /// instead of 8. For the short
 /// blocks of a memtable flush, which compaction later rewrites into long blocks at full effort,
 /// this took the flush's encoding time down by about two thirds (`sensordb bench engine --file`
-/// on a TSBS IoT day, flushing every 500,000 points: ingest CPU 1.7-2.0 s → 1.1-1.2 s) for 2-3%
+/// on a TSBS IoT day, flushing every 500,000 points: ingest CPU 1.7-2.0 s → 1.1-1.2 s) for 2-4%
 /// more bytes before compaction and the same bytes after it. Decoders need no hint: the chosen
 /// delta encoding and bins are in the pco chunk, as always.
 ///
