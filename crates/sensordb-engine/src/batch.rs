@@ -60,17 +60,34 @@ impl WriteBatch {
     }
 
     pub fn push(&mut self, series: SeriesId, timestamp: Timestamp, value: Value) -> Result<(), BatchKindError> {
-        let value_bytes = match &value {
-            Value::Bytes(b) => b.len(),
-            _ => 8,
-        };
         let index = match self.position_of.get(&series) {
             Some(&index) => index,
             None => self.add_entry(series, value.kind()),
         };
+        self.push_at(index, timestamp, value)
+    }
+
+    /// The index of the entry of `series` (made when new), for [`WriteBatch::push_at`]: a
+    /// writer that pushes many points of the same series looks it up once instead of per point.
+    /// Indices stay valid until the batch is cleared.
+    pub fn entry_index(&mut self, series: SeriesId, kind: ValueKind) -> Result<usize, BatchKindError> {
+        match self.position_of.get(&series) {
+            Some(&index) if self.entries[index].values.kind() == kind => Ok(index),
+            Some(&index) => Err(BatchKindError { series: series.0, existing: self.entries[index].values.kind(), attempted: kind }),
+            None => Ok(self.add_entry(series, kind)),
+        }
+    }
+
+    /// [`WriteBatch::push`] to the entry at `index` (from [`WriteBatch::entry_index`]). Panics
+    /// when there is no such entry.
+    pub fn push_at(&mut self, index: usize, timestamp: Timestamp, value: Value) -> Result<(), BatchKindError> {
+        let value_bytes = match &value {
+            Value::Bytes(b) => b.len(),
+            _ => 8,
+        };
         let entry = &mut self.entries[index];
         entry.values.push(value).map_err(|value| BatchKindError {
-            series: series.0,
+            series: entry.series.0,
             existing: entry.values.kind(),
             attempted: value.kind(),
         })?;
@@ -326,6 +343,24 @@ mod tests {
         let err = batch.push(SeriesId(2), 30, Value::I64(3)).expect_err("kind clash");
         assert_eq!(err.existing, ValueKind::Bool);
         assert_eq!(batch.len(), 3);
+    }
+
+    #[test]
+    fn pushes_at_an_entry_index_land_in_that_series() {
+        let mut batch = WriteBatch::new();
+        batch.push(SeriesId(1), 10, Value::F64(1.0)).expect("push");
+        let two = batch.entry_index(SeriesId(2), ValueKind::I64).expect("new entry");
+        let one = batch.entry_index(SeriesId(1), ValueKind::F64).expect("existing entry");
+        assert_eq!((one, two), (0, 1));
+        batch.push_at(two, 5, Value::I64(7)).expect("push");
+        batch.push_at(one, 20, Value::F64(2.0)).expect("push");
+        assert_eq!(batch.push_at(two, 6, Value::F64(0.5)).expect_err("kind clash").existing, ValueKind::I64);
+        assert_eq!(batch.entry_index(SeriesId(1), ValueKind::Bool).expect_err("kind clash").existing, ValueKind::F64);
+        assert_eq!(batch.len(), 3);
+        assert_eq!(batch.entries()[0].timestamps, vec![10, 20]);
+        assert_eq!(batch.entries()[1], SeriesPoints { series: SeriesId(2), timestamps: vec![5], values: ValueColumn::I64(vec![7]) });
+        batch.clear();
+        assert_eq!(batch.entry_index(SeriesId(3), ValueKind::Bool).expect("entry after clear"), 0);
     }
 
     /// Freezes the record layout: the bytes were worked out from the layout in the module

@@ -22,10 +22,12 @@ pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: us
     // most one row's copy besides the memtable itself, not a second copy of everything.
     let ids = memtable.series_ids();
     let mut group = GroupBuilder::new();
-    for row in rows_of(&ids, catalog) {
-        let resolved: Vec<ResolvedSeries> = row.iter().filter_map(|&id| memtable.read_all(id)).collect();
-        add_row_blocks(&mut group, &resolved.iter().collect::<Vec<_>>(), block_points_max, block_bytes_max);
-    }
+    crate::codec::with_quick_encoding(|| {
+        for row in rows_of(&ids, catalog) {
+            let resolved: Vec<ResolvedSeries> = row.iter().filter_map(|&id| memtable.read_all(id)).collect();
+            add_row_blocks(&mut group, &resolved.iter().collect::<Vec<_>>(), block_points_max, block_bytes_max);
+        }
+    });
     group
 }
 
@@ -109,9 +111,7 @@ fn block_end(values: &ValueColumn, start: usize, block_points_max: usize, block_
 }
 
 fn add_row(group: &mut GroupBuilder, row: &[&ResolvedSeries], block_points_max: usize) {
-    let mut union: Vec<Timestamp> = row.iter().flat_map(|s| s.timestamps.iter().copied()).collect();
-    union.sort_unstable();
-    union.dedup();
+    let union = union_of(row);
     let mut missing = Vec::new();
     for window in union.chunks(block_points_max) {
         let (low, high) = (window[0], window[window.len() - 1]);
@@ -133,6 +133,41 @@ fn add_row(group: &mut GroupBuilder, row: &[&ResolvedSeries], block_points_max: 
             group.add_block_sharing(series.series, own, &values, record, &missing);
         }
     }
+}
+
+/// The sorted union of the rows' timestamps (each sorted and unique). The fields of a row
+/// mostly share all their stamps, so each series is first checked against the union so far
+/// (one linear pass) and merged in only when it adds stamps: sorting the concatenation cost
+/// the flush more than a tenth of its time.
+fn union_of(row: &[&ResolvedSeries]) -> Vec<Timestamp> {
+    let Some(longest) = row.iter().max_by_key(|s| s.timestamps.len()) else { return Vec::new() };
+    let mut union = longest.timestamps.clone();
+    let mut merged = Vec::new();
+    for series in row {
+        let own = &series.timestamps;
+        if own.len() <= union.len() && is_subset(own, &union) {
+            continue;
+        }
+        merged.clear();
+        merged.reserve(union.len() + own.len());
+        let (mut a, mut b) = (0, 0);
+        while a < union.len() && b < own.len() {
+            let (x, y) = (union[a], own[b]);
+            merged.push(x.min(y));
+            a += usize::from(x <= y);
+            b += usize::from(y <= x);
+        }
+        merged.extend_from_slice(&union[a..]);
+        merged.extend_from_slice(&own[b..]);
+        std::mem::swap(&mut union, &mut merged);
+    }
+    union
+}
+
+/// Whether every element of `small` is in `large` (both sorted, unique).
+fn is_subset(small: &[Timestamp], large: &[Timestamp]) -> bool {
+    let mut large = large.iter();
+    small.iter().all(|t| large.by_ref().find(|&u| u >= t) == Some(t))
 }
 
 /// Positions of `window` (sorted, unique) that `own` (a sorted subset of it) lacks.
@@ -160,6 +195,24 @@ mod tests {
         assert_eq!(block_end(&payloads, 9, 100, 1000), 10);
         assert_eq!(block_end(&payloads, 0, 100, 10), 1, "a payload larger than the limit still goes alone");
         assert_eq!(block_end(&ValueColumn::F64(vec![0.0; 10]), 0, 4, 1), 4, "numbers only count points");
+    }
+
+    #[test]
+    fn union_of_a_row_is_every_stamp_once_in_order() {
+        let series = |id: u32, timestamps: Vec<Timestamp>| ResolvedSeries {
+            series: SeriesId(id),
+            values: ValueColumn::I64(vec![0; timestamps.len()]),
+            timestamps,
+        };
+        let row = [series(1, vec![2, 4, 6]), series(2, vec![1, 4, 9]), series(3, vec![4]), series(4, vec![]), series(5, vec![0, 1, 2, 3, 10])];
+        for order in [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [2, 0, 4, 1, 3]] {
+            let members: Vec<&ResolvedSeries> = order.iter().map(|&i| &row[i]).collect();
+            assert_eq!(union_of(&members), vec![0, 1, 2, 3, 4, 6, 9, 10]);
+        }
+        assert_eq!(union_of(&[&row[0], &row[0]]), vec![2, 4, 6]);
+        assert!(union_of(&[]).is_empty());
+        assert!(is_subset(&[2, 6], &[1, 2, 4, 6]) && !is_subset(&[2, 5], &[1, 2, 4, 6]) && !is_subset(&[7], &[1, 2]));
+        assert!(is_subset(&[], &[]) && !is_subset(&[1], &[]));
     }
 
     #[test]

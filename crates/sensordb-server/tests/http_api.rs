@@ -439,6 +439,39 @@ async fn two_hundred_concurrent_clients_are_all_stored_exactly_once() {
     .await;
 }
 
+/// Writers remember series between bodies (and field layouts between lines): lines that leave
+/// fields out, reorder them or add new ones, over several bodies, store every value in its own
+/// series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fields_left_out_reordered_or_added_across_bodies_land_in_their_series() {
+    bounded(async {
+        let server = TestServer::start(|_| {}).await;
+        let addr = server.addr;
+        let bodies = [
+            "r,t=1 a=1,b=2 10\nr,t=1 b=3 20\nr,t=2 a=5 10\n",
+            "r,t=1 b=4,a=6 30\nr,t=1 a=7,c=8i 40\nr,t=2 a=9,b=10 20\n",
+            "r,t=1 c=11i,a=12,b=13 50\nr,t=1 a=14,b=15 60\n",
+        ];
+        for body in bodies {
+            assert_eq!(post(addr, "/write?db=d", body).await.status, 204, "{body}");
+        }
+        let values = |got: Vec<(String, Vec<serde_json::Value>)>| got.into_iter().map(|(_, v)| v).next().unwrap_or_default();
+        let p = |t: i64, v: serde_json::Value| serde_json::json!([t, v]);
+        assert_eq!(values(points(addr, "measurement=r&tag.t=1&field=a").await), vec![p(10, 1.0.into()), p(30, 6.0.into()), p(40, 7.0.into()), p(50, 12.0.into()), p(60, 14.0.into())]);
+        assert_eq!(values(points(addr, "measurement=r&tag.t=1&field=b").await), vec![p(10, 2.0.into()), p(20, 3.0.into()), p(30, 4.0.into()), p(50, 13.0.into()), p(60, 15.0.into())]);
+        assert_eq!(values(points(addr, "measurement=r&tag.t=1&field=c").await), vec![p(40, 8.into()), p(50, 11.into())]);
+        assert_eq!(values(points(addr, "measurement=r&tag.t=2&field=a").await), vec![p(10, 5.0.into()), p(20, 9.0.into())]);
+        assert_eq!(values(points(addr, "measurement=r&tag.t=2&field=b").await), vec![p(20, 10.0.into())]);
+        // A conflict with a field known from an earlier body drops only its line.
+        let reply = post(addr, "/write?db=d", "r,t=1 a=1i 70\nr,t=1 a=16 80\n").await;
+        assert_eq!(reply.status, 400);
+        assert!(reply.text().contains("field type conflict"), "{}", reply.text());
+        assert_eq!(values(points(addr, "measurement=r&tag.t=1&field=a").await).last(), Some(&p(80, 16.0.into())));
+        server.stop().await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn databases_are_namespaces_and_drop_series_deletes_durably() {
     bounded(async {

@@ -34,8 +34,22 @@ pub(crate) enum Delta {
 /// pco's default level 8 of 0..=12. Level 4 encodes 15-50% faster on single columns, but on a
 /// real TSBS IoT day (`sensordb bench engine --file`) it left value columns 3.9% larger (0.490
 /// against 0.472 bytes per value) for only 5% less ingest CPU, and bytes on disk are what a
-/// store keeps for years.
+/// store keeps for years. Blocks that compaction rewrites anyway (a memtable flush's) are
+/// encoded quickly instead: see [`super::with_quick_encoding`].
 const COMPRESSION_LEVEL: usize = 8;
+
+/// Level of quick encoding (see [`super::with_quick_encoding`]).
+const QUICK_COMPRESSION_LEVEL: usize = 4;
+
+/// Quick encoding applies only to columns shorter than this: compaction rewrites segments whose
+/// blocks average fewer than 2,048 points (`EngineOptions::compaction_small_block_points`), so a
+/// longer block may stay as the flush wrote it and gets the full effort.
+const QUICK_N_MAX: usize = 2048;
+
+thread_local! {
+    /// Set while [`super::with_quick_encoding`] runs on this thread.
+    pub(super) static QUICK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 /// Appends the pco encoding of `nums` (non-empty, at most [`MAX_N`]) to `out`.
 /// Returns false, leaving `out` as it was, when pco refuses the input.
@@ -44,11 +58,15 @@ pub(crate) fn compress<T: Number>(nums: &[T], delta: Delta, out: &mut Vec<u8>) -
         return false;
     }
     let start = out.len();
+    let quick = nums.len() < QUICK_N_MAX && QUICK.with(|q| q.get());
     let config = ChunkConfig::default()
-        .with_compression_level(COMPRESSION_LEVEL)
+        .with_compression_level(if quick { QUICK_COMPRESSION_LEVEL } else { COMPRESSION_LEVEL })
         .with_delta_spec(match delta {
-            Delta::Consecutive1 => DeltaSpec::TryConsecutive(1),
-            Delta::Auto => DeltaSpec::Auto,
+            // pco's automatic choice trains its bins on a sample once per delta encoding it
+            // tries (none, lookback, first order, second order, ...): for a block of a few
+            // hundred values, most of the encoding time.
+            Delta::Auto if !quick => DeltaSpec::Auto,
+            Delta::Auto | Delta::Consecutive1 => DeltaSpec::TryConsecutive(1),
         })
         // One page for the whole column: the page count is the block's value count.
         .with_paging_spec(PagingSpec::Exact(vec![nums.len()]));
@@ -138,6 +156,27 @@ mod tests {
 
     /// Pins where pco keeps the mode variant, which the dictionary guard relies on: a pco
     /// upgrade that moves it must fail here rather than silently disarm the guard.
+    #[test]
+    fn quick_encoding_round_trips_and_ends_with_its_scope() {
+        let walk: Vec<i64> = (0..300i64).map(|i| (i * 7919) % 101 - 50 + i * 3).collect();
+        let noise: Vec<f64> = (0..300u64).map(|i| f64::from_bits(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 12 | 0x3ff0_0000_0000_0000)).collect();
+        let (mut full, mut quick) = (vec![], vec![]);
+        assert!(compress(&walk, Delta::Auto, &mut full));
+        assert!(super::super::with_quick_encoding(|| {
+            assert!(QUICK.with(|q| q.get()));
+            let mut floats = vec![];
+            assert!(compress(&noise, Delta::Auto, &mut floats));
+            assert_eq!(decompress::<f64>(&floats, noise.len()).expect("decodes").iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                noise.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+            compress(&walk, Delta::Auto, &mut quick)
+        }));
+        assert!(!QUICK.with(|q| q.get()), "quick encoding outlived its scope");
+        assert_eq!(decompress::<i64>(&quick, walk.len()).expect("decodes"), walk);
+        let mut again = vec![];
+        assert!(compress(&walk, Delta::Auto, &mut again));
+        assert_eq!(again, full, "full encoding after a quick scope is the full encoding");
+    }
+
     #[test]
     fn dictionary_mode_is_refused() {
         let nums: Vec<u64> = (0..4096).map(|i| [u64::MAX, 3, 1 << 40][i % 3]).collect();

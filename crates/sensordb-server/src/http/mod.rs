@@ -59,11 +59,13 @@ pub struct HttpState {
     batches: write::BatchPool,
     /// Buffers for decompressed bodies, reused between write requests.
     bodies: write::BodyPool,
+    /// Resolved series texts, kept between write requests.
+    memos: write::MemoPool,
 }
 
 impl HttpState {
     pub fn new(server: Arc<ServerState>) -> HttpState {
-        HttpState { server, caches: RwLock::new(HashMap::new()), batches: write::BatchPool::default(), bodies: write::BodyPool::default() }
+        HttpState { server, caches: RwLock::new(HashMap::new()), batches: write::BatchPool::default(), bodies: write::BodyPool::default(), memos: write::MemoPool::default() }
     }
 
     /// The series cache of `database`; the first write to a database creates it (durably) in

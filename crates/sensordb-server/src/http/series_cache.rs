@@ -11,14 +11,15 @@
 //! Entries are never evicted: the cache holds no more series than the engine's catalog, which
 //! keeps every series in memory too.
 //!
-//! Within one body, a [`BodySeries`] per series text keeps what the shared cache gave the first
-//! line of that series: later lines with the same field names resolve with no lock, hash of the
-//! shared maps or reference count, so concurrent writers of the same series do not bounce the
-//! shared entries' cache lines between cores (a body holds each series ~25 times under TSBS).
+//! Each writer keeps a [`BodySeries`] per series text it has met (the write path's
+//! `SeriesMemo`, kept between bodies): it holds what the shared cache gave for that series, so
+//! later lines resolve with no lock, hash of the shared maps or reference count, and concurrent
+//! writers of the same series do not bounce the shared entries' cache lines between cores.
 
 use super::line_protocol::Field;
 use foldhash::quality::RandomState;
 use parking_lot::RwLock;
+use sensordb_engine::batch::{BatchKindError, WriteBatch};
 use sensordb_engine::{Engine, SeriesId, SeriesKey, ValueKind};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -47,31 +48,6 @@ pub enum FieldError {
 }
 
 impl CachedSeries {
-    /// The series ids of the fields of one line (`(name, kind)` in line order) into `out`, under
-    /// one read lock when all are known. On failure, the index of the failing field.
-    pub fn resolve(&self, engine: &Engine, fields: &[Field<'_>], out: &mut Vec<SeriesId>) -> Result<(), (usize, FieldError)> {
-        out.clear();
-        {
-            let known = self.fields.read();
-            for (j, field) in fields.iter().enumerate() {
-                let (name, kind) = (&*field.key, field.value.kind());
-                let found = match known.get(j) {
-                    Some(entry) if same(&entry.0, name) => Some(entry),
-                    _ => known.iter().find(|entry| same(&entry.0, name)),
-                };
-                match found {
-                    Some(&(_, id, existing)) if existing == kind => out.push(id),
-                    Some(&(_, _, existing)) => return Err((j, FieldError::Conflict { existing, attempted: kind })),
-                    None => break,
-                }
-            }
-        }
-        for (j, field) in fields.iter().enumerate().skip(out.len()) {
-            out.push(self.field_id(engine, &field.key, field.value.kind()).map_err(|e| (j, e))?);
-        }
-        Ok(())
-    }
-
     /// The series id of `field` written with a value of `kind`, registering it when new.
     pub fn field_id(&self, engine: &Engine, field: &str, kind: ValueKind) -> Result<SeriesId, FieldError> {
         if let Some(&(_, id, existing)) = self.fields.read().iter().find(|entry| &*entry.0 == field) {
@@ -103,46 +79,96 @@ impl CachedSeries {
     }
 }
 
-/// One series text of a body: its shared entry and the field layout of its last resolved line.
+/// One series text as a writer has met it: its shared entry, every field resolved through it
+/// so far, and the field layout of the last line.
+///
+/// Lines of one series mostly repeat the last line's fields (same names, order and kinds): they
+/// resolve by comparing names with the layout. Lines that differ (TSBS leaves fields out at
+/// random) resolve against the fields this writer already knows; only a field new here goes to
+/// the shared entry. Either way no lock, hash of the shared maps or reference count is touched,
+/// so concurrent writers of the same series do not bounce the shared entries' cache lines
+/// between cores.
 pub struct BodySeries {
     pub series: Arc<CachedSeries>,
-    /// The field names of the last line that resolved, back to back: a copy, because comparing
-    /// with the names in that line's text (long gone from the CPU caches in a large body)
-    /// cost a cache miss per field.
+    /// The names of the known fields, back to back: one allocation, and comparisons stay
+    /// within a few cache lines (comparing with names in an earlier line's text, long gone from
+    /// the CPU caches in a large body, cost a cache miss per field).
     names: String,
-    /// Per field of that line, in line order: end of its name in `names`, kind, id.
-    layout: Vec<(usize, ValueKind, SeriesId)>,
+    known: Vec<KnownField>,
+    /// Indices into `known` of the fields of the last line resolved, in line order.
+    layout: Vec<usize>,
+    /// The write batch entries of the layout's fields (see [`BodySeries::slots`]).
+    slots: Vec<usize>,
+}
+
+struct KnownField {
+    /// End of the name in `names` (it starts where the previous one ends).
+    end: usize,
+    kind: ValueKind,
+    id: SeriesId,
+    /// The field's write batch entry for body number `slot_body`.
+    slot: usize,
+    slot_body: u64,
 }
 
 impl BodySeries {
     pub fn new(series: Arc<CachedSeries>) -> Self {
-        BodySeries { series, names: String::new(), layout: Vec::new() }
+        BodySeries { series, names: String::new(), known: Vec::new(), layout: Vec::new(), slots: Vec::new() }
     }
 
-    /// [`CachedSeries::resolve`], without touching the shared entry when the line has the same
-    /// fields (names, order and kinds) as the last line resolved here.
-    pub fn resolve(&mut self, engine: &Engine, fields: &[Field<'_>], out: &mut Vec<SeriesId>) -> Result<(), (usize, FieldError)> {
-        if self.layout.len() == fields.len() {
-            let mut start = 0;
-            let same_layout = self.layout.iter().zip(fields).all(|(&(end, kind, _), field)| {
-                let name = &self.names[start..end];
-                start = end;
-                kind == field.value.kind() && same(name, &field.key)
-            });
-            if same_layout {
-                out.clear();
-                out.extend(self.layout.iter().map(|&(_, _, id)| id));
-                return Ok(());
-            }
+    fn name(&self, k: usize) -> &str {
+        let start = if k == 0 { 0 } else { self.known[k - 1].end };
+        &self.names[start..self.known[k].end]
+    }
+
+    /// Resolves the fields of one line (`(name, kind)` in line order) into the layout, so that
+    /// [`BodySeries::slots`] gives their batch entries; registers fields new to the catalog. On
+    /// failure, the index of the failing field (the layout is then unspecified).
+    pub fn resolve(&mut self, engine: &Engine, fields: &[Field<'_>]) -> Result<(), (usize, FieldError)> {
+        if self.layout.len() == fields.len()
+            && self.layout.iter().zip(fields).all(|(&k, field)| self.known[k].kind == field.value.kind() && same(self.name(k), &field.key))
+        {
+            return Ok(());
         }
-        self.series.resolve(engine, fields, out)?;
-        self.names.clear();
         self.layout.clear();
-        for (field, &id) in fields.iter().zip(out.iter()) {
-            self.names.push_str(&field.key);
-            self.layout.push((self.names.len(), field.value.kind(), id));
+        for (j, field) in fields.iter().enumerate() {
+            let (name, kind) = (&*field.key, field.value.kind());
+            // At the field's position first: known fields are in first-seen order.
+            let found = if j < self.known.len() && same(self.name(j), name) {
+                Some(j)
+            } else {
+                (0..self.known.len()).find(|&k| same(self.name(k), name))
+            };
+            let k = match found {
+                Some(k) if self.known[k].kind == kind => k,
+                Some(k) => return Err((j, FieldError::Conflict { existing: self.known[k].kind, attempted: kind })),
+                None => {
+                    let id = self.series.field_id(engine, name, kind).map_err(|e| (j, e))?;
+                    self.names.push_str(name);
+                    self.known.push(KnownField { end: self.names.len(), kind, id, slot: 0, slot_body: 0 });
+                    self.known.len() - 1
+                }
+            };
+            self.layout.push(k);
         }
         Ok(())
+    }
+
+    /// The write batch entries of the fields of the line last resolved, in field order. An
+    /// entry is looked up in `batch` once per field and body: a body holds each series several
+    /// times, and a hash lookup per value was most of `WriteBatch::push`. `body` numbers the
+    /// body (and so its batch) among those this entry has seen, from 1.
+    pub fn slots(&mut self, batch: &mut WriteBatch, body: u64) -> Result<&[usize], BatchKindError> {
+        self.slots.clear();
+        for &k in &self.layout {
+            let field = &mut self.known[k];
+            if field.slot_body != body {
+                field.slot = batch.entry_index(field.id, field.kind)?;
+                field.slot_body = body;
+            }
+            self.slots.push(field.slot);
+        }
+        Ok(&self.slots)
     }
 }
 
