@@ -337,27 +337,26 @@ impl SegmentStore {
         }
     }
 
+    /// The open handle of segment `id`, for maintenance reads.
+    fn handle_of(&self, id: u64) -> Result<Arc<SegmentHandle>> {
+        self.files
+            .read()
+            .get(&id)
+            .map(|f| f.handle.clone())
+            .ok_or_else(|| Error::corruption(self.dir.clone(), 0, format!("segment {id} is gone")))
+    }
+
     /// Reads and verifies a block by its index entry, for maintenance work (compaction, merge)
     /// that holds the segment in place.
     pub fn read_indexed_block(&self, block: &BlockRef) -> Result<Block> {
-        let handle = self
-            .files
-            .read()
-            .get(&block.segment)
-            .map(|f| f.handle.clone())
-            .ok_or_else(|| Error::corruption(self.dir.clone(), 0, format!("segment {} is gone", block.segment)))?;
+        let handle = self.handle_of(block.segment)?;
         read_block(&handle.path, handle.file.as_ref(), &block.entry)
     }
 
     /// Reads one block without decoding it (see [`read_raw_block`]); `records` caches shared
     /// timestamp records by offset and must belong to `block.segment` alone.
     pub fn read_raw_indexed_block(&self, block: &BlockRef, records: &mut std::collections::HashMap<u64, Arc<[u8]>>) -> Result<RawBlock> {
-        let handle = self
-            .files
-            .read()
-            .get(&block.segment)
-            .map(|f| f.handle.clone())
-            .ok_or_else(|| Error::corruption(self.dir.clone(), 0, format!("segment {} is gone", block.segment)))?;
+        let handle = self.handle_of(block.segment)?;
         read_raw_block(&handle.path, handle.file.as_ref(), &block.entry, records)
     }
 
