@@ -154,8 +154,6 @@ mod tests {
         assert!(decompress::<i64>(&out, nums.len()).is_err());
     }
 
-    /// Pins where pco keeps the mode variant, which the dictionary guard relies on: a pco
-    /// upgrade that moves it must fail here rather than silently disarm the guard.
     #[test]
     fn quick_encoding_round_trips_and_ends_with_its_scope() {
         let walk: Vec<i64> = (0..300i64).map(|i| (i * 7919) % 101 - 50 + i * 3).collect();
@@ -177,6 +175,8 @@ mod tests {
         assert_eq!(again, full, "full encoding after a quick scope is the full encoding");
     }
 
+    /// Pins where pco keeps the mode variant, which the dictionary guard relies on: a pco
+    /// upgrade that moves it must fail here rather than silently disarm the guard.
     #[test]
     fn dictionary_mode_is_refused() {
         let nums: Vec<u64> = (0..4096).map(|i| [u64::MAX, 3, 1 << 40][i % 3]).collect();
