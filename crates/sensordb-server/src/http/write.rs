@@ -31,7 +31,6 @@ use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use sensordb_engine::batch::WriteBatch;
 use sensordb_engine::Value;
-use std::collections::HashMap;
 use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -87,7 +86,7 @@ pub struct SeriesMemo {
     /// The cache the entries came from; a memo taken for another cache (another database, or
     /// the same after `clear_caches`) starts empty.
     cache: Option<Arc<SeriesCache>>,
-    series: HashMap<Box<str>, BodySeries, foldhash::fast::RandomState>,
+    series: hashbrown::HashMap<String, BodySeries, foldhash::fast::RandomState>,
     /// Bodies ingested with this memo, numbering each body's write batch entries.
     bodies: u64,
 }
@@ -105,10 +104,10 @@ pub struct MemoPool {
 
 impl MemoPool {
     fn take(&self, cache: &Arc<SeriesCache>) -> SeriesMemo {
-        let mut memo = self.memos.lock().pop().unwrap_or_else(|| SeriesMemo { cache: None, series: HashMap::default(), bodies: 0 });
+        let mut memo = self.memos.lock().pop().unwrap_or_else(|| SeriesMemo { cache: None, series: hashbrown::HashMap::default(), bodies: 0 });
         if !memo.cache.as_ref().is_some_and(|c| Arc::ptr_eq(c, cache)) || memo.series.len() > MEMO_SERIES_MAX {
             // A new map rather than `clear`: a cleared map keeps its largest table.
-            memo.series = HashMap::default();
+            memo.series = hashbrown::HashMap::default();
             memo.cache = Some(cache.clone());
         }
         memo.bodies += 1;
@@ -187,15 +186,18 @@ fn ingest_into(
                 continue;
             }
         };
-        if !seen.contains_key(line.series_text) {
-            let series = cache.get_or_insert(line.series_text, || match line.series.take() {
-                Some(series) => Ok(series),
-                None => parse_series(line.series_text)
-                    .ok_or_else(|| ApiError::internal(format!("BUG: cannot read series text {:?} again", line.series_text))),
-            })?;
-            seen.insert(line.series_text.into(), BodySeries::new(series));
-        }
-        let body_series = seen.get_mut(line.series_text).expect("BUG: series text just inserted");
+        // One hash of the series text per line; the key is only allocated for a new one.
+        let body_series = match seen.entry_ref(line.series_text) {
+            hashbrown::hash_map::EntryRef::Occupied(entry) => entry.into_mut(),
+            hashbrown::hash_map::EntryRef::Vacant(entry) => {
+                let series = cache.get_or_insert(line.series_text, || match line.series.take() {
+                    Some(series) => Ok(series),
+                    None => parse_series(line.series_text)
+                        .ok_or_else(|| ApiError::internal(format!("BUG: cannot read series text {:?} again", line.series_text))),
+                })?;
+                entry.insert(BodySeries::new(series))
+            }
+        };
         let mut failed: Option<String> = None;
         match body_series.resolve(engine, &fields) {
             Ok(()) => {}
