@@ -161,12 +161,17 @@ pub struct TxBenchReport {
     pub client_cpu: Duration,
     /// CPU time of the server process over the timed phase, when it runs in its own.
     pub server_cpu: Option<Duration>,
+    /// Every successful transaction as (commit start since the timed phase began, complete
+    /// latency, whole commit), ordered by start: where in the run the slow ones were.
+    pub timeline: Vec<(Duration, Duration, Duration)>,
 }
 
 /// One client's results.
 #[derive(Default)]
 struct ClientResult {
-    stats: Vec<(TxStats, Duration)>,
+    /// Per successful transaction: its statistics, its whole commit, and when it started
+    /// (since the timed phase began).
+    stats: Vec<(TxStats, Duration, Duration)>,
     failed: u64,
     not_started: u64,
     errors: BTreeMap<String, u64>,
@@ -239,7 +244,8 @@ pub async fn run(config: &TxBenchConfig, addr: SocketAddr) -> TxBenchReport {
         for (message, count) in result.errors {
             *report.errors.entry(message).or_default() += count;
         }
-        for (stats, elapsed) in result.stats {
+        for (stats, elapsed, began) in result.stats {
+            report.timeline.push((began, stats.complete, elapsed));
             report.successful += 1;
             report.retried += u64::from(stats.attempts > 1);
             report.points += stats.points;
@@ -259,6 +265,7 @@ pub async fn run(config: &TxBenchConfig, addr: SocketAddr) -> TxBenchReport {
     report.avg_confirm_ms = confirm / n;
     report.avg_complete_ms = complete_sum / n;
     report.avg_transaction_ms = whole_sum / n;
+    report.timeline.sort_unstable();
     report.complete = Percentiles::of(&mut complete);
     report.transaction = Percentiles::of(&mut whole);
     let seconds = wall.as_secs_f64().max(1e-9);
@@ -361,7 +368,7 @@ async fn client_loop(
         }
         let commit_started = Instant::now();
         match tx.commit().await {
-            Ok(stats) => result.stats.push((stats, commit_started.elapsed())),
+            Ok(stats) => result.stats.push((stats, commit_started.elapsed(), commit_started.duration_since(started))),
             Err(error) => {
                 result.failed += 1;
                 *result.errors.entry(error_kind(&error.to_string())).or_default() += 1;
@@ -535,6 +542,16 @@ pub fn append_csv(path: &Path, config: &TxBenchConfig, report: &TxBenchReport, d
 }
 
 /// Column names of the CSV file.
+/// Writes the run's timeline: one CSV row per successful transaction, by start time.
+pub fn write_timeline(path: &Path, report: &TxBenchReport) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(out, "start_ms,complete_ms,transaction_ms")?;
+    for (began, complete, whole) in &report.timeline {
+        writeln!(out, "{:.3},{:.3},{:.3}", ms(*began), ms(*complete), ms(*whole))?;
+    }
+    out.flush()
+}
+
 pub fn csv_header() -> &'static str {
     CSV_HEADER
 }

@@ -49,6 +49,12 @@ async fn tx_bench_stores_every_point_and_reports_sane_figures() {
     assert!(report.wall >= Duration::from_millis(200), "wall {:?}", report.wall);
     let lines = tx_bench::format_report(&config, &report);
     assert!(lines[0].contains("totalSuccessfulTx=150, totalFailureTx=0"), "{}", lines[0]);
+    // The timeline: one entry per transaction, by start; the last starts ≥ 200 ms in.
+    assert_eq!(report.timeline.len(), 150);
+    assert!(report.timeline.windows(2).all(|w| w[0].0 <= w[1].0), "ordered by start");
+    assert!(report.timeline.last().expect("entries").0 >= Duration::from_millis(200));
+    assert!(report.timeline.iter().all(|(_, complete, whole)| complete <= whole));
+    assert_eq!(report.timeline.iter().map(|t| t.1).max(), Some(report.complete.max));
 
     let stored = server.shutdown(Duration::from_secs(30)).await.expect("shutdown");
     assert_eq!(stored, config.expected_points());
@@ -58,6 +64,11 @@ async fn tx_bench_stores_every_point_and_reports_sane_figures() {
     tx_bench::append_csv(&csv, &config, &report, "fsync", Some(stored)).expect("csv");
     tx_bench::append_csv(&csv, &config, &report, "fsync", Some(stored)).expect("csv again");
     let text = std::fs::read_to_string(&csv).expect("read csv");
+    let timeline = dir.path().join("timeline.csv");
+    tx_bench::write_timeline(&timeline, &report).expect("timeline");
+    let rows: Vec<String> = std::fs::read_to_string(&timeline).expect("read timeline").lines().map(String::from).collect();
+    assert_eq!(rows[0], "start_ms,complete_ms,transaction_ms");
+    assert_eq!(rows.len(), 151);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "one header, two rows: {text}");
     assert_eq!(lines[0], tx_bench::csv_header());

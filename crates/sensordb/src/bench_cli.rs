@@ -164,6 +164,10 @@ pub struct TxArgs {
     /// Append one CSV row with every parameter and result (header when the file is new).
     #[arg(long)]
     csv: Option<PathBuf>,
+    /// Write every successful transaction as a CSV row (start ms since the timed phase began,
+    /// complete ms, whole commit ms): shows when in the run the slow transactions were.
+    #[arg(long)]
+    timeline_csv: Option<PathBuf>,
     #[command(flatten)]
     tls: TlsArgs,
 }
@@ -577,6 +581,10 @@ fn tx(args: TxArgs) -> anyhow::Result<()> {
         if let Some(path) = &args.csv {
             tx_bench::append_csv(path, &config, &report, &durability, stored)?;
             println!("csv: appended a row to {}", path.display());
+        }
+        if let Some(path) = &args.timeline_csv {
+            tx_bench::write_timeline(path, &report)?;
+            println!("timeline: {} transactions written to {}", report.timeline.len(), path.display());
         }
         Ok(())
     })
