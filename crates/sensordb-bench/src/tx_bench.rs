@@ -164,6 +164,8 @@ pub struct TxBenchReport {
     /// Every successful transaction as (commit start since the timed phase began, complete
     /// latency, whole commit), ordered by start: where in the run the slow ones were.
     pub timeline: Vec<(Duration, Duration, Duration)>,
+    /// Wall-clock time at which the timed phase began (the timeline's zero).
+    pub started_at: Option<std::time::SystemTime>,
 }
 
 /// One client's results.
@@ -187,6 +189,7 @@ pub async fn run(config: &TxBenchConfig, addr: SocketAddr) -> TxBenchReport {
 
     let cpu_before = (crate::engine_bench::process_cpu_time(), config.server_pid.and_then(crate::load::cpu_time_of));
     let started = Instant::now();
+    let started_at = std::time::SystemTime::now();
     let deadline = config.duration.map(|d| tokio::time::Instant::from_std(started) + d);
     let payload = config.payload_bytes.map(|len| crate::engine_bench::noise_bytes(len, 7));
     let clients_connected = clients.len();
@@ -231,6 +234,7 @@ pub async fn run(config: &TxBenchConfig, addr: SocketAddr) -> TxBenchReport {
         not_started: connect_failures as u64 * config.transactions,
         errors: connect_errors,
         wall,
+        started_at: Some(started_at),
         client_cpu,
         server_cpu,
         ..TxBenchReport::default()

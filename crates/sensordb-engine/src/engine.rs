@@ -911,6 +911,7 @@ impl Inner {
     /// Returns whether anything was written.
     fn flush_once(&self) -> Result<bool> {
         let _flushing = self.flush_lock.lock();
+        let began = Instant::now();
         let (frozen, wal_checkpoint) = {
             let mut memtables = self.memtables.write();
             if memtables.frozen.is_none() {
@@ -929,7 +930,10 @@ impl Inner {
             }
             (memtables.frozen.clone().expect("BUG: frozen memtable vanished"), memtables.frozen_wal_checkpoint)
         };
+        let frozen_at = began.elapsed();
         let group = encode_group(&frozen, &self.catalog, self.options.block_points_max, self.options.block_bytes_max);
+        let encoded_at = began.elapsed();
+        let (blocks, group_bytes) = (group.block_count(), group.bytes());
         if !group.is_empty() {
             if self.options.durability != Durability::None {
                 self.catalog.sync()?;
@@ -937,6 +941,15 @@ impl Inner {
             self.store.put_group(group, wal_checkpoint)?;
             *self.flushed_wal_checkpoint.lock() = wal_checkpoint;
         }
+        tracing::debug!(
+            blocks,
+            group_bytes,
+            memtable_bytes = frozen.bytes(),
+            freeze_ms = frozen_at.as_secs_f64() * 1e3,
+            encode_ms = (encoded_at - frozen_at).as_secs_f64() * 1e3,
+            store_ms = (began.elapsed() - encoded_at).as_secs_f64() * 1e3,
+            "memtable flushed"
+        );
         self.memtables.write().frozen = None;
         drop(frozen);
         self.flushes.fetch_add(1, Ordering::Relaxed);

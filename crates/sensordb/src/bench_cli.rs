@@ -584,7 +584,13 @@ fn tx(args: TxArgs) -> anyhow::Result<()> {
         }
         if let Some(path) = &args.timeline_csv {
             tx_bench::write_timeline(path, &report)?;
-            println!("timeline: {} transactions written to {}", report.timeline.len(), path.display());
+            let zero = report.started_at.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).unwrap_or_default();
+            println!(
+                "timeline: {} transactions written to {} (start_ms 0 is Unix time {:.6} s)",
+                report.timeline.len(),
+                path.display(),
+                zero.as_secs_f64()
+            );
         }
         Ok(())
     })
