@@ -70,6 +70,9 @@ pub struct TxBenchConfig {
     /// trips) or frame by frame (three round trips, a write per frame); see
     /// [`ClientOptions::pipeline`].
     pub pipeline: bool,
+    /// With `pipeline`: COMPLETE_CHECKED in the same write (one round trip) when the server
+    /// speaks protocol version 2; see [`ClientOptions::checked_complete`].
+    pub checked_complete: bool,
     /// A server in another process whose CPU time is measured over the timed phase, beside
     /// this process's.
     pub server_pid: Option<u32>,
@@ -93,6 +96,7 @@ impl Default for TxBenchConfig {
             start: 1_700_000_000_000_000_000,
             tls: None,
             pipeline: true,
+            checked_complete: true,
             server_pid: None,
         }
     }
@@ -315,6 +319,7 @@ async fn connect_one(config: &TxBenchConfig, addr: SocketAddr, n: usize) -> Resu
         packet_bytes: config.packet_bytes(),
         tls: config.tls.clone(),
         pipeline: config.pipeline,
+        checked_complete: config.checked_complete,
         ..ClientOptions::default()
     };
     let client = Client::connect_with(addr, options).await.map_err(|e| e.to_string())?;
@@ -436,7 +441,11 @@ pub fn format_report(config: &TxBenchConfig, report: &TxBenchReport) -> Vec<Stri
             report.connect_time.as_secs_f64(),
             config.connect_wave,
             report.connect_failures,
-            if config.pipeline { "pipelined (CREATE+SENDs+CONFIRM, then COMPLETE)" } else { "frame by frame" }
+            match (config.pipeline, config.checked_complete) {
+                (true, true) => "pipelined with a checked COMPLETE (CREATE+SENDs+CONFIRM+COMPLETE_CHECKED in one write; COMPLETE ms is the whole commit)",
+                (true, false) => "pipelined (CREATE+SENDs+CONFIRM, then COMPLETE)",
+                (false, _) => "frame by frame",
+            }
         ),
         format!(
             "transactions: {} successful, {} failed, {} not started, {} retried (max attempts {}), {:.1} tx/s",
@@ -487,7 +496,7 @@ pub fn format_report(config: &TxBenchConfig, report: &TxBenchReport) -> Vec<Stri
     lines
 }
 
-const CSV_HEADER: &str = "unix_time,clients,series,transactions,packets,points_per_packet,payload_bytes,interval_ms,duration_s,max_attempts,durability,successful,failed,not_started,retried,connect_failures,connect_s,avg_create_ms,avg_send_ms,avg_confirm_ms,avg_complete_ms,complete_p50_ms,complete_p99_ms,complete_max_ms,avg_tx_ms,tx_p50_ms,tx_p99_ms,tx_max_ms,points,bytes,wall_s,points_per_s,mb_per_s,server_points_stored,client_cpu_s,server_cpu_s,pipeline";
+const CSV_HEADER: &str = "unix_time,clients,series,transactions,packets,points_per_packet,payload_bytes,interval_ms,duration_s,max_attempts,durability,successful,failed,not_started,retried,connect_failures,connect_s,avg_create_ms,avg_send_ms,avg_confirm_ms,avg_complete_ms,complete_p50_ms,complete_p99_ms,complete_max_ms,avg_tx_ms,tx_p50_ms,tx_p99_ms,tx_max_ms,points,bytes,wall_s,points_per_s,mb_per_s,server_points_stored,client_cpu_s,server_cpu_s,pipeline,checked_complete";
 
 /// Appends one row with every parameter and result to `path`, writing the header first when the
 /// file is new or empty. `durability` and `stored` describe an in-process server ("" and `None`
@@ -539,6 +548,7 @@ pub fn append_csv(path: &Path, config: &TxBenchConfig, report: &TxBenchReport, d
         format!("{:.3}", report.client_cpu.as_secs_f64()),
         report.server_cpu.map_or(String::new(), |cpu| format!("{:.3}", cpu.as_secs_f64())),
         config.pipeline.to_string(),
+        (config.pipeline && config.checked_complete).to_string(),
     ];
     text.push_str(&fields.join(","));
     text.push('\n');

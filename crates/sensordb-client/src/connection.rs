@@ -4,7 +4,7 @@
 
 use crate::{ClientError, ClientTls};
 use parking_lot::Mutex;
-use sensordb_server::protocol::frame::{read_frame, Frame, TxId, VERSION};
+use sensordb_server::protocol::frame::{read_frame, Frame, TxId, MIN_VERSION, VERSION};
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +24,8 @@ struct Routes {
 /// What the server said in HELLO_OK.
 #[derive(Clone, Debug)]
 pub struct ServerLimits {
+    /// The protocol version the connection speaks (the highest both ends know).
+    pub version: u16,
     pub max_frame_bytes: u32,
     pub max_transaction_bytes: u64,
     pub transaction_timeout_ms: u32,
@@ -85,7 +87,7 @@ impl Conn {
             }
         };
         let hello = Frame::Hello {
-            min_version: VERSION,
+            min_version: MIN_VERSION,
             max_version: VERSION,
             client_id,
             token: token.to_string(),
@@ -97,8 +99,11 @@ impl Conn {
             .await
             .map_err(|_| ClientError::Timeout("handshake"))??;
         let limits = match answer {
-            Some(Frame::HelloOk { max_frame_bytes, max_transaction_bytes, transaction_timeout_ms, server, .. }) => {
-                ServerLimits { max_frame_bytes, max_transaction_bytes, transaction_timeout_ms, server }
+            Some(Frame::HelloOk { version, max_frame_bytes, max_transaction_bytes, transaction_timeout_ms, server }) => {
+                if !(MIN_VERSION..=VERSION).contains(&version) {
+                    return Err(ClientError::Protocol(format!("the server chose protocol version {version}, not in {MIN_VERSION}..={VERSION}")));
+                }
+                ServerLimits { version, max_frame_bytes, max_transaction_bytes, transaction_timeout_ms, server }
             }
             Some(Frame::Error { code, message, .. }) => return Err(ClientError::Server { code, message }),
             Some(other) => return Err(ClientError::Protocol(format!("expected HELLO_OK, got {:?}", other.frame_type()))),

@@ -15,8 +15,10 @@
 //!
 //! A commit is CREATE → SEND… → CONFIRM (the server's CRC32C of what it received is compared
 //! with the client's; a mismatch cancels and resends) → COMPLETE. CREATE, the SENDs and CONFIRM
-//! are written together without waiting for answers ([`ClientOptions::pipeline`]); COMPLETE
-//! waits for CONFIRMED. When the connection fails or an
+//! are written together without waiting for answers ([`ClientOptions::pipeline`]); with a
+//! version-2 server COMPLETE_CHECKED goes in the same write and the server compares the
+//! checksums before storing ([`ClientOptions::checked_complete`]: one round trip), otherwise
+//! COMPLETE waits for CONFIRMED. When the connection fails or an
 //! answer does not come, the client reconnects and resends the whole transaction under the same
 //! id; the server's completed-transaction window answers a transaction it already stored without
 //! storing it again. Several transactions may run at once over one client (one connection,
@@ -98,6 +100,12 @@ pub struct ClientOptions {
     /// the one before (CREATE, SENDs, CONFIRM, COMPLETE: three round trips and a write per
     /// frame). Both store the same, once; on by default.
     pub pipeline: bool,
+    /// With `pipeline`, and a server speaking protocol version 2: COMPLETE_CHECKED (carrying
+    /// the client's checksum, bytes and points) goes in the same write as CREATE, the SENDs and
+    /// CONFIRM, and the server stores the transaction only if what it received matches: one
+    /// round trip per commit. Off (or with a version-1 server), COMPLETE waits for CONFIRMED.
+    /// On by default.
+    pub checked_complete: bool,
 }
 
 /// How the client verifies a TLS server: the CA certificate(s) it trusts and the name the
@@ -165,6 +173,7 @@ impl Default for ClientOptions {
             packet_bytes: 1 << 20,
             tls: None,
             pipeline: true,
+            checked_complete: true,
         }
     }
 }

@@ -3,7 +3,7 @@
 use crate::connection::{Conn, TxRoute};
 use crate::{take_one, Client, ClientError, SeriesHandle};
 use sensordb_engine::{Timestamp, Value, ValueColumn};
-use sensordb_server::protocol::frame::{Frame, TxId};
+use sensordb_server::protocol::frame::{ErrorCode, Frame, TxId, CHECKED_COMPLETE_VERSION};
 use sensordb_server::protocol::points::PointsEncoder;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -16,7 +16,9 @@ const PIPELINE_WRITE_BYTES: usize = 64 << 10;
 ///
 /// With [`ClientOptions::pipeline`](crate::ClientOptions::pipeline) CREATE, the SENDs and
 /// CONFIRM go out together: `create` and `confirm` then both count from that first write (so
-/// `confirm` includes `create`), and `send` is the time the writes took.
+/// `confirm` includes `create`), and `send` is the time the writes took. With
+/// [`ClientOptions::checked_complete`](crate::ClientOptions::checked_complete) COMPLETE_CHECKED
+/// goes in that write too, and `complete` also counts from it: the whole commit.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TxStats {
     /// CREATE sent → CREATED received (of the successful attempt).
@@ -27,6 +29,8 @@ pub struct TxStats {
     pub confirm: Duration,
     /// COMPLETE sent → COMPLETED received (the points are durable).
     pub complete: Duration,
+    /// The commit took one round trip (COMPLETE_CHECKED with the first write).
+    pub checked_complete: bool,
     pub attempts: u32,
     pub points: u64,
     /// Bytes of point records sent (one attempt).
@@ -137,6 +141,9 @@ impl Transaction {
             sends.push(Frame::Send { tx: self.id, records: records.into() });
         }
 
+        if options.pipeline && options.checked_complete && conn.limits.version >= CHECKED_COMPLETE_VERSION {
+            return self.attempt_checked(client, &conn, route, sends, crc, stats).await;
+        }
         if options.pipeline {
             // CREATE, SENDs and CONFIRM without waiting in between: the server handles a
             // connection's frames in order, and nothing is stored before COMPLETE, which is
@@ -203,6 +210,75 @@ impl Transaction {
         }
         stats.complete = started.elapsed();
         Ok(stats)
+    }
+
+    /// One round trip: CREATE, the SENDs, CONFIRM and COMPLETE_CHECKED in one write. The server
+    /// compares its checksum, bytes and points with the client's before storing anything, so a
+    /// mismatch stores nothing (it answers CONFIRMED, then ERROR CHECKSUM_MISMATCH, and has rolled
+    /// the transaction back) exactly as a CANCEL after CONFIRMED would.
+    async fn attempt_checked(
+        &self,
+        client: &Client,
+        conn: &Conn,
+        mut route: TxRoute,
+        sends: Vec<Frame>,
+        crc: u32,
+        mut stats: TxStats,
+    ) -> Result<TxStats, ClientError> {
+        let timeout = client.inner.options.reply_timeout;
+        stats.checked_complete = true;
+        let started = Instant::now();
+        let mut out = Vec::with_capacity(PIPELINE_WRITE_BYTES.min(stats.bytes as usize + 64 * (sends.len() + 3)));
+        Frame::Create { tx: self.id }.encode(&mut out);
+        for frame in &sends {
+            frame.encode(&mut out);
+            if out.len() >= PIPELINE_WRITE_BYTES {
+                conn.write(&out).await?;
+                out.clear();
+            }
+        }
+        Frame::Confirm { tx: self.id }.encode(&mut out);
+        Frame::CompleteChecked { tx: self.id, crc, bytes: stats.bytes, points: self.points }.encode(&mut out);
+        conn.write(&out).await?;
+        stats.send = started.elapsed();
+        if take_one(&client.inner.drop_before_complete_reply) {
+            drop(route);
+            close(client, conn).await;
+            return Err(ClientError::ConnectionLost);
+        }
+        let answers = async {
+            expect_created(&mut route, timeout).await?;
+            stats.create = started.elapsed();
+            expect_confirmed(&mut route, timeout, crc, stats.bytes, self.points).await?;
+            stats.confirm = started.elapsed();
+            match expect(&mut route, timeout, "COMPLETED").await? {
+                Frame::Completed { duplicate, .. } => Ok(duplicate),
+                other => Err(unexpected(other)),
+            }
+        };
+        match answers.await {
+            Ok(duplicate) => {
+                stats.duplicate = duplicate;
+                stats.complete = started.elapsed();
+                Ok(stats)
+            }
+            Err(error @ ClientError::ChecksumMismatch { .. }) => {
+                // The server saw the same difference and refuses COMPLETE_CHECKED: wait for that
+                // ERROR so no answer of this attempt is left for a retry under the same id.
+                match expect(&mut route, timeout, "ERROR").await {
+                    Ok(Frame::Error { code: ErrorCode::ChecksumMismatch, .. }) => {}
+                    _ => close(client, conn).await,
+                }
+                Err(error)
+            }
+            Err(error) => {
+                // Answers to the frames behind the failed one (ERRORs naming this id) may still
+                // come, and a later attempt under this id could take one for its own: close the
+                // connection (the next commit opens a new one).
+                close(client, conn).await;
+                Err(error)
+            }
+        }
     }
 
     /// Returns `error`; when it is a checksum mismatch, first cancels the transaction (and

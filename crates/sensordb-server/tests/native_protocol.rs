@@ -403,17 +403,19 @@ async fn a_transaction_over_the_connection_budget_is_rolled_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pipelined_and_frame_by_frame_commits_store_the_same_once() {
+async fn pipelined_checked_and_frame_by_frame_commits_store_the_same_once() {
     bounded(async {
-        for pipeline in [true, false] {
+        // (pipeline, checked_complete): one, two and three round trips per commit.
+        for (pipeline, checked_complete) in [(true, true), (true, false), (false, false)] {
             let dir = tempfile::tempdir().expect("tempdir");
             let (server, engine) = start(dir.path(), |c| {
                 c.max_connection_in_flight_bytes = 64 << 10;
                 c.max_frame_bytes = 32 << 10;
             })
             .await;
-            let options = ClientOptions { pipeline, client_id: [5; 16], ..ClientOptions::default() };
+            let options = ClientOptions { pipeline, checked_complete, client_id: [5; 16], ..ClientOptions::default() };
             let client = Client::connect_with(server.native_addr, options).await.expect("connects");
+            let pipeline = (pipeline, checked_complete);
             let handle = client.series(&key("modes"), ValueKind::F64).await.expect("series");
             let commit = |first: i64, count: i64| {
                 let mut tx = client.transaction();
@@ -423,38 +425,112 @@ async fn pipelined_and_frame_by_frame_commits_store_the_same_once() {
                 tx.commit()
             };
             let stats = commit(0, 3000).await.expect("commits");
-            assert_eq!((stats.attempts, stats.points, stats.duplicate), (1, 3000, false), "pipeline {pipeline}");
+            assert_eq!((stats.attempts, stats.points, stats.duplicate), (1, 3000, false), "pipeline {pipeline:?}");
             assert!(stats.bytes > 20_000, "several packets: {}", stats.bytes);
-            if pipeline {
+            assert_eq!(stats.checked_complete, checked_complete, "{pipeline:?}");
+            if pipeline.0 {
                 assert!(stats.create <= stats.confirm, "both count from the one write: {stats:?}");
+            }
+            if checked_complete {
+                assert!(stats.confirm <= stats.complete, "all count from the one write: {stats:?}");
             }
 
             // The COMPLETED answer lost: resent whole under the same id, stored once.
             client.drop_connection_before_complete_reply(1);
             let stats = commit(3000, 100).await.expect("commits");
-            assert_eq!((stats.attempts, stats.duplicate), (2, true), "pipeline {pipeline}");
+            assert_eq!((stats.attempts, stats.duplicate), (2, true), "pipeline {pipeline:?}");
 
             // Records corrupted above the frame checksum: CONFIRMED differs, cancelled, resent.
             client.corrupt_next_sends(1);
             let stats = commit(3100, 100).await.expect("commits");
-            assert_eq!((stats.attempts, stats.duplicate), (2, false), "pipeline {pipeline}");
+            assert_eq!((stats.attempts, stats.duplicate), (2, false), "pipeline {pipeline:?}");
 
             // Over the connection's budget: refused and rolled back (pipelined, the frames after
             // the failed SEND are refused too), and the client goes on.
             match commit(10_000, 20_000).await {
                 Err(ClientError::Server { code: ErrorCode::TransactionTooLarge, .. }) => {}
-                other => panic!("pipeline {pipeline}: expected TransactionTooLarge, got {other:?}"),
+                other => panic!("pipeline {pipeline:?}: expected TransactionTooLarge, got {other:?}"),
             }
             commit(3200, 100).await.expect("commits after a refusal");
 
             let points = stored(&engine, &key("modes"));
-            assert_eq!(points.len(), 3300, "pipeline {pipeline}");
+            assert_eq!(points.len(), 3300, "pipeline {pipeline:?}");
             assert!(points.iter().all(|(t, v)| *v == Value::F64(*t as f64)));
-            assert_eq!(written(&server), 3300, "pipeline {pipeline}: every point written once");
+            assert_eq!(written(&server), 3300, "pipeline {pipeline:?}: every point written once");
             assert_eq!(server.state.metrics.in_flight_bytes.load(Ordering::Relaxed), 0, "byte permits returned");
             drop(client);
             stop(server, engine).await;
         }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn complete_checked_stores_only_what_the_client_sent() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path(), |_| {}).await;
+        // The highest common version is chosen.
+        let mut raw = RawClient::connect_speaking(server.native_addr, [3; 16], "", 1..=VERSION + 5, VERSION).await;
+        raw.define(1, ValueKind::F64, &key("checked")).await;
+        let mut records = Vec::new();
+        PointsEncoder::points(&mut records, 1, &[1, 2, 3], &sensordb_engine::ValueColumn::F64(vec![1.0, 2.0, 3.0]));
+        let crc = crc32c::crc32c(&records);
+        let bytes = records.len() as u64;
+        let transaction = |tx: TxId, crc: u32, points: u64| {
+            vec![
+                Frame::Create { tx },
+                Frame::Send { tx, records: records.clone().into() },
+                Frame::Confirm { tx },
+                Frame::CompleteChecked { tx, crc, bytes, points },
+            ]
+        };
+        let a = TxId::from_u64(1);
+
+        // A wrong checksum, then wrong points: CONFIRMED tells the truth, the COMPLETE is
+        // refused (not fatal) and nothing is stored.
+        for (wrong_crc, wrong_points) in [(crc ^ 1, 3), (crc, 4)] {
+            raw.send_all(&transaction(a, wrong_crc, wrong_points)).await;
+            assert!(matches!(raw.next().await, Frame::Created { tx, .. } if tx == a));
+            assert_eq!(raw.next().await, Frame::Confirmed { tx: a, crc, bytes, points: 3 });
+            match raw.next().await {
+                Frame::Error { code: ErrorCode::ChecksumMismatch, fatal: false, tx: Some(tx), message, .. } => {
+                    assert_eq!(tx, a);
+                    assert!(message.contains("rolled back"), "{message}");
+                }
+                other => panic!("expected CHECKSUM_MISMATCH, got {other:?}"),
+            }
+        }
+        assert!(stored(&engine, &key("checked")).is_empty());
+        assert_eq!(written(&server), 0);
+
+        // The same id again, right this time: answers in order, stored once.
+        raw.send_all(&transaction(a, crc, 3)).await;
+        assert!(matches!(raw.next().await, Frame::Created { tx, already_completed: false } if tx == a));
+        assert_eq!(raw.next().await, Frame::Confirmed { tx: a, crc, bytes, points: 3 });
+        assert_eq!(raw.next().await, Frame::Completed { tx: a, duplicate: false, points: 3 });
+        // Resent whole (its answer lost, say): answered from the window, nothing written.
+        raw.send_all(&transaction(a, crc, 3)).await;
+        assert!(matches!(raw.next().await, Frame::Created { tx, already_completed: true } if tx == a));
+        assert!(matches!(raw.next().await, Frame::Confirmed { .. }));
+        assert_eq!(raw.next().await, Frame::Completed { tx: a, duplicate: true, points: 3 });
+        assert_eq!(stored(&engine, &key("checked")).len(), 3);
+        assert_eq!(written(&server), 3);
+        assert_eq!(server.state.metrics.in_flight_bytes.load(Ordering::Relaxed), 0, "byte permits returned");
+
+        // A version-1 connection does not know COMPLETE_CHECKED; plain COMPLETE still works.
+        let mut old = RawClient::connect_speaking(server.native_addr, [4; 16], "", 1..=1, 1).await;
+        old.define(1, ValueKind::F64, &key("checked_v1")).await;
+        let b = TxId::from_u64(2);
+        old.send_all(&[Frame::Create { tx: b }, Frame::Send { tx: b, records: records.clone().into() }, Frame::Confirm { tx: b }]).await;
+        assert!(matches!(old.next().await, Frame::Created { .. }));
+        assert!(matches!(old.next().await, Frame::Confirmed { .. }));
+        old.send(&Frame::CompleteChecked { tx: b, crc, bytes, points: 3 }).await;
+        assert!(matches!(old.next().await, Frame::Error { code: ErrorCode::UnknownFrameType, fatal: false, .. }));
+        old.send(&Frame::Complete { tx: b }).await;
+        assert_eq!(old.next().await, Frame::Completed { tx: b, duplicate: false, points: 3 });
+        assert_eq!(stored(&engine, &key("checked_v1")).len(), 3);
+        stop(server, engine).await;
     })
     .await
 }
@@ -466,12 +542,35 @@ struct RawClient {
 
 impl RawClient {
     async fn connect(addr: std::net::SocketAddr, client_id: [u8; 16], token: &str) -> RawClient {
+        RawClient::connect_speaking(addr, client_id, token, VERSION..=VERSION, VERSION).await
+    }
+
+    /// HELLO offering `versions`; the server must choose `expected`.
+    async fn connect_speaking(
+        addr: std::net::SocketAddr,
+        client_id: [u8; 16],
+        token: &str,
+        versions: std::ops::RangeInclusive<u16>,
+        expected: u16,
+    ) -> RawClient {
         let mut stream = TcpStream::connect(addr).await.expect("connects");
-        let hello = Frame::Hello { min_version: VERSION, max_version: VERSION, client_id, token: token.into(), client_name: "raw".into() };
+        let hello = Frame::Hello { min_version: *versions.start(), max_version: *versions.end(), client_id, token: token.into(), client_name: "raw".into() };
         stream.write_all(&hello.to_bytes()).await.expect("writes");
         let mut raw = RawClient { stream };
-        assert!(matches!(raw.next().await, Frame::HelloOk { version: VERSION, .. }));
+        match raw.next().await {
+            Frame::HelloOk { version, .. } => assert_eq!(version, expected, "offered {versions:?}"),
+            other => panic!("expected HELLO_OK, got {other:?}"),
+        }
         raw
+    }
+
+    /// Writes all `frames` with one write.
+    async fn send_all(&mut self, frames: &[Frame]) {
+        let mut bytes = Vec::new();
+        for frame in frames {
+            frame.encode(&mut bytes);
+        }
+        self.stream.write_all(&bytes).await.expect("writes");
     }
 
     async fn send(&mut self, frame: &Frame) {

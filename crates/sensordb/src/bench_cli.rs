@@ -155,6 +155,11 @@ pub struct TxArgs {
     /// (three round trips and a write per frame).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pipeline: bool,
+    /// With --pipeline true: COMPLETE_CHECKED (the client's checksum) in the same write, and
+    /// the server compares before storing: one round trip per commit. false: COMPLETE waits for
+    /// CONFIRMED (two round trips).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    checked_complete: bool,
     /// Disk usage thresholds of the in-process server, M,L,H: disk_target_usage,
     /// throttle_low_usage, throttle_high_usage (default the server's 0.8,0.9,0.95). On a disk
     /// that other work fills, raise them (say 0.97,0.98,0.99) or the server delays
@@ -537,6 +542,7 @@ fn tx(args: TxArgs) -> anyhow::Result<()> {
         max_attempts: args.max_attempts,
         reply_timeout: Duration::from_millis(args.timeout_ms),
         pipeline: args.pipeline,
+        checked_complete: args.checked_complete,
         ..TxBenchConfig::default()
     };
     let cert = in_process_cert(&args.tls, args.addr)?;

@@ -18,7 +18,7 @@ use super::committer::{Committer, Outcome, SMALL_TRANSACTION_BYTES};
 use super::transaction::{HeldBytes, OpenTransaction};
 use super::txlog::{Begin, TxLog};
 use crate::auth::{AuthError, Scope};
-use crate::protocol::frame::{ErrorCode, Frame, FrameError, Header, TxId, HEADER_LEN, VERSION};
+use crate::protocol::frame::{ErrorCode, Frame, FrameError, Header, TxId, CHECKED_COMPLETE_VERSION, HEADER_LEN, MIN_VERSION, VERSION};
 use crate::server::{ServerState, ShutdownSignal};
 use bytes::Bytes;
 use sensordb_engine::{Error as EngineError, SeriesId, SeriesKey, ValueKind};
@@ -47,6 +47,9 @@ const READ_BUFFER_BYTES: usize = 4096;
 /// lets the reader queue them all from one `read` before the state machine runs, so their
 /// answers (CREATED, CONFIRMED) leave in one write. Each queued frame holds its byte permits.
 const INCOMING_FRAMES_MAX: usize = 16;
+/// Answers held back while more frames of the same burst wait to be handled; beyond this many
+/// they are handed to the writer anyway (a client that never pauses still gets its answers).
+const OUTGOING_FRAMES_MAX: usize = 64;
 
 enum Incoming {
     Frame(Frame, Option<HeldBytes>),
@@ -66,7 +69,11 @@ pub struct Connection {
     committer: Arc<Committer>,
     peer: SocketAddr,
     out: Option<mpsc::UnboundedSender<Frame>>,
+    /// Answers of the frames handled since the last hand-off to the writer (see `flush`).
+    outgoing: Vec<Frame>,
     client_id: Option<[u8; 16]>,
+    /// The protocol version negotiated in HELLO.
+    version: u16,
     series: HashMap<u32, (SeriesId, ValueKind)>,
     open: HashMap<TxId, OpenTransaction>,
     open_bytes: u64,
@@ -97,7 +104,9 @@ impl Connection {
             committer,
             peer,
             out: None,
+            outgoing: Vec::new(),
             client_id: None,
+            version: MIN_VERSION,
             series: HashMap::new(),
             open: HashMap::new(),
             open_bytes: 0,
@@ -145,10 +154,36 @@ impl Connection {
         state.metrics.connections_open.fetch_sub(1, Ordering::Relaxed);
     }
 
-    fn send(&self, frame: Frame) {
-        if let Some(out) = &self.out {
-            let _ = out.send(frame);
+    /// Queues an answer. Answers go to the writer once the frames already read are handled
+    /// (`flush`), so the answers to one burst of pipelined frames leave in one write, and
+    /// those of a transaction completed in the same burst leave with its COMPLETED.
+    fn send(&mut self, frame: Frame) {
+        self.outgoing.push(frame);
+        if self.outgoing.len() >= OUTGOING_FRAMES_MAX {
+            self.flush();
         }
+    }
+
+    /// Hands the queued answers to the writer.
+    fn flush(&mut self) {
+        if let Some(out) = &self.out {
+            for frame in self.outgoing.drain(..) {
+                let _ = out.send(frame);
+            }
+        } else {
+            self.outgoing.clear();
+        }
+    }
+
+    /// Takes the queued answers of `tx` (its CREATED and CONFIRMED, say), in order, so they
+    /// can be sent just before its COMPLETED: one write for the whole transaction.
+    fn take_outgoing_of(&mut self, tx: TxId) -> Vec<Frame> {
+        if !self.outgoing.iter().any(|frame| frame.tx() == Some(tx)) {
+            return Vec::new();
+        }
+        let (mine, others) = std::mem::take(&mut self.outgoing).into_iter().partition(|frame| frame.tx() == Some(tx));
+        self.outgoing = others;
+        mine
     }
 
     async fn process(&mut self, mut incoming: mpsc::Receiver<Incoming>, mut shutdown: ShutdownSignal) {
@@ -229,7 +264,11 @@ impl Connection {
                     break;
                 }
             }
+            if incoming.is_empty() {
+                self.flush();
+            }
         }
+        self.flush();
         drop(incoming);
         let open: Vec<TxId> = self.open.keys().copied().collect();
         for id in open {
@@ -284,7 +323,17 @@ impl Connection {
                 }
                 None => self.not_open(tx, "CONFIRM"),
             },
-            Frame::Complete { tx } => self.complete(client_id, tx),
+            Frame::Complete { tx } => self.complete(client_id, tx, None),
+            Frame::CompleteChecked { tx, crc, bytes, points } => {
+                if self.version < CHECKED_COMPLETE_VERSION {
+                    self.send(error_frame(ErrorCode::UnknownFrameType, false, Some(tx), 0, format!(
+                        "COMPLETE_CHECKED needs protocol version {CHECKED_COMPLETE_VERSION}; this connection speaks version {}",
+                        self.version
+                    )));
+                } else {
+                    self.complete(client_id, tx, Some((crc, bytes, points)));
+                }
+            }
             Frame::Cancel { tx } => {
                 if self.completing.contains(&tx) {
                     self.send(error_frame(ErrorCode::WrongState, false, Some(tx), 0,
@@ -303,7 +352,7 @@ impl Connection {
         Flow::Continue
     }
 
-    fn not_open(&self, tx: TxId, what: &str) {
+    fn not_open(&mut self, tx: TxId, what: &str) {
         let message = if self.completing.contains(&tx) {
             format!("{what} for transaction {tx}, which is being completed")
         } else {
@@ -318,9 +367,11 @@ impl Connection {
                 format!("expected HELLO, got {:?}", frame.frame_type())));
             return Flow::Close;
         };
-        if !(min_version..=max_version).contains(&VERSION) {
+        // The highest version both ends speak.
+        let version = max_version.min(VERSION);
+        if version < min_version.max(MIN_VERSION) {
             self.send(error_frame(ErrorCode::UnsupportedVersion, true, None, 0,
-                format!("client speaks versions {min_version}..={max_version}, this server speaks {VERSION}")));
+                format!("client speaks versions {min_version}..={max_version}, this server speaks {MIN_VERSION}..={VERSION}")));
             return Flow::Close;
         }
         let presented = (!token.is_empty()).then_some(token.as_str());
@@ -334,14 +385,16 @@ impl Connection {
         }
         tracing::debug!(peer = %self.peer, client = %client_name, "native handshake");
         self.client_id = Some(client_id);
+        self.version = version;
         let config = &self.state.config;
-        self.send(Frame::HelloOk {
-            version: VERSION,
+        let hello_ok = Frame::HelloOk {
+            version,
             max_frame_bytes: u32::try_from(config.max_frame_bytes).unwrap_or(u32::MAX),
             max_transaction_bytes: config.max_connection_in_flight_bytes as u64,
             transaction_timeout_ms: u32::try_from(config.transaction_timeout_ms).unwrap_or(u32::MAX),
             server: format!("sensordb {}", env!("CARGO_PKG_VERSION")),
-        });
+        };
+        self.send(hello_ok);
         Flow::Continue
     }
 
@@ -399,11 +452,22 @@ impl Connection {
         }
     }
 
-    fn complete(&mut self, client_id: [u8; 16], tx: TxId) {
-        let confirmed = self.open.get(&tx).map(|open| open.confirmed);
+    /// COMPLETE, or with `expected` (the client's checksum, bytes and points) COMPLETE_CHECKED,
+    /// which stores the transaction only if the server received exactly that.
+    fn complete(&mut self, client_id: [u8; 16], tx: TxId, expected: Option<(u32, u64, u64)>) {
+        let confirmed = self.open.get(&tx).map(|open| (open.confirmed, (open.crc, open.bytes, open.points)));
         match confirmed {
-            Some(true) => {}
-            Some(false) => {
+            Some((true, received)) => {
+                if let Some(expected) = expected.filter(|&expected| expected != received) {
+                    self.roll_back(tx);
+                    let ((crc, bytes, points), (their_crc, their_bytes, their_points)) = (received, expected);
+                    return self.send(error_frame(ErrorCode::ChecksumMismatch, false, Some(tx), 0, format!(
+                        "transaction {tx} rolled back: received crc32c {crc:#010x}, {bytes} bytes, {points} points; \
+                         the client sent crc32c {their_crc:#010x}, {their_bytes} bytes, {their_points} points"
+                    )));
+                }
+            }
+            Some((false, _)) => {
                 return self.send(error_frame(ErrorCode::WrongState, false, Some(tx), 0,
                     format!("COMPLETE for transaction {tx} before CONFIRM")));
             }
@@ -422,9 +486,13 @@ impl Connection {
         let txlog = self.txlog.clone();
         let committer = self.committer.clone();
         let out = self.out.clone();
+        let before = self.take_outgoing_of(tx);
         self.completions.spawn(async move {
             let reply = finish(state, txlog, committer, (client_id, tx.0), tx, open).await;
             if let Some(out) = out {
+                for frame in before {
+                    let _ = out.send(frame);
+                }
                 let _ = out.send(reply);
             }
             tx

@@ -17,8 +17,13 @@ use sensordb_engine::ValueKind;
 use std::fmt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Protocol version spoken by this build.
-pub const VERSION: u16 = 1;
+/// Newest protocol version spoken by this build. Version 2 adds COMPLETE_CHECKED and the
+/// CHECKSUM_MISMATCH error code; a connection negotiates the highest version both ends speak.
+pub const VERSION: u16 = 2;
+/// Oldest protocol version this build still speaks.
+pub const MIN_VERSION: u16 = 1;
+/// The first version with COMPLETE_CHECKED (one round trip per transaction).
+pub const CHECKED_COMPLETE_VERSION: u16 = 2;
 /// Bytes of the frame header.
 pub const HEADER_LEN: usize = 12;
 /// First bytes of every HELLO body.
@@ -63,6 +68,8 @@ pub enum FrameType {
     Complete = 0x06,
     Cancel = 0x07,
     Ping = 0x08,
+    /// Version 2: COMPLETE with the client's checksum, bytes and points of what it sent.
+    CompleteChecked = 0x09,
     HelloOk = 0x81,
     SeriesOk = 0x82,
     Created = 0x83,
@@ -85,6 +92,7 @@ impl TryFrom<u8> for FrameType {
             0x06 => FrameType::Complete,
             0x07 => FrameType::Cancel,
             0x08 => FrameType::Ping,
+            0x09 => FrameType::CompleteChecked,
             0x81 => FrameType::HelloOk,
             0x82 => FrameType::SeriesOk,
             0x83 => FrameType::Created,
@@ -122,6 +130,9 @@ pub enum ErrorCode {
     ShuttingDown = 18,
     IdleTimeout = 19,
     TooManyTransactions = 20,
+    /// Version 2: COMPLETE_CHECKED's checksum, bytes or points differ from what the server
+    /// received; the transaction is rolled back.
+    ChecksumMismatch = 21,
     /// A code this build does not know (from a newer peer).
     Unknown = 0xFFFF,
 }
@@ -150,6 +161,7 @@ impl ErrorCode {
             18 => ShuttingDown,
             19 => IdleTimeout,
             20 => TooManyTransactions,
+            21 => ChecksumMismatch,
             _ => Unknown,
         }
     }
@@ -164,6 +176,7 @@ impl ErrorCode {
                 | ErrorCode::ShuttingDown
                 | ErrorCode::IdleTimeout
                 | ErrorCode::Storage
+                | ErrorCode::ChecksumMismatch
         )
     }
 }
@@ -178,6 +191,9 @@ pub enum Frame {
     Send { tx: TxId, records: Bytes },
     Confirm { tx: TxId },
     Complete { tx: TxId },
+    /// COMPLETE that stores the transaction only if the server received exactly what the
+    /// client sent: `crc`, `bytes` and `points` as in CONFIRMED, computed by the client.
+    CompleteChecked { tx: TxId, crc: u32, bytes: u64, points: u64 },
     Cancel { tx: TxId },
     Ping { nonce: u64 },
     HelloOk { version: u16, max_frame_bytes: u32, max_transaction_bytes: u64, transaction_timeout_ms: u32, server: String },
@@ -269,6 +285,7 @@ impl Frame {
             Frame::Send { .. } => FrameType::Send,
             Frame::Confirm { .. } => FrameType::Confirm,
             Frame::Complete { .. } => FrameType::Complete,
+            Frame::CompleteChecked { .. } => FrameType::CompleteChecked,
             Frame::Cancel { .. } => FrameType::Cancel,
             Frame::Ping { .. } => FrameType::Ping,
             Frame::HelloOk { .. } => FrameType::HelloOk,
@@ -289,6 +306,7 @@ impl Frame {
             | Frame::Send { tx, .. }
             | Frame::Confirm { tx }
             | Frame::Complete { tx }
+            | Frame::CompleteChecked { tx, .. }
             | Frame::Cancel { tx }
             | Frame::Created { tx, .. }
             | Frame::Confirmed { tx, .. }
@@ -361,7 +379,7 @@ impl Frame {
                 out.extend_from_slice(&tx.0);
                 out.push(u8::from(*already_completed));
             }
-            Frame::Confirmed { tx, crc, bytes, points } => {
+            Frame::Confirmed { tx, crc, bytes, points } | Frame::CompleteChecked { tx, crc, bytes, points } => {
                 out.extend_from_slice(&tx.0);
                 out.extend_from_slice(&crc.to_le_bytes());
                 out.extend_from_slice(&bytes.to_le_bytes());
@@ -454,6 +472,12 @@ impl Frame {
                 bytes: r.u64().ok_or_else(truncated)?,
                 points: r.u64().ok_or_else(truncated)?,
             },
+            FrameType::CompleteChecked => Frame::CompleteChecked {
+                tx: tx_id(&mut r).ok_or_else(truncated)?,
+                crc: r.u32().ok_or_else(truncated)?,
+                bytes: r.u64().ok_or_else(truncated)?,
+                points: r.u64().ok_or_else(truncated)?,
+            },
             FrameType::Completed => {
                 let tx = tx_id(&mut r).ok_or_else(truncated)?;
                 let flag = r.u8().ok_or_else(truncated)?;
@@ -527,7 +551,7 @@ mod tests {
     }
 
     fn code_strategy() -> impl Strategy<Value = ErrorCode> {
-        (1u16..=20).prop_map(ErrorCode::from_u16)
+        (1u16..=21).prop_map(ErrorCode::from_u16)
     }
 
     fn frame_strategy() -> impl Strategy<Value = Frame> {
@@ -545,6 +569,7 @@ mod tests {
                 .prop_map(|(tx, r)| Frame::Send { tx, records: Bytes::from(r) }),
             tx_strategy().prop_map(|tx| Frame::Confirm { tx }),
             tx_strategy().prop_map(|tx| Frame::Complete { tx }),
+            (tx_strategy(), any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(tx, crc, bytes, points)| Frame::CompleteChecked { tx, crc, bytes, points }),
             tx_strategy().prop_map(|tx| Frame::Cancel { tx }),
             any::<u64>().prop_map(|nonce| Frame::Ping { nonce }),
             (any::<u16>(), any::<u32>(), any::<u64>(), any::<u32>(), ".{0,20}").prop_map(|(v, f, t, ms, s)| Frame::HelloOk {
@@ -574,6 +599,19 @@ mod tests {
         covered.extend_from_slice(&bytes[12..]);
         assert_eq!(u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]), crc32c::crc32c(&covered));
         assert_eq!(&bytes[12..], &7u64.to_le_bytes());
+    }
+
+    #[test]
+    fn complete_checked_has_the_documented_bytes() {
+        let frame = Frame::CompleteChecked { tx: TxId::from_u64(3), crc: 0xAABB_CCDD, bytes: 5, points: 2 };
+        let bytes = frame.to_bytes();
+        assert_eq!(&bytes[..8], &[36, 0, 0, 0, 0x09, 0, 0, 0]);
+        assert_eq!(&bytes[12..28], &TxId::from_u64(3).0);
+        assert_eq!(&bytes[28..32], &0xAABB_CCDDu32.to_le_bytes());
+        assert_eq!(&bytes[32..40], &5u64.to_le_bytes());
+        assert_eq!(&bytes[40..48], &2u64.to_le_bytes());
+        assert_eq!(ErrorCode::from_u16(21), ErrorCode::ChecksumMismatch);
+        assert!(ErrorCode::ChecksumMismatch.is_retryable());
     }
 
     #[test]
