@@ -1,6 +1,8 @@
 //! Engine write and read paths under criterion: a 10,000-point batch written into a memory-only
 //! engine (memtable insert; no WAL, no fsync), and a day of one series at 1 Hz read back from
-//! sealed segments. End-to-end figures on real TSBS data come from `sensordb bench engine`.
+//! sealed segments; and resolving (sorting) a memtable series that 100 writers filled with
+//! interleaved runs, the flush's main sorting cost under `sensordb bench tx`. End-to-end figures
+//! on real TSBS data come from `sensordb bench engine`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use sensordb_engine::batch::WriteBatch;
@@ -74,5 +76,32 @@ fn read_path(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, write_path, read_path);
+/// One series fed as under `sensordb bench tx` (100 clients per series, each transaction 50
+/// points 10,000 ns apart, the clients' runs overlapping): 210 rounds of 100 runs of 50 sorted
+/// timestamps. Reading it back sorts 1,050,000 points, what one flush of that bench sorts.
+fn memtable_resolve(c: &mut Criterion) {
+    use sensordb_engine::memtable::Memtable;
+    let memtable = Memtable::new(1);
+    let id = SeriesId(1);
+    for round in 0..210i64 {
+        let mut batch = WriteBatch::new();
+        for client in 0..100i64 {
+            for k in 0..50i64 {
+                batch.push(id, T0 + client * 100 + (round * 50 + k) * 10_000, Value::F64(k as f64)).expect("push");
+            }
+        }
+        batch.entries().iter().for_each(|entry| memtable.insert(entry));
+    }
+    let mut group = c.benchmark_group("memtable");
+    group.throughput(Throughput::Elements(210 * 100 * 50));
+    group.bench_function("resolve_100_interleaved_writers", |b| {
+        b.iter(|| {
+            let resolved = memtable.read_all(black_box(id)).expect("points");
+            assert_eq!(resolved.timestamps.len(), 210 * 100 * 50);
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, write_path, read_path, memtable_resolve);
 criterion_main!(benches);

@@ -42,6 +42,19 @@ fn flip(path: &Path, offset: u64) {
     std::fs::write(path, bytes).expect("write");
 }
 
+/// Where the records of a WAL file end: under `fsync` the log keeps zeros written ahead of its
+/// records, so the file is longer.
+fn wal_records_end(path: &Path) -> u64 {
+    use sensordb_engine::wal::format::{decode_record, RecordStep, HEADER_LEN};
+    let data = std::fs::read(path).expect("read");
+    let mut offset = HEADER_LEN;
+    while let RecordStep::Record { next, .. } = decode_record(&data, offset) {
+        offset = next;
+    }
+    assert!(data[offset..].iter().all(|&b| b == 0), "only zeros after the records");
+    offset as u64
+}
+
 /// Reads every series fully; returns (points read, errors) per series.
 fn read_all(engine: &Engine, ids: &[SeriesId]) -> Vec<(usize, Vec<Error>)> {
     ids.iter()
@@ -120,8 +133,11 @@ fn a_torn_wal_tail_is_cut_and_reported_and_earlier_records_survive() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ids = crash_with_wal_tail(dir.path());
     let wal = files(dir.path(), "wal").pop().expect("a WAL file");
-    let len = std::fs::metadata(&wal).expect("meta").len();
-    std::fs::OpenOptions::new().write(true).open(&wal).expect("open").set_len(len - 7).expect("cut");
+    // The last 7 bytes written never reached the disk: they read back as the zeros ahead.
+    let len = wal_records_end(&wal);
+    let mut bytes = std::fs::read(&wal).expect("read");
+    bytes[len as usize - 7..len as usize].fill(0);
+    std::fs::write(&wal, bytes).expect("write");
     let engine = Engine::open(dir.path(), options()).expect("reopen");
     let problems = &engine.recovery().problems;
     assert_eq!(problems.len(), 1, "{problems:?}");
@@ -139,8 +155,8 @@ fn a_flipped_wal_byte_is_reported_and_the_records_before_it_survive() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ids = crash_with_wal_tail(dir.path());
     let wal = files(dir.path(), "wal").pop().expect("a WAL file");
-    let len = std::fs::metadata(&wal).expect("meta").len();
-    // Damage the middle of the file: some batches before the damage survive, none after.
+    let len = wal_records_end(&wal);
+    // Damage the middle of the records: some batches before the damage survive, none after.
     flip(&wal, len / 2);
     let engine = Engine::open(dir.path(), options()).expect("reopen");
     let problems = &engine.recovery().problems;

@@ -310,8 +310,10 @@ impl Wal {
 
     fn append_group(&self, active: &mut LogFile, group: &[u8]) -> Result<(), GroupFailure> {
         let start = active.end_offset;
+        let end = start + group.len() as u64;
+        let written = active.file.write_all_at(group, start).and_then(|()| self.zero_ahead(active, end));
         let path = &active.path;
-        if let Err(error) = active.file.write_all_at(group, start) {
+        if let Err(error) = written {
             if !is_no_space(&error) {
                 return Err(GroupFailure::Poison(format!(
                     "writing {} bytes to {} at offset {start} failed: {error}",
@@ -319,8 +321,10 @@ impl Wal {
                     path.display()
                 )));
             }
-            // Disk full: cut off whatever part of the group landed and make the cut durable,
-            // so no record of this failed group can come back after a crash.
+            // Disk full: cut off whatever part of the group (and of the zeros after it) landed
+            // and make the cut durable, so no record of this failed group can come back after
+            // a crash.
+            active.zeroed_to = start;
             let rollback = active.file.set_len(start).and_then(|()| active.file.sync_data());
             if let Err(error) = rollback {
                 return Err(GroupFailure::Poison(format!(
@@ -339,8 +343,35 @@ impl Wal {
                 )));
             }
         }
-        active.end_offset = start + group.len() as u64;
+        active.end_offset = end;
+        active.zeroed_to = active.zeroed_to.max(end);
         Ok(())
+    }
+
+    /// Under `Fsync`, writes zeros past `end` when fewer than half of [`ZERO_AHEAD_BYTES`] are
+    /// left, up to the next multiple of it beyond `end + ZERO_AHEAD_BYTES / 2` (see `log_file`:
+    /// later groups then overwrite allocated blocks). The zeros are synced with the group. A
+    /// disk too full for them is no failure: what landed is cut off again and the log goes on
+    /// appending as it would without zeros ahead.
+    fn zero_ahead(&self, active: &mut LogFile, end: u64) -> std::io::Result<()> {
+        let step = log_file::ZERO_AHEAD_BYTES;
+        if !self.sync || active.zeroed_to >= end + step / 2 {
+            return Ok(());
+        }
+        let from = active.zeroed_to.max(end);
+        let to = (end + step / 2).next_multiple_of(step);
+        debug_assert!(to > from && to - from <= step, "BUG: zeros {from}..{to} for a group ending at {end}");
+        match active.file.write_all_at(&log_file::ZEROS[..(to - from) as usize], from) {
+            Ok(()) => {
+                active.zeroed_to = to;
+                Ok(())
+            }
+            Err(error) if is_no_space(&error) => {
+                active.zeroed_to = end;
+                active.file.set_len(end)
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// Replaces the active file with a new one. The old file needs no sync here: under `Fsync`

@@ -6,6 +6,7 @@ mod faults;
 mod model;
 mod round_trip;
 mod torn_tail;
+mod zeros_ahead;
 
 use super::{Durability, Wal, WalOptions, WalRecovery};
 use crate::filenames::{numbered_file, WAL_EXTENSION};
