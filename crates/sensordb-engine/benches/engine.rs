@@ -76,28 +76,32 @@ fn read_path(c: &mut Criterion) {
     group.finish();
 }
 
-/// One series fed as under `sensordb bench tx` (100 clients per series, each transaction 50
-/// points 10,000 ns apart, the clients' runs overlapping): 210 rounds of 100 runs of 50 sorted
-/// timestamps. Reading it back sorts 1,050,000 points, what one flush of that bench sorts.
+/// 100 series fed as under `sensordb bench tx` for one flush (100 clients per series, each
+/// transaction 50 points 10,000 ns apart, the clients' runs overlapping): per series 2 rounds of
+/// 100 runs of 50 sorted timestamps. Reading them back sorts 1,000,000 points, about what one
+/// flush of that bench sorts.
 fn memtable_resolve(c: &mut Criterion) {
     use sensordb_engine::memtable::Memtable;
-    let memtable = Memtable::new(1);
-    let id = SeriesId(1);
-    for round in 0..210i64 {
+    let memtable = Memtable::new(16);
+    for round in 0..2i64 {
         let mut batch = WriteBatch::new();
-        for client in 0..100i64 {
-            for k in 0..50i64 {
-                batch.push(id, T0 + client * 100 + (round * 50 + k) * 10_000, Value::F64(k as f64)).expect("push");
+        for series in 0..100u32 {
+            for client in 0..100i64 {
+                for k in 0..50i64 {
+                    batch.push(SeriesId(series), T0 + client * 100 + (round * 50 + k) * 10_000, Value::F64(k as f64)).expect("push");
+                }
             }
         }
         batch.entries().iter().for_each(|entry| memtable.insert(entry));
     }
     let mut group = c.benchmark_group("memtable");
-    group.throughput(Throughput::Elements(210 * 100 * 50));
-    group.bench_function("resolve_100_interleaved_writers", |b| {
+    group.throughput(Throughput::Elements(100 * 2 * 100 * 50));
+    group.bench_function("resolve_100_series_of_100_interleaved_writers", |b| {
         b.iter(|| {
-            let resolved = memtable.read_all(black_box(id)).expect("points");
-            assert_eq!(resolved.timestamps.len(), 210 * 100 * 50);
+            for series in 0..100u32 {
+                let resolved = memtable.read_all(black_box(SeriesId(series))).expect("points");
+                assert_eq!(resolved.timestamps.len(), 2 * 100 * 50);
+            }
         })
     });
     group.finish();
