@@ -25,7 +25,7 @@ use crate::fs::{FileSystem, RealFs};
 use crate::memtable::Memtable;
 use crate::model::{last_write_wins, SeriesId, SeriesKey, Timestamp, ValueColumn, ValueKind};
 use crate::query::RangeRead;
-use crate::flush::{add_inline, encode_group};
+use crate::flush::{add_inline, encode_group_paced};
 use crate::memtable::ResolvedSeries;
 use crate::segment::GroupBuilder;
 use crate::reclaim::policy::{DatabasePolicy, Databases};
@@ -779,7 +779,7 @@ impl Inner {
                 }
                 signal.requested = false;
             }
-            match self.flush_once() {
+            match self.flush_once_paced(true) {
                 Ok(_) => {
                     failures = 0;
                     // A new segment may have pushed usage over a threshold.
@@ -910,6 +910,12 @@ impl Inner {
     /// Flushes the frozen memtable, freezing the active one first if nothing is frozen.
     /// Returns whether anything was written.
     fn flush_once(&self) -> Result<bool> {
+        self.flush_once_paced(false)
+    }
+
+    /// [`Self::flush_once`]; `paced` (the background flush) lets the encoding pause (see
+    /// [`FLUSH_PACE_SLICE`]).
+    fn flush_once_paced(&self, paced: bool) -> Result<bool> {
         let _flushing = self.flush_lock.lock();
         let began = Instant::now();
         let (frozen, wal_checkpoint) = {
@@ -931,7 +937,10 @@ impl Inner {
             (memtables.frozen.clone().expect("BUG: frozen memtable vanished"), memtables.frozen_wal_checkpoint)
         };
         let frozen_at = began.elapsed();
-        let group = encode_group(&frozen, &self.catalog, self.options.block_points_max, self.options.block_bytes_max);
+        let mut pacer = FlushPacer::new(paced);
+        let group = encode_group_paced(&frozen, &self.catalog, self.options.block_points_max, self.options.block_bytes_max, &mut || {
+            pacer.pace(|| self.memtables.read().active.bytes() < self.flush_threshold_bytes() / 2 && !self.signal.lock().shutdown)
+        });
         let encoded_at = began.elapsed();
         let (blocks, group_bytes) = (group.block_count(), group.bytes());
         if !group.is_empty() {
@@ -942,6 +951,7 @@ impl Inner {
             *self.flushed_wal_checkpoint.lock() = wal_checkpoint;
         }
         tracing::debug!(
+            pauses = pacer.pauses,
             blocks,
             group_bytes,
             memtable_bytes = frozen.bytes(),
@@ -972,6 +982,46 @@ fn resolve(entry: &crate::batch::SeriesPoints) -> ResolvedSeries {
         series: entry.series,
         timestamps: kept.iter().map(|&i| entry.timestamps[i]).collect(),
         values: entry.values.gather(&kept),
+    }
+}
+
+/// Encoding a flush in one go takes a whole core for tens of milliseconds (~70 ms per 16 MiB
+/// memtable of `sensordb bench tx`), and on a small machine every writer's latency then waits
+/// for CPU behind it. The background flush therefore pauses for `FLUSH_PACE_PAUSE` after every
+/// `FLUSH_PACE_SLICE` of encoding (a third of a core at most) while it has time: while the active
+/// memtable is under half its flush threshold, so writers are far from waiting for this flush.
+/// Once it is half full, or the engine closes, the flush runs at full speed. Explicit flushes
+/// (`Engine::flush`, close) never pause. A lower thread priority was tried instead and did not
+/// help: the scheduler still gives an idle-priority thread whole slices (docs/BENCHMARKS.md).
+pub const FLUSH_PACE_SLICE: Duration = Duration::from_millis(2);
+/// See [`FLUSH_PACE_SLICE`].
+pub const FLUSH_PACE_PAUSE: Duration = Duration::from_millis(4);
+
+/// Times the encoding between pauses.
+struct FlushPacer {
+    enabled: bool,
+    since_pause: Instant,
+    pauses: u32,
+}
+
+impl FlushPacer {
+    fn new(enabled: bool) -> FlushPacer {
+        FlushPacer { enabled, since_pause: Instant::now(), pauses: 0 }
+    }
+
+    /// Called between rows: pauses when a slice is used up and `has_time()` says so.
+    fn pace(&mut self, has_time: impl FnOnce() -> bool) {
+        if !self.enabled || self.since_pause.elapsed() < FLUSH_PACE_SLICE {
+            return;
+        }
+        if has_time() {
+            std::thread::sleep(FLUSH_PACE_PAUSE);
+            self.pauses += 1;
+        } else {
+            // Writers may soon wait for this flush: no more pauses.
+            self.enabled = false;
+        }
+        self.since_pause = Instant::now();
     }
 }
 
@@ -1048,5 +1098,37 @@ impl DirectoryLock {
             return Err(Error::io(&path, std::io::Error::other("data directory is in use by another sensordb process")));
         }
         Ok(DirectoryLock { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flush_pacer_pauses_after_each_slice_only_while_there_is_time() {
+        // Disabled (explicit flushes): never asks, never pauses.
+        let mut pacer = FlushPacer::new(false);
+        std::thread::sleep(FLUSH_PACE_SLICE);
+        pacer.pace(|| panic!("a disabled pacer asks nothing"));
+        assert_eq!(pacer.pauses, 0);
+
+        let mut pacer = FlushPacer::new(true);
+        // Within the slice: no pause, no question.
+        pacer.since_pause = Instant::now();
+        pacer.pace(|| panic!("asked within the slice"));
+        // Slice used up, time left: a pause of FLUSH_PACE_PAUSE.
+        pacer.since_pause = Instant::now() - FLUSH_PACE_SLICE;
+        let started = Instant::now();
+        pacer.pace(|| true);
+        assert!(started.elapsed() >= FLUSH_PACE_PAUSE);
+        assert_eq!(pacer.pauses, 1);
+        // No time left (the active memtable is half full): no pause, and none after.
+        pacer.since_pause = Instant::now() - FLUSH_PACE_SLICE;
+        pacer.pace(|| false);
+        assert_eq!(pacer.pauses, 1);
+        pacer.since_pause = Instant::now() - FLUSH_PACE_SLICE;
+        pacer.pace(|| panic!("once out of time, a flush runs to its end"));
+        assert_eq!(pacer.pauses, 1);
     }
 }

@@ -18,6 +18,18 @@ use std::sync::Arc;
 
 /// Encodes every series of `memtable` into one flush group.
 pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: usize, block_bytes_max: usize) -> GroupBuilder {
+    encode_group_paced(memtable, catalog, block_points_max, block_bytes_max, &mut || {})
+}
+
+/// [`encode_group`], calling `pace` after each row: the background flush pauses there (see
+/// `Engine`'s flush pacing).
+pub fn encode_group_paced(
+    memtable: &Memtable,
+    catalog: &Catalog,
+    block_points_max: usize,
+    block_bytes_max: usize,
+    pace: &mut dyn FnMut(),
+) -> GroupBuilder {
     // One row at a time is resolved (copied out of the memtable, sorted), so a flush holds at
     // most one row's copy besides the memtable itself, not a second copy of everything.
     let ids = memtable.series_ids();
@@ -26,6 +38,7 @@ pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: us
         for row in rows_of(&ids, catalog) {
             let resolved: Vec<ResolvedSeries> = row.iter().filter_map(|&id| memtable.read_all(id)).collect();
             add_row_blocks(&mut group, &resolved.iter().collect::<Vec<_>>(), block_points_max, block_bytes_max);
+            pace();
         }
     });
     group
