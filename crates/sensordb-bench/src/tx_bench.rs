@@ -191,9 +191,12 @@ pub async fn run(config: &TxBenchConfig, addr: SocketAddr) -> TxBenchReport {
     let connect_time = connect_started.elapsed();
     let connect_failures = config.clients - clients.len();
 
-    let cpu_before = (crate::engine_bench::process_cpu_time(), config.server_pid.and_then(crate::load::cpu_time_of));
-    let started = Instant::now();
-    let started_at = std::time::SystemTime::now();
+    // The timed phase starts a little in the future, once every client task is spawned and
+    // waits for its first transaction: spawning 10,000 tasks (and their timers) takes the
+    // client's runtime tens of milliseconds, which would otherwise delay the answers of the
+    // first clients' transactions and be measured as their latency.
+    let lead = Duration::from_millis(100) + Duration::from_micros(20) * config.clients as u32;
+    let started = Instant::now() + lead;
     let deadline = config.duration.map(|d| tokio::time::Instant::from_std(started) + d);
     let payload = config.payload_bytes.map(|len| crate::engine_bench::noise_bytes(len, 7));
     let clients_connected = clients.len();
@@ -205,6 +208,9 @@ pub async fn run(config: &TxBenchConfig, addr: SocketAddr) -> TxBenchReport {
             tokio::spawn(async move { client_loop(&config, n, client, handle, payload, started, deadline).await })
         })
         .collect();
+    tokio::time::sleep_until(tokio::time::Instant::from_std(started)).await;
+    let cpu_before = (crate::engine_bench::process_cpu_time(), config.server_pid.and_then(crate::load::cpu_time_of));
+    let started_at = std::time::SystemTime::now();
     let mut results = Vec::with_capacity(tasks.len());
     let mut finished = Vec::with_capacity(tasks.len());
     for task in tasks {

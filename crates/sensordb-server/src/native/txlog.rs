@@ -207,6 +207,9 @@ impl TxLog {
             // New, or torn while being created: nothing was ever recorded in it.
             file.set_len(0)?;
             file.write_all(&header())?;
+            if options.sync {
+                file.write_all(&ZEROS[HEADER_LEN..])?;
+            }
             file.sync_all()?;
             sync_dir(dir)?;
         } else {
