@@ -677,9 +677,7 @@ impl Inner {
                 (Some(wal), Some(record)) => Some(wal.append(record)?),
                 _ => None,
             };
-            for entry in batch.entries() {
-                memtables.active.insert(entry);
-            }
+            memtables.active.insert_all(batch.entries());
             (position, memtables.active.bytes())
         };
         if active_bytes >= self.flush_threshold_bytes() {

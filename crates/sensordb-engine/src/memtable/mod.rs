@@ -9,12 +9,15 @@
 //! The engine holds one active memtable that takes writes and at most one frozen memtable being
 //! flushed (double buffering), so flushing never stops ingestion.
 
-use crate::batch::{IdHasher, SeriesPoints};
+use crate::batch::{prefetch, IdHasher, SeriesPoints};
 use crate::model::{last_write_wins, SeriesId, Timestamp, ValueColumn};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Entries ahead whose points [`Memtable::insert_all`] prefetches.
+const PREFETCH_AHEAD: usize = 4;
 
 /// Fixed bytes counted per point besides its value: the timestamp.
 const TIMESTAMP_BYTES: usize = 8;
@@ -71,11 +74,24 @@ impl SeriesBuffer {
 
 type Shard = HashMap<SeriesId, SeriesBuffer, BuildHasherDefault<IdHasher>>;
 
+/// Appends the (non-empty) points of one series to its buffer in `shard`. Panics (a caller bug)
+/// if the series already holds another kind.
+fn append_to(shard: &mut Shard, points: &SeriesPoints) {
+    let buffer = shard.entry(points.series).or_insert_with(|| SeriesBuffer {
+        timestamps: Vec::new(),
+        values: ValueColumn::new(points.values.kind()),
+        strictly_increasing: true,
+    });
+    assert!(buffer.append(&points.timestamps, &points.values), "BUG: value kind changed within a series");
+}
+
 /// A set of per-series buffers.
 pub struct Memtable {
     shards: Box<[Mutex<Shard>]>,
     bytes: AtomicUsize,
     points: AtomicUsize,
+    /// The shard [`Memtable::insert_all`] starts at, advanced by each call.
+    next_start: AtomicUsize,
 }
 
 /// Points of one series, sorted by timestamp without repeats.
@@ -94,11 +110,16 @@ impl Memtable {
             shards: (0..shard_count).map(|_| Mutex::new(Shard::default())).collect(),
             bytes: AtomicUsize::new(0),
             points: AtomicUsize::new(0),
+            next_start: AtomicUsize::new(0),
         }
     }
 
+    fn shard_index(&self, series: SeriesId) -> usize {
+        series.0 as usize & (self.shards.len() - 1)
+    }
+
     fn shard(&self, series: SeriesId) -> &Mutex<Shard> {
-        &self.shards[series.0 as usize & (self.shards.len() - 1)]
+        &self.shards[self.shard_index(series)]
     }
 
     /// Adds the points of one series. Panics (a caller bug) if the series already holds another
@@ -108,16 +129,64 @@ impl Memtable {
             return;
         }
         let mut shard = self.shard(points.series).lock();
-        let buffer = shard.entry(points.series).or_insert_with(|| SeriesBuffer {
-            timestamps: Vec::new(),
-            values: ValueColumn::new(points.values.kind()),
-            strictly_increasing: true,
-        });
-        assert!(buffer.append(&points.timestamps, &points.values), "BUG: value kind changed within a series");
+        append_to(&mut shard, points);
         drop(shard);
         let bytes = points.timestamps.len() * TIMESTAMP_BYTES + points.values.heap_bytes();
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.points.fetch_add(points.timestamps.len(), Ordering::Relaxed);
+    }
+
+    /// [`Memtable::insert`] for every entry of a batch (each series at most once). Each shard
+    /// is locked once for all its entries, and the counters are updated once: per entry, the
+    /// lock and the two shared counters (whose cache lines concurrent writers bounce between
+    /// cores) cost more than appending its few points. Shards are visited from a rotating
+    /// start, so concurrent writers do not queue behind each other shard after shard.
+    pub fn insert_all(&self, entries: &[SeriesPoints]) {
+        if entries.len() < 2 * self.shards.len() {
+            entries.iter().for_each(|entry| self.insert(entry));
+            return;
+        }
+        let shard_count = self.shards.len();
+        // Entry indices grouped by shard (a counting sort): `order[starts[s]..starts[s + 1]]`.
+        let mut starts = vec![0u32; shard_count + 1];
+        for entry in entries {
+            starts[self.shard_index(entry.series) + 1] += 1;
+        }
+        for s in 0..shard_count {
+            starts[s + 1] += starts[s];
+        }
+        let mut next = starts.clone();
+        let mut order = vec![0u32; entries.len()];
+        for (i, entry) in entries.iter().enumerate() {
+            let slot = &mut next[self.shard_index(entry.series)];
+            order[*slot as usize] = i as u32;
+            *slot += 1;
+        }
+        let first = self.next_start.fetch_add(1, Ordering::Relaxed);
+        let (mut bytes, mut points) = (0usize, 0usize);
+        for k in 0..shard_count {
+            let s = (first + k) & (shard_count - 1);
+            let (from, to) = (starts[s] as usize, starts[s + 1] as usize);
+            if from == to {
+                continue;
+            }
+            let mut shard = self.shards[s].lock();
+            for (j, &i) in order[from..to].iter().enumerate() {
+                // The entries' points are scattered over the heap: load the next ones early.
+                if let Some(&ahead) = order[from..to].get(j + PREFETCH_AHEAD) {
+                    prefetch(&entries[ahead as usize]);
+                }
+                let points_of = &entries[i as usize];
+                if points_of.timestamps.is_empty() {
+                    continue;
+                }
+                append_to(&mut shard, points_of);
+                bytes += points_of.timestamps.len() * TIMESTAMP_BYTES + points_of.values.heap_bytes();
+                points += points_of.timestamps.len();
+            }
+        }
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.points.fetch_add(points, Ordering::Relaxed);
     }
 
     /// Approximate bytes held.
@@ -212,6 +281,27 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn inserting_a_whole_batch_is_inserting_each_entry(
+            batches in proptest::collection::vec(proptest::collection::vec((0u32..80, -20i64..20, any::<i64>()), 0..150), 1..5),
+            shards in 1usize..9,
+        ) {
+            let (whole, each) = (Memtable::new(shards), Memtable::new(shards));
+            for points in &batches {
+                let mut batch = WriteBatch::new();
+                for &(series, t, v) in points {
+                    batch.push(SeriesId(series), t, Value::I64(v)).expect("push");
+                }
+                whole.insert_all(batch.entries());
+                insert_all(&each, &batch);
+            }
+            prop_assert_eq!(whole.series_ids(), each.series_ids());
+            prop_assert_eq!((whole.points(), whole.bytes()), (each.points(), each.bytes()));
+            for id in each.series_ids() {
+                prop_assert_eq!(whole.read_all(id), each.read_all(id));
+            }
+        }
+
         #[test]
         fn reads_match_a_last_write_wins_model(
             writes in proptest::collection::vec((1u32..4, -50i64..50, any::<i64>()), 1..200),
