@@ -246,17 +246,23 @@ impl Transaction {
             close(client, conn).await;
             return Err(ClientError::ConnectionLost);
         }
+        // The three answers come together (the server sends CREATED and CONFIRMED with
+        // COMPLETED), so one timer bounds them all: a timer per answer cost the client more
+        // CPU than reading them.
         let answers = async {
-            expect_created(&mut route, timeout).await?;
-            stats.create = started.elapsed();
-            expect_confirmed(&mut route, timeout, crc, stats.bytes, self.points).await?;
+            match next_answer(&mut route).await? {
+                Frame::Created { .. } => stats.create = started.elapsed(),
+                other => return Err(unexpected(other)),
+            }
+            compare_confirmed(next_answer(&mut route).await?, crc, stats.bytes, self.points)?;
             stats.confirm = started.elapsed();
-            match expect(&mut route, timeout, "COMPLETED").await? {
+            match next_answer(&mut route).await? {
                 Frame::Completed { duplicate, .. } => Ok(duplicate),
                 other => Err(unexpected(other)),
             }
         };
-        match answers.await {
+        let answered = tokio::time::timeout(timeout, answers).await.unwrap_or(Err(ClientError::Timeout("COMPLETED")));
+        match answered {
             Ok(duplicate) => {
                 stats.duplicate = duplicate;
                 stats.complete = started.elapsed();
@@ -307,7 +313,12 @@ async fn expect_created(route: &mut TxRoute, timeout: Duration) -> Result<(), Cl
 
 /// Waits for CONFIRMED and compares the server's checksum, bytes and points with the client's.
 async fn expect_confirmed(route: &mut TxRoute, timeout: Duration, crc: u32, bytes: u64, points: u64) -> Result<(), ClientError> {
-    match expect(route, timeout, "CONFIRMED").await? {
+    compare_confirmed(expect(route, timeout, "CONFIRMED").await?, crc, bytes, points)
+}
+
+/// Checks that `answer` is CONFIRMED with the client's checksum, bytes and points.
+fn compare_confirmed(answer: Frame, crc: u32, bytes: u64, points: u64) -> Result<(), ClientError> {
+    match answer {
         Frame::Confirmed { crc: server, bytes: server_bytes, points: server_points, .. } => {
             if server != crc || server_bytes != bytes || server_points != points {
                 return Err(ClientError::ChecksumMismatch { server, client: crc });
@@ -316,6 +327,11 @@ async fn expect_confirmed(route: &mut TxRoute, timeout: Duration, crc: u32, byte
         }
         other => Err(unexpected(other)),
     }
+}
+
+/// The next answer for the transaction, without a timer of its own (the caller bounds it).
+async fn next_answer(route: &mut TxRoute) -> Result<Frame, ClientError> {
+    route.receiver.recv().await.ok_or(ClientError::ConnectionLost)
 }
 
 /// The records cut into SEND bodies of at most `max` bytes (a value too large for one body is
