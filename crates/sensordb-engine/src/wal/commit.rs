@@ -254,7 +254,13 @@ impl Wal {
 
         let (active_file_id, written) = MutexGuard::unlocked(state, || {
             let mut active = self.active.lock();
-            let written = self.write_group(&mut active, &group, rotate);
+            // A panic here must not leave `leader_active` set (every later waiter would wait
+            // for ever): it poisons the log like any failure whose outcome is unknown.
+            let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.write_group(&mut active, &group, rotate)))
+                .unwrap_or_else(|panic| {
+                    let what = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned());
+                    Err(GroupFailure::Poison(format!("BUG: group commit panicked: {}", what.unwrap_or_default())))
+                });
             (active.id, written)
         });
 
@@ -360,8 +366,15 @@ impl Wal {
         }
         let from = active.zeroed_to.max(end);
         let to = (end + step / 2).next_multiple_of(step);
-        debug_assert!(to > from && to - from <= step, "BUG: zeros {from}..{to} for a group ending at {end}");
-        match active.file.write_all_at(&log_file::ZEROS[..(to - from) as usize], from) {
+        // Up to 1.5 steps when a large group ran past the zeros: written a step at a time.
+        let mut written = Ok(());
+        let mut at = from;
+        while at < to && written.is_ok() {
+            let len = (to - at).min(step);
+            written = active.file.write_all_at(&log_file::ZEROS[..len as usize], at);
+            at += len;
+        }
+        match written {
             Ok(()) => {
                 active.zeroed_to = to;
                 Ok(())

@@ -325,8 +325,17 @@ impl TxLog {
             file.zeroed_to = file.zeroed_to.max(end);
             if self.options.sync && file.zeroed_to < end + ZERO_AHEAD_BYTES / 2 {
                 let to = (end + ZERO_AHEAD_BYTES / 2).next_multiple_of(ZERO_AHEAD_BYTES);
-                match file.file.write_all_at(&ZEROS[..(to - file.zeroed_to) as usize], file.zeroed_to) {
-                    Ok(()) => file.zeroed_to = to,
+                // Up to 1.5 steps (after a rewrite, say): written a step at a time.
+                let mut written = Ok(());
+                while file.zeroed_to < to && written.is_ok() {
+                    let len = (to - file.zeroed_to).min(ZERO_AHEAD_BYTES);
+                    written = file.file.write_all_at(&ZEROS[..len as usize], file.zeroed_to);
+                    if written.is_ok() {
+                        file.zeroed_to += len;
+                    }
+                }
+                match written {
+                    Ok(()) => {}
                     // No room for zeros ahead is no failure: appends extend the file as before.
                     Err(error) if error.raw_os_error() == Some(28) => {
                         file.file.set_len(end)?;
@@ -511,6 +520,37 @@ mod tests {
         assert_eq!(log.lookup(&key(95)), Some(95));
         let len = std::fs::metadata(dir.path().join(FILE_NAME)).expect("stat").len();
         assert_eq!(len, (HEADER_LEN + 10 * RECORD_LEN) as u64, "compacted at open");
+    }
+
+    #[tokio::test]
+    async fn a_rewritten_synced_log_keeps_its_zeros_ahead() {
+        // 2,600 live records after the rewrite end 0.52 of a step past a multiple of it: the
+        // next append writes more than one step of zeros at once.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = TxLogOptions { max_entries: 2600, ..TxLogOptions::default() };
+        let (log, _) = TxLog::open(dir.path(), options.clone()).expect("open");
+        let mut guards = Vec::new();
+        for n in 0..3000u32 {
+            let mut tx = [0u8; 16];
+            tx[..4].copy_from_slice(&n.to_le_bytes());
+            let Begin::Started(guard) = log.begin(([2; 16], tx)).await else { panic!("new key") };
+            guards.push((guard, 1));
+        }
+        log.record_all(guards).expect("recorded");
+        drop(log);
+        let (log, report) = TxLog::open(dir.path(), options.clone()).expect("reopen");
+        assert_eq!((report.loaded, report.expired), (2600, 400), "rewritten at open");
+        let path = dir.path().join(FILE_NAME);
+        let records_end = (HEADER_LEN + 2600 * RECORD_LEN) as u64;
+        assert!(records_end % ZERO_AHEAD_BYTES > ZERO_AHEAD_BYTES / 2);
+        complete(&log, key(7), 70).await;
+        let len = std::fs::metadata(&path).expect("stat").len();
+        assert_eq!(len % ZERO_AHEAD_BYTES, 0);
+        assert!(len >= records_end + RECORD_LEN as u64 + ZERO_AHEAD_BYTES / 2, "{len}");
+        drop(log);
+        let (log, report) = TxLog::open(dir.path(), options).expect("reopen");
+        assert_eq!((report.loaded, report.damaged), (2600, 0), "the oldest one expired, the new one kept");
+        assert_eq!(log.lookup(&key(7)), Some(70));
     }
 
     #[tokio::test]

@@ -75,3 +75,26 @@ fn a_group_torn_inside_the_zeros_is_cut_off() {
         assert_eq!(file_len(&path), last_start as u64, "truncated after the last intact record");
     }
 }
+
+#[test]
+fn a_group_larger_than_the_zeros_ahead_is_written_and_zeroed_after() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fs = real_fs();
+    // The second record ends 0.7 of a step past a multiple of it: the zeros after it reach the
+    // multiple after next, more than one step of zeros at once.
+    let records = vec![record(0, 100), record(1, (ZERO_AHEAD_BYTES * 17 / 10) as usize), record(2, 100)];
+    let mut end = HEADER_LEN as u64;
+    {
+        let (wal, _, _) = open(&fs, dir.path(), options(Durability::Fsync, 64 << 20));
+        for r in &records {
+            append_durably(&wal, std::slice::from_ref(r));
+            end += record_len(r.len()) as u64;
+            let len = file_len(&wal_path(dir.path(), 1));
+            assert_eq!(len % ZERO_AHEAD_BYTES, 0, "{len}");
+            assert!(len >= end + ZERO_AHEAD_BYTES / 2, "{len} for records ending at {end}");
+        }
+    }
+    let (_wal, recovery, replayed) = open(&fs, dir.path(), options(Durability::Fsync, 64 << 20));
+    assert_eq!(replayed, records);
+    assert!(recovery.truncated.is_empty(), "{:?}", recovery.truncated);
+}
