@@ -149,17 +149,7 @@ impl Transaction {
             // connection's frames in order, and nothing is stored before COMPLETE, which is
             // only sent below, once CONFIRMED's checksum matched.
             let started = Instant::now();
-            let mut out = Vec::with_capacity(PIPELINE_WRITE_BYTES.min(stats.bytes as usize + 64 * (sends.len() + 2)));
-            Frame::Create { tx: self.id }.encode(&mut out);
-            for frame in &sends {
-                frame.encode(&mut out);
-                if out.len() >= PIPELINE_WRITE_BYTES {
-                    conn.write(&out).await?;
-                    out.clear();
-                }
-            }
-            Frame::Confirm { tx: self.id }.encode(&mut out);
-            conn.write(&out).await?;
+            self.write_pipelined(&conn, &sends, stats.bytes, None).await?;
             stats.send = started.elapsed();
             let answers = async {
                 expect_created(&mut route, timeout).await?;
@@ -212,6 +202,25 @@ impl Transaction {
         Ok(stats)
     }
 
+    /// Writes CREATE, the SENDs, CONFIRM and then `last` (if any) without waiting for answers,
+    /// in writes of about [`PIPELINE_WRITE_BYTES`] (one write for a small transaction).
+    async fn write_pipelined(&self, conn: &Conn, sends: &[Frame], bytes: u64, last: Option<Frame>) -> Result<(), ClientError> {
+        let mut out = Vec::with_capacity(PIPELINE_WRITE_BYTES.min(bytes as usize + 64 * (sends.len() + 3)));
+        Frame::Create { tx: self.id }.encode(&mut out);
+        for frame in sends {
+            frame.encode(&mut out);
+            if out.len() >= PIPELINE_WRITE_BYTES {
+                conn.write(&out).await?;
+                out.clear();
+            }
+        }
+        Frame::Confirm { tx: self.id }.encode(&mut out);
+        if let Some(frame) = last {
+            frame.encode(&mut out);
+        }
+        conn.write(&out).await
+    }
+
     /// One round trip: CREATE, the SENDs, CONFIRM and COMPLETE_CHECKED in one write. The server
     /// compares its checksum, bytes and points with the client's before storing anything, so a
     /// mismatch stores nothing (it answers CONFIRMED, then ERROR CHECKSUM_MISMATCH, and has rolled
@@ -228,18 +237,8 @@ impl Transaction {
         let timeout = client.inner.options.reply_timeout;
         stats.checked_complete = true;
         let started = Instant::now();
-        let mut out = Vec::with_capacity(PIPELINE_WRITE_BYTES.min(stats.bytes as usize + 64 * (sends.len() + 3)));
-        Frame::Create { tx: self.id }.encode(&mut out);
-        for frame in &sends {
-            frame.encode(&mut out);
-            if out.len() >= PIPELINE_WRITE_BYTES {
-                conn.write(&out).await?;
-                out.clear();
-            }
-        }
-        Frame::Confirm { tx: self.id }.encode(&mut out);
-        Frame::CompleteChecked { tx: self.id, crc, bytes: stats.bytes, points: self.points }.encode(&mut out);
-        conn.write(&out).await?;
+        let complete = Frame::CompleteChecked { tx: self.id, crc, bytes: stats.bytes, points: self.points };
+        self.write_pipelined(conn, &sends, stats.bytes, Some(complete)).await?;
         stats.send = started.elapsed();
         if take_one(&client.inner.drop_before_complete_reply) {
             drop(route);
