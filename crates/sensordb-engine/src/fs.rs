@@ -348,6 +348,8 @@ struct Faults {
     fail_removes: AtomicBool,
     /// When set, creating files fails with EMFILE (too many open files).
     fail_creates: AtomicBool,
+    /// When set, every write panics (a bug in code under the caller, say).
+    panic_writes: AtomicBool,
 }
 
 /// A file system that injects faults into another one; for tests.
@@ -381,6 +383,9 @@ impl FaultyFs {
     pub fn set_fail_removes(&self, on: bool) {
         self.faults.fail_removes.store(on, Ordering::SeqCst);
     }
+    pub fn set_panic_writes(&self, on: bool) {
+        self.faults.panic_writes.store(on, Ordering::SeqCst);
+    }
     fn wrap(&self, file: Arc<dyn StorageFile>) -> Arc<dyn StorageFile> {
         Arc::new(FaultyFile { inner: file, faults: self.faults.clone() })
     }
@@ -406,6 +411,7 @@ impl StorageFile for FaultyFile {
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        assert!(!self.faults.panic_writes.load(Ordering::SeqCst), "injected panic in a write");
         let mut len = buf.len();
         if self.faults.short_writes.load(Ordering::SeqCst) && len > 1 {
             len /= 2;

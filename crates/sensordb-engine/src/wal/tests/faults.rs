@@ -136,3 +136,20 @@ fn short_writes_are_completed() {
     assert_eq!(replayed, records);
     assert!(recovery.truncated.is_empty());
 }
+
+#[test]
+fn a_panicking_group_commit_poisons_the_log_instead_of_hanging_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (faults, fs) = faulty();
+    let (wal, _, _) = open(&fs, dir.path(), options(Durability::Fsync, 1 << 20));
+    append_durably(&wal, &[record(0, 40)]);
+    faults.set_panic_writes(true);
+    let lost = wal.append(&record(1, 40)).expect("append");
+    // The leader's write panics: its waiters get the poison, not a hang or the panic.
+    assert!(matches!(wal.wait_durable(lost), Err(Error::Poisoned(reason)) if reason.contains("panicked")));
+    faults.set_panic_writes(false);
+    // Every later caller learns it at once too.
+    assert!(matches!(wal.append(&record(2, 40)), Err(Error::Poisoned(_))));
+    assert!(matches!(wal.rotate(), Err(Error::Poisoned(_))));
+    wal.wait_durable(WalPosition { sequence: 1 }).expect("what was durable stays durable");
+}
