@@ -6,6 +6,7 @@
 //! http_listen = "127.0.0.1:8086"  # InfluxDB's port, so clients work unchanged
 //! native_listen = "127.0.0.1:7070"
 //! max_connections = 10000
+//! listen_backlog = 4096          # connections the kernel queues before accept (capped by net.core.somaxconn)
 //! max_in_flight_bytes = 268435456 # all connections together
 //! max_connection_in_flight_bytes = 16777216
 //! max_frame_bytes = 16777216
@@ -40,6 +41,11 @@ pub struct ServerConfig {
     pub native_listen: SocketAddr,
     /// Connections over all listeners; more wait in the accept queue.
     pub max_connections: usize,
+    /// Connections the kernel completes and queues for `accept` on each listener (the kernel
+    /// caps it at `net.core.somaxconn`). Beyond it a connecting client's SYN is dropped and
+    /// retried a second later: with the usual 128, a few hundred sources reconnecting at once
+    /// (a server restart) wait seconds.
+    pub listen_backlog: u32,
     /// Bytes received but not yet durable, over all connections; senders wait beyond it.
     pub max_in_flight_bytes: usize,
     pub max_connection_in_flight_bytes: usize,
@@ -153,6 +159,7 @@ impl Default for ServerConfig {
             http_listen: SocketAddr::from(([127, 0, 0, 1], 8086)),
             native_listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
             max_connections: 10_000,
+            listen_backlog: 4096,
             max_in_flight_bytes: 256 << 20,
             max_connection_in_flight_bytes: 16 << 20,
             max_frame_bytes: 16 << 20,
@@ -218,6 +225,9 @@ impl ServerConfig {
         }
         if self.max_connections == 0 {
             return Err(ConfigError::Invalid("max_connections must be at least 1".into()));
+        }
+        if self.listen_backlog == 0 {
+            return Err(ConfigError::Invalid("listen_backlog must be at least 1".into()));
         }
         if self.max_connection_in_flight_bytes > self.max_in_flight_bytes {
             return Err(ConfigError::Invalid("max_connection_in_flight_bytes exceeds max_in_flight_bytes".into()));

@@ -12,7 +12,7 @@ use crate::metrics::Metrics;
 use sensordb_engine::Engine;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -83,8 +83,8 @@ impl Server {
         }
         // Certificate and key problems fail the start, before anything listens.
         let tls = crate::tls::TlsAcceptor::from_config(&config)?;
-        let http_listener = TcpListener::bind(config.http_listen).await?;
-        let native_listener = TcpListener::bind(config.native_listen).await?;
+        let http_listener = bind(config.http_listen, config.listen_backlog)?;
+        let native_listener = bind(config.native_listen, config.listen_backlog)?;
         let state = Arc::new(ServerState {
             connections: Arc::new(Semaphore::new(config.max_connections)),
             in_flight_bytes: Arc::new(Semaphore::new(config.max_in_flight_bytes)),
@@ -106,12 +106,73 @@ impl Server {
     }
 }
 
+/// A listener on `addr` whose accept queue holds `backlog` connections. Tokio's
+/// `TcpListener::bind` asks for 128, as the standard library does: too few for thousands of
+/// sources that connect together (the SYNs beyond it are dropped and retried a second later).
+pub fn bind(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    // A restarted server binds again at once, though its old connections linger in TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
+}
+
 impl RunningServer {
     /// Stops accepting, lets connections in progress finish, and returns.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         for task in self.tasks {
             let _ = task.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// With the usual backlog of 128, connections beyond it wait for a SYN retry a second
+    /// later; with ours every one of a burst completes at once, before any is accepted.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_burst_of_connections_beyond_128_is_queued_without_a_retry() {
+        let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(4096);
+        let burst = 400.min(somaxconn.saturating_sub(1));
+        if burst <= 200 {
+            eprintln!("net.core.somaxconn is {somaxconn}: the kernel caps every backlog below this test's burst; skipped");
+            return;
+        }
+        let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0)), 1024).expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let connects: Vec<_> = (0..burst)
+            .map(|_| {
+                tokio::spawn(async move {
+                    tokio::time::timeout(
+                        Duration::from_millis(700),
+                        tokio::net::TcpStream::connect(addr),
+                    )
+                    .await
+                })
+            })
+            .collect();
+        let mut streams = Vec::new();
+        for connect in connects {
+            let stream = connect
+                .await
+                .expect("joins")
+                .expect("connected before a SYN retry (1 s)")
+                .expect("connects");
+            streams.push(stream);
+        }
+        // Every one of them waits in the accept queue.
+        for n in 0..burst {
+            tokio::time::timeout(Duration::from_millis(700), listener.accept())
+                .await
+                .unwrap_or_else(|_| panic!("connection {n} queued"))
+                .expect("accepts");
         }
     }
 }
