@@ -53,9 +53,20 @@ impl ServerState {
     /// Delays an acknowledgement by `T = (U − U_l)/(U_h − U_l)` seconds while usage is between
     /// the throttle thresholds, so synchronous senders slow down and reclaim keeps up.
     pub async fn throttle_acknowledgement(&self) {
-        if let sensordb_engine::reclaim::throttle::Admission::After(delay) = self.engine.admission() {
-            crate::metrics::Metrics::add(&self.metrics.throttle_delay_us, delay.as_micros() as u64);
+        if let Some(delay) = self.acknowledgement_delay() {
             tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// The delay [`ServerState::throttle_acknowledgement`] waits (counted in the metrics), for
+    /// a caller that waits otherwise.
+    pub fn acknowledgement_delay(&self) -> Option<std::time::Duration> {
+        match self.engine.admission() {
+            sensordb_engine::reclaim::throttle::Admission::After(delay) => {
+                crate::metrics::Metrics::add(&self.metrics.throttle_delay_us, delay.as_micros() as u64);
+                Some(delay)
+            }
+            _ => None,
         }
     }
 }

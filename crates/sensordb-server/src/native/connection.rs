@@ -3,10 +3,13 @@
 //! Three tasks: the reader parses frames, taking `in_flight_bytes` permits for each frame body
 //! *before* reading it (a sender beyond the limit is not read from: TCP backpressure); the state
 //! machine ([`Connection`]) handles frames in order; the writer sends answers, batching those
-//! that are ready together. A COMPLETE hands the transaction's batch to a completion task (a
-//! small batch goes to the [`Committer`], which writes many transactions' batches together; a
-//! large one is written on the blocking pool), so later frames and other transactions go on
-//! while it becomes durable; its answer carries the transaction id.
+//! that are ready together. A COMPLETE hands the transaction's batch on with an [`Answer`], so
+//! later frames and other transactions go on while it becomes durable; its answer carries the
+//! transaction id. A small batch goes straight to the [`Committer`], which writes many
+//! transactions' batches together and hands each COMPLETED to the writer itself. A completion
+//! task is spawned only for the rest: a large batch (written on the blocking pool), a disk
+//! that is full or about to be, an id another connection is completing, a full committer
+//! queue.
 //!
 //! Errors: a frame whose framing cannot be trusted (bad checksum, too long, reserved bits set),
 //! a frame before a successful HELLO and a failed HELLO get a fatal ERROR, then the connection
@@ -14,13 +17,15 @@
 //! reset). Everything else gets a non-fatal ERROR (naming the transaction, which is rolled back
 //! if it was open) and the connection goes on.
 
-use super::committer::{Committer, Outcome, SMALL_TRANSACTION_BYTES};
+use super::committer::{Committer, Job, Outcome, Reply, SMALL_TRANSACTION_BYTES};
 use super::transaction::{HeldBytes, OpenTransaction};
 use super::txlog::{Begin, TxLog};
 use crate::auth::{AuthError, Scope};
 use crate::protocol::frame::{ErrorCode, Frame, FrameError, Header, TxId, CHECKED_COMPLETE_VERSION, HEADER_LEN, MIN_VERSION, VERSION};
 use crate::server::{ServerState, ShutdownSignal};
 use bytes::Bytes;
+use sensordb_engine::batch::WriteBatch;
+use sensordb_engine::reclaim::throttle::Admission;
 use sensordb_engine::{Error as EngineError, SeriesId, SeriesKey, ValueKind};
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -29,8 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
-use tokio::task::JoinSet;
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 
 /// Most transactions open at once on one connection.
 pub const MAX_OPEN_TRANSACTIONS: usize = 1024;
@@ -77,8 +81,112 @@ pub struct Connection {
     series: HashMap<u32, (SeriesId, ValueKind)>,
     open: HashMap<TxId, OpenTransaction>,
     open_bytes: u64,
-    completing: HashSet<TxId>,
-    completions: JoinSet<TxId>,
+    completing: Arc<Completing>,
+}
+
+/// The transactions of one connection between COMPLETE and its answer. Shared with whoever
+/// answers them (the committer thread, completion tasks), which remove them.
+#[derive(Default)]
+pub struct Completing {
+    ids: parking_lot::Mutex<HashSet<TxId>>,
+    /// Told when the last one is answered.
+    emptied: Notify,
+}
+
+impl Completing {
+    fn contains(&self, tx: &TxId) -> bool {
+        self.ids.lock().contains(tx)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ids.lock().is_empty()
+    }
+
+    fn insert(&self, tx: TxId) {
+        self.ids.lock().insert(tx);
+    }
+
+    fn remove(&self, tx: &TxId) {
+        let mut ids = self.ids.lock();
+        ids.remove(tx);
+        if ids.is_empty() {
+            self.emptied.notify_waiters();
+        }
+    }
+
+    /// Returns once no transaction is completing.
+    async fn drained(&self) {
+        loop {
+            let emptied = self.emptied.notified();
+            tokio::pin!(emptied);
+            // Registered before the check, so a removal in between is not missed.
+            emptied.as_mut().enable();
+            if self.is_empty() {
+                return;
+            }
+            emptied.await;
+        }
+    }
+}
+
+/// The answer to one COMPLETE, whoever delivers it: the frames held back for the transaction
+/// (its CREATED and CONFIRMED, to leave in the same write) and then COMPLETED or the ERROR,
+/// handed to the connection's writer.
+pub struct Answer {
+    state: Arc<ServerState>,
+    out: Option<mpsc::UnboundedSender<Frame>>,
+    before: Vec<Frame>,
+    completing: Arc<Completing>,
+    tx: TxId,
+    points: u64,
+    /// When the write began (the write-latency metric).
+    started: Instant,
+}
+
+impl Answer {
+    /// Counts the write's outcome and answers; a stored transaction's answer waits out the
+    /// disk-usage throttle first (on `runtime`, or the current one), so senders slow down.
+    pub fn deliver(self, outcome: Outcome, runtime: Option<&tokio::runtime::Handle>) {
+        let metrics = &self.state.metrics;
+        let (tx, points) = (self.tx, self.points);
+        match outcome {
+            Ok(()) => {
+                metrics.record_write_latency(self.started.elapsed());
+                metrics.native_transactions_completed.fetch_add(1, Ordering::Relaxed);
+                let completed = Frame::Completed { tx, duplicate: false, points };
+                match self.state.acknowledgement_delay() {
+                    None => self.send(completed),
+                    Some(delay) => {
+                        let delayed = async move {
+                            tokio::time::sleep(delay).await;
+                            self.send(completed);
+                        };
+                        match runtime {
+                            Some(runtime) => drop(runtime.spawn(delayed)),
+                            None => drop(tokio::spawn(delayed)),
+                        }
+                    }
+                }
+            }
+            Err(error) => {
+                metrics.native_transactions_failed.fetch_add(1, Ordering::Relaxed);
+                let code = engine_error_code(&error);
+                tracing::warn!(%tx, %error, "native transaction failed");
+                self.send(error_frame(code, false, Some(tx), 0, format!("transaction {tx} not stored: {error}")));
+            }
+        }
+    }
+
+    /// Answers with `frame` now; the transaction is no longer completing.
+    fn send(self, frame: Frame) {
+        self.completing.remove(&self.tx);
+        if let Some(out) = self.out {
+            for frame in self.before {
+                let _ = out.send(frame);
+            }
+            let _ = out.send(frame);
+        }
+    }
 }
 
 fn error_frame(code: ErrorCode, fatal: bool, tx: Option<TxId>, context: u32, message: impl Into<String>) -> Frame {
@@ -110,8 +218,7 @@ impl Connection {
             series: HashMap::new(),
             open: HashMap::new(),
             open_bytes: 0,
-            completing: HashSet::new(),
-            completions: JoinSet::new(),
+            completing: Arc::new(Completing::default()),
         }
     }
 
@@ -192,9 +299,10 @@ impl Connection {
         let idle_timeout = Duration::from_millis(config.idle_timeout_ms.max(1));
         // Timeouts are checked when the earliest deadline known at the last check comes, and at
         // least every `check_max`. Frames only move deadlines later, and a transaction opened
-        // after a check expires after that check's `now + check_max`, so a check is never late
-        // (a completion that leaves the connection idle pulls the idle deadline in below). A
-        // busy connection is thus woken about once per timeout, not once per period.
+        // after a check expires after that check's `now + check_max`, so a check is never late.
+        // The idle deadline is looked at once nothing is open or completing, so a connection
+        // left idle by a completion closes up to `check_max` after its idle timeout. A busy
+        // connection is thus woken about once per timeout, not once per period.
         let check_max = tx_timeout.min(idle_timeout);
         let timer = tokio::time::sleep(check_max);
         tokio::pin!(timer);
@@ -232,7 +340,7 @@ impl Connection {
                         self.send(error_frame(ErrorCode::TransactionTimeout, false, Some(id), 0,
                             format!("transaction {id} rolled back: no frame for {} ms", tx_timeout.as_millis())));
                     }
-                    let busy = !self.open.is_empty() || !self.completions.is_empty();
+                    let busy = !self.open.is_empty() || !self.completing.is_empty();
                     if !busy && now.duration_since(last_frame) >= idle_timeout {
                         self.state.metrics.connections_closed_idle.fetch_add(1, Ordering::Relaxed);
                         self.send(error_frame(ErrorCode::IdleTimeout, true, None, 0,
@@ -247,17 +355,6 @@ impl Connection {
                         next = next.min(last_frame + idle_timeout);
                     }
                     timer.as_mut().reset(next.into());
-                }
-                Some(done) = self.completions.join_next(), if !self.completions.is_empty() => {
-                    if let Ok(id) = done {
-                        self.completing.remove(&id);
-                    }
-                    if self.open.is_empty() && self.completions.is_empty() {
-                        let idle_at = tokio::time::Instant::from_std(last_frame + idle_timeout);
-                        if idle_at < timer.deadline() {
-                            timer.as_mut().reset(idle_at);
-                        }
-                    }
                 }
                 _ = &mut stopping => {
                     self.send(error_frame(ErrorCode::ShuttingDown, true, None, 0, "the server is shutting down"));
@@ -275,7 +372,7 @@ impl Connection {
             self.roll_back(id);
         }
         // Transactions being written finish and are answered (a drain, not an abort).
-        while self.completions.join_next().await.is_some() {}
+        self.completing.drained().await;
     }
 
     fn roll_back(&mut self, id: TxId) {
@@ -482,82 +579,88 @@ impl Connection {
         let Some(open) = self.open.remove(&tx) else { return };
         self.open_bytes -= open.bytes;
         self.completing.insert(tx);
-        let state = self.state.clone();
-        let txlog = self.txlog.clone();
-        let committer = self.committer.clone();
-        let out = self.out.clone();
-        let before = self.take_outgoing_of(tx);
-        self.completions.spawn(async move {
-            let reply = finish(state, txlog, committer, (client_id, tx.0), tx, open).await;
-            if let Some(out) = out {
-                for frame in before {
-                    let _ = out.send(frame);
+        let answer = Answer {
+            state: self.state.clone(),
+            out: self.out.clone(),
+            before: self.take_outgoing_of(tx),
+            completing: self.completing.clone(),
+            tx,
+            points: open.points,
+            started: Instant::now(),
+        };
+        let key = (client_id, tx.0);
+        let OpenTransaction { batch, points, held, .. } = open;
+        // The common case answers without a task: a small batch, room on the disk, an id
+        // nobody else is completing, room in the committer's queue.
+        let small = batch.value_bytes() <= SMALL_TRANSACTION_BYTES;
+        if small && self.state.engine.admission() != Admission::WaitForSpace {
+            match self.txlog.try_begin(key) {
+                Some(Begin::Known(points)) => {
+                    self.state.metrics.native_transactions_completed.fetch_add(1, Ordering::Relaxed);
+                    return answer.send(Frame::Completed { tx, duplicate: true, points });
                 }
-                let _ = out.send(reply);
+                Some(Begin::Started(guard)) => {
+                    let job = Job { batch, points, guard, held, reply: Reply::Connection(answer) };
+                    if let Err(job) = self.committer.try_submit(job) {
+                        let committer = self.committer.clone();
+                        tokio::spawn(async move { committer.submit(job).await });
+                    }
+                    return;
+                }
+                None => {}
             }
-            tx
-        });
+        }
+        let (txlog, committer) = (self.txlog.clone(), self.committer.clone());
+        tokio::spawn(finish(txlog, committer, key, batch, points, held, answer));
     }
 }
 
-/// Makes a transaction durable (once) and returns the answer to its COMPLETE.
+/// Makes a transaction durable (once) and answers its COMPLETE, when that may mean waiting.
 async fn finish(
-    state: Arc<ServerState>,
     txlog: Arc<TxLog>,
     committer: Arc<Committer>,
     key: super::txlog::TxKey,
-    tx: TxId,
-    open: OpenTransaction,
-) -> Frame {
-    let metrics = &state.metrics;
+    batch: WriteBatch,
+    points: u64,
+    held: Vec<HeldBytes>,
+    mut answer: Answer,
+) {
+    let state = answer.state.clone();
+    let (metrics, tx) = (&state.metrics, answer.tx);
     let guard = match txlog.begin(key).await {
         Begin::Known(points) => {
             metrics.native_transactions_completed.fetch_add(1, Ordering::Relaxed);
-            return Frame::Completed { tx, duplicate: true, points };
+            return answer.send(Frame::Completed { tx, duplicate: true, points });
         }
         Begin::Started(guard) => guard,
     };
-    let OpenTransaction { batch, points, held, .. } = open;
     if let Err(error) = state.wait_for_space().await {
         metrics.native_transactions_failed.fetch_add(1, Ordering::Relaxed);
-        return error_frame(engine_error_code(&error), false, Some(tx), 0, format!("transaction {tx} not stored: {error}"));
+        return answer.send(error_frame(engine_error_code(&error), false, Some(tx), 0, format!("transaction {tx} not stored: {error}")));
     }
-    let started = Instant::now();
-    let written: Outcome = if batch.value_bytes() <= SMALL_TRANSACTION_BYTES {
-        committer.commit(batch, points, guard).await
-    } else {
-        let writer = state.clone();
-        let task = tokio::task::spawn_blocking(move || {
-            if !batch.is_empty() {
-                writer.engine.write(&batch).map_err(Arc::new)?;
-            }
-            // Counted before the id is recorded, as the committer does.
-            writer.metrics.points_written.fetch_add(points, Ordering::Relaxed);
-            if let Err(error) = guard.record(points) {
-                // The points are durable; only a retry after a restart could write them
-                // again, which stores nothing twice (same series, timestamps and values).
-                tracing::warn!(%error, "cannot record a completed transaction id");
-            }
-            Ok(())
-        });
-        let path = state.engine.data_dir().to_path_buf();
-        task.await.unwrap_or_else(|error| Err(Arc::new(EngineError::Io { path, source: std::io::Error::other(format!("write task: {error}")) })))
-    };
+    answer.started = Instant::now();
+    if batch.value_bytes() <= SMALL_TRANSACTION_BYTES {
+        return committer.submit(Job { batch, points, guard, held, reply: Reply::Connection(answer) }).await;
+    }
+    let writer = state.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        if !batch.is_empty() {
+            writer.engine.write(&batch).map_err(Arc::new)?;
+        }
+        // Counted before the id is recorded, as the committer does.
+        writer.metrics.points_written.fetch_add(points, Ordering::Relaxed);
+        if let Err(error) = guard.record(points) {
+            // The points are durable; only a retry after a restart could write them
+            // again, which stores nothing twice (same series, timestamps and values).
+            tracing::warn!(%error, "cannot record a completed transaction id");
+        }
+        Ok(())
+    });
+    let path = state.engine.data_dir().to_path_buf();
+    let written: Outcome =
+        task.await.unwrap_or_else(|error| Err(Arc::new(EngineError::Io { path, source: std::io::Error::other(format!("write task: {error}")) })));
     drop(held);
-    match written {
-        Ok(()) => {
-            metrics.record_write_latency(started.elapsed());
-            metrics.native_transactions_completed.fetch_add(1, Ordering::Relaxed);
-            state.throttle_acknowledgement().await;
-            Frame::Completed { tx, duplicate: false, points }
-        }
-        Err(error) => {
-            metrics.native_transactions_failed.fetch_add(1, Ordering::Relaxed);
-            let code = engine_error_code(&error);
-            tracing::warn!(%tx, %error, "native transaction failed");
-            error_frame(code, false, Some(tx), 0, format!("transaction {tx} not stored: {error}"))
-        }
-    }
+    answer.deliver(written, None);
 }
 
 /// Reads frames until the end of the stream, a fatal framing error or the state machine going.

@@ -289,22 +289,32 @@ impl TxLog {
     /// another connection is completing the same key.
     pub async fn begin(self: &Arc<Self>, key: TxKey) -> Begin {
         loop {
-            let mut waiting = {
-                let mut state = self.state.lock();
-                if let Some(entry) = state.known.get(&key) {
-                    return Begin::Known(entry.points);
-                }
-                match state.in_progress.get(&key) {
-                    Some(receiver) => receiver.clone(),
-                    None => {
-                        let (done, receiver) = watch::channel(());
-                        state.in_progress.insert(key, receiver);
-                        return Begin::Started(CompletionGuard { log: self.clone(), key, _done: done });
-                    }
-                }
+            let mut waiting = match self.begin_or_wait(key) {
+                Ok(begun) => return begun,
+                Err(waiting) => waiting,
             };
             // Returns an error once the guard's sender is dropped.
             while waiting.changed().await.is_ok() {}
+        }
+    }
+
+    /// [`TxLog::begin`] without waiting: `None` while another connection is completing `key`.
+    pub fn try_begin(self: &Arc<Self>, key: TxKey) -> Option<Begin> {
+        self.begin_or_wait(key).ok()
+    }
+
+    fn begin_or_wait(self: &Arc<Self>, key: TxKey) -> Result<Begin, watch::Receiver<()>> {
+        let mut state = self.state.lock();
+        if let Some(entry) = state.known.get(&key) {
+            return Ok(Begin::Known(entry.points));
+        }
+        match state.in_progress.get(&key) {
+            Some(receiver) => Err(receiver.clone()),
+            None => {
+                let (done, receiver) = watch::channel(());
+                state.in_progress.insert(key, receiver);
+                Ok(Begin::Started(CompletionGuard { log: self.clone(), key, _done: done }))
+            }
         }
     }
 
