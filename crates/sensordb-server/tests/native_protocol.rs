@@ -1,7 +1,8 @@
 //! End-to-end tests of the native protocol over real sockets on 127.0.0.1: round trip and read
 //! back, pipelining, idempotent retries (also across a restart), cancel, timeout rollback,
 //! CONFIRM checksum mismatch, bad frames and tokens, the client's pipelined and frame-by-frame
-//! commits. Every test is bounded in time.
+//! commits, acknowledgements delayed by the disk-usage throttle and refused on a full disk.
+//! Every test is bounded in time.
 
 use sensordb_client::{Client, ClientError, ClientOptions, ErrorCode, TxId};
 use sensordb_engine::{Durability, Engine, EngineOptions, SeriesKey, Value, ValueKind};
@@ -595,4 +596,92 @@ impl RawClient {
         PointsEncoder::points(&mut records, short_id, timestamps, &sensordb_engine::ValueColumn::F64(values.to_vec()));
         self.send(&Frame::Send { tx, records: records.into() }).await;
     }
+}
+
+/// A server whose engine follows the config's disk-usage thresholds, counting sensordb's own
+/// bytes only (the host disk's must not throttle tests).
+async fn start_with_disk_policy(dir: &Path, tweak: impl FnOnce(&mut ServerConfig)) -> (RunningServer, Arc<Engine>) {
+    let mut config = ServerConfig {
+        data_dir: dir.to_path_buf(),
+        durability: Durability::Os,
+        http_listen: "127.0.0.1:0".parse().expect("address"),
+        native_listen: "127.0.0.1:0".parse().expect("address"),
+        ..ServerConfig::default()
+    };
+    tweak(&mut config);
+    let mut options = config.engine_options();
+    options.reclaim.file_system_usage = false;
+    let engine = Arc::new(Engine::open(dir, options).expect("engine opens"));
+    let server = Server::start(config, engine.clone()).await.expect("server starts");
+    (server, engine)
+}
+
+/// Between the throttle thresholds the committer's COMPLETED waits out the delay (on the
+/// runtime, not on the committer's thread) and the transaction is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_acknowledgements_are_delayed_between_the_throttle_thresholds() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start_with_disk_policy(dir.path(), |c| {
+            c.capacity_bytes = Some(1 << 20);
+            c.disk_target_usage = 1e-9;
+            c.throttle_low_usage = 2e-9;
+            c.throttle_high_usage = 1.0;
+            c.evict_oldest_when_full = false;
+        })
+        .await;
+        let client = Client::connect(server.native_addr, "").await.expect("connects");
+        let series = client.series(&key("throttled"), ValueKind::F64).await.expect("series");
+        for t in 0..3 {
+            let mut tx = client.transaction();
+            tx.push(&series, t, Value::F64(t as f64)).expect("push");
+            tx.commit().await.expect("a throttled transaction commits");
+        }
+        let delayed = server.state.metrics.throttle_delay_us.load(Ordering::Relaxed);
+        assert!(delayed > 0, "an acknowledgement was delayed");
+        assert_eq!(stored(&engine, &key("throttled")).len(), 3);
+        assert_eq!(server.state.metrics.native_transactions_completed.load(Ordering::Relaxed), 3);
+        stop(server, engine).await;
+    })
+    .await
+}
+
+/// At `U_h` a COMPLETE waits for space, then fails with NO_SPACE (nothing of it stored), and the
+/// connection and the server go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_on_a_full_disk_waits_then_fails_with_no_space() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start_with_disk_policy(dir.path(), |c| {
+            c.capacity_bytes = Some(4096);
+            c.disk_target_usage = 0.0001;
+            c.throttle_low_usage = 0.0002;
+            c.throttle_high_usage = 0.0003;
+            c.evict_oldest_when_full = false;
+            c.full_wait_max_ms = 300;
+        })
+        .await;
+        let client = Client::connect(server.native_addr, "").await.expect("connects");
+        let series = client.series(&key("full"), ValueKind::F64).await.expect("series");
+        // The first finds the store empty enough, or waits and fails: either way, once anything
+        // is stored, usage is over U_h.
+        let mut first = client.transaction();
+        first.push(&series, 1, Value::F64(1.0)).expect("push");
+        let _ = first.commit().await;
+        let before = stored(&engine, &key("full")).len();
+        assert!(before <= 1);
+        let started = std::time::Instant::now();
+        let mut refused = client.transaction();
+        refused.push(&series, 2, Value::F64(2.0)).expect("push");
+        match refused.commit().await {
+            Err(ClientError::Server { code: ErrorCode::NoSpace, message }) => assert!(message.contains("not stored"), "{message}"),
+            other => panic!("expected NO_SPACE, got {other:?}"),
+        }
+        assert!(started.elapsed() >= Duration::from_millis(300), "the COMPLETE waited for space first");
+        assert_eq!(stored(&engine, &key("full")).len(), before, "nothing of the refused transaction is stored");
+        // The same connection still answers.
+        client.series(&key("other"), ValueKind::F64).await.expect("the connection goes on");
+        stop(server, engine).await;
+    })
+    .await
 }
