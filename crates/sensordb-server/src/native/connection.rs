@@ -23,7 +23,7 @@ use super::txlog::{Begin, TxLog};
 use crate::auth::{AuthError, Scope};
 use crate::protocol::frame::{ErrorCode, Frame, FrameError, Header, TxId, CHECKED_COMPLETE_VERSION, HEADER_LEN, MIN_VERSION, VERSION};
 use crate::server::{ServerState, ShutdownSignal};
-use bytes::Bytes;
+use bytes::{Buf, Bytes, BytesMut};
 use sensordb_engine::batch::WriteBatch;
 use sensordb_engine::reclaim::throttle::Admission;
 use sensordb_engine::{Error as EngineError, SeriesId, SeriesKey, ValueKind};
@@ -44,8 +44,8 @@ pub const MAX_SERIES_PER_CONNECTION: usize = 1 << 20;
 const LINGER: Duration = Duration::from_millis(500);
 /// The reader's buffer: one `read` takes every frame a client pipelined (a small transaction's
 /// CREATE, SENDs and CONFIRM are well under 4 KiB) instead of two reads per frame. Allocated
-/// per connection, so 40 MB for 10,000 connections; it is also the most a connection reads
-/// ahead of its byte permits.
+/// per connection, so 40 MB for 10,000 connections; it is also about the most a connection
+/// reads ahead of its byte permits.
 const READ_BUFFER_BYTES: usize = 4096;
 /// Frames read and not yet handled, per connection. Room for a pipelined transaction's frames
 /// lets the reader queue them all from one `read` before the state machine runs, so their
@@ -664,17 +664,21 @@ async fn finish(
 }
 
 /// Reads frames until the end of the stream, a fatal framing error or the state machine going.
-async fn read_loop<R: AsyncRead + Unpin>(reader: R, state: Arc<ServerState>, incoming: mpsc::Sender<Incoming>) {
-    let mut reader = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, reader);
+///
+/// Frames are cut from one buffer per connection: a body is a slice of it (`Bytes`), not an
+/// allocation of its own. The buffer is read into only when the frame being cut needs more
+/// bytes, at most [`READ_BUFFER_BYTES`] beyond them.
+async fn read_loop<R: AsyncRead + Unpin>(mut reader: R, state: Arc<ServerState>, incoming: mpsc::Sender<Incoming>) {
+    let mut buffer = BytesMut::with_capacity(READ_BUFFER_BYTES);
     let max_body = u32::try_from(state.config.max_frame_bytes).unwrap_or(u32::MAX);
     let permit_cap = state.config.max_in_flight_bytes.clamp(1, u32::MAX as usize);
     loop {
-        let mut head = [0u8; HEADER_LEN];
-        if reader.read_exact(&mut head).await.is_err() {
+        if !fill(&mut reader, &mut buffer, HEADER_LEN).await {
             return;
         }
         state.metrics.bytes_received.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
-        let header = match Header::parse(&head, max_body) {
+        let head: &[u8; HEADER_LEN] = buffer[..HEADER_LEN].try_into().expect("a whole header is buffered");
+        let header = match Header::parse(head, max_body) {
             Ok(header) => header,
             Err(error) => {
                 let _ = incoming.send(Incoming::Bad { error, fatal: true }).await;
@@ -691,12 +695,18 @@ async fn read_loop<R: AsyncRead + Unpin>(reader: R, state: Arc<ServerState>, inc
             state.metrics.in_flight_bytes.fetch_add(want as i64, Ordering::Relaxed);
             Some(HeldBytes { _permit: Some(permit), bytes: want as usize, state: state.clone() })
         };
-        let mut body = vec![0u8; len];
-        if reader.read_exact(&mut body).await.is_err() {
+        if !fill(&mut reader, &mut buffer, HEADER_LEN + len).await {
             return;
         }
         state.metrics.bytes_received.fetch_add(len as u64, Ordering::Relaxed);
-        let message = match header.decode_body(Bytes::from(body)) {
+        buffer.advance(HEADER_LEN);
+        let body = buffer.split_to(len).freeze();
+        if len > READ_BUFFER_BYTES {
+            // The body grew the buffer; once it is dropped `reserve` would take back its whole
+            // allocation, and the connection would keep it. What follows it moves to a small one.
+            buffer = BytesMut::from(&buffer[..]);
+        }
+        let message = match header.decode_body(body) {
             Ok(frame) => Incoming::Frame(frame, held),
             Err(error) => {
                 // The checksum held (or was not reached): the stream is in step unless it did not.
@@ -709,6 +719,22 @@ async fn read_loop<R: AsyncRead + Unpin>(reader: R, state: Arc<ServerState>, inc
             return drain(reader).await;
         }
     }
+}
+
+/// Reads until `buffer` holds at least `needed` bytes; false at the end of the stream or an
+/// error.
+async fn fill<R: AsyncRead + Unpin>(reader: &mut R, buffer: &mut BytesMut, needed: usize) -> bool {
+    while buffer.len() < needed {
+        // Room for what is missing and a buffer's worth more: one read takes every frame a
+        // client pipelined. Once the frames cut before are dropped, `reserve` reuses the
+        // same allocation.
+        buffer.reserve(needed - buffer.len() + READ_BUFFER_BYTES);
+        match reader.read_buf(buffer).await {
+            Ok(0) | Err(_) => return false,
+            Ok(_) => {}
+        }
+    }
+    true
 }
 
 /// Reads and discards until the peer closes (bounded by the caller's linger).

@@ -141,7 +141,10 @@ impl PointsDecoder {
                             if end > body.len() {
                                 return Err(malformed("truncated payload"));
                             }
-                            values.push(self.body.slice(*position..end));
+                            // A copy, not a slice: the body is a slice of the connection's read
+                            // buffer, which a value kept in the memtable until the next flush would
+                            // otherwise keep alive whole, beyond the memtable's accounting.
+                            values.push(Bytes::copy_from_slice(&body[*position..end]));
                             *position = end;
                         }
                         ValueColumn::Bytes(values)
