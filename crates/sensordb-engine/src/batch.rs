@@ -99,6 +99,39 @@ impl WriteBatch {
         Ok(())
     }
 
+    /// Appends points to the entry at `index` (from [`WriteBatch::entry_index`]) through
+    /// `append`, which pushes onto its timestamp and value columns, as many onto each: a
+    /// decoder can fill the batch without columns of its own. When `append` fails, or leaves
+    /// the columns of unequal length, the entry is cut back to what it held and the batch is
+    /// unchanged. Returns the number of points appended.
+    pub fn append_with<E>(
+        &mut self,
+        index: usize,
+        append: impl FnOnce(&mut Vec<Timestamp>, &mut ValueColumn) -> Result<(), E>,
+    ) -> Result<usize, E> {
+        let entry = &mut self.entries[index];
+        let before = entry.timestamps.len();
+        debug_assert_eq!(before, entry.values.len());
+        let appended = append(&mut entry.timestamps, &mut entry.values);
+        let unequal = entry.timestamps.len() != entry.values.len();
+        if appended.is_err() || unequal {
+            entry.timestamps.truncate(before);
+            entry.values.truncate(before);
+        }
+        assert!(!unequal || appended.is_err(), "BUG: append_with left columns of unequal length");
+        let (added, added_bytes) = (entry.timestamps.len() - before, entry.values.heap_bytes_from(before));
+        if appended.is_err() && before == 0 && index + 1 == self.entries.len() {
+            // The entry was made for this append: no empty entry stays behind.
+            let entry = self.entries.pop().expect("the entry at index");
+            self.position_of.remove(&entry.series);
+            self.spare.push(entry);
+        }
+        appended?;
+        self.points += added;
+        self.value_bytes += added_bytes;
+        Ok(added)
+    }
+
     /// Appends many points of one series at once.
     pub fn push_column(&mut self, series: SeriesId, timestamps: &[Timestamp], values: &ValueColumn) -> Result<(), BatchKindError> {
         assert_eq!(timestamps.len(), values.len(), "BUG: column lengths differ");
@@ -353,6 +386,48 @@ impl Hasher for IdHasher {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn append_with_appends_or_leaves_the_batch_as_it_was() {
+        let mut batch = WriteBatch::new();
+        let a = batch.entry_index(SeriesId(1), ValueKind::F64).expect("entry");
+        let added = batch.append_with(a, |ts, values| -> Result<(), ()> {
+            ts.extend([1, 2]);
+            values.push(Value::F64(1.0)).map_err(drop)?;
+            values.push(Value::F64(2.0)).map_err(drop)
+        });
+        assert_eq!(added, Ok(2));
+        assert_eq!((batch.len(), batch.value_bytes()), (2, 16));
+        // A failing append to an existing entry is cut back to what it held.
+        let failed = batch.append_with(a, |ts, values| {
+            ts.push(3);
+            values.push(Value::F64(3.0)).map_err(drop)?;
+            Err(())
+        });
+        assert_eq!(failed, Err(()));
+        assert_eq!((batch.len(), batch.value_bytes()), (2, 16));
+        assert_eq!(batch.entries()[0].timestamps, vec![1, 2]);
+        assert_eq!(batch.entries()[0].values.len(), 2);
+        // One for a new series leaves no empty entry behind, and the series can come back.
+        let b = batch.entry_index(SeriesId(2), ValueKind::I64).expect("entry");
+        assert_eq!(batch.append_with(b, |ts, _| -> Result<(), ()> { ts.push(9); Err(()) }), Err(()));
+        assert_eq!(batch.entries().len(), 1);
+        let b = batch.entry_index(SeriesId(2), ValueKind::I64).expect("entry");
+        assert_eq!(batch.append_with(b, |ts, values| values.push(Value::I64(7)).map(|()| ts.push(5)).map_err(drop)), Ok(1));
+        assert_eq!(batch.entries().len(), 2);
+        assert_eq!(batch.len(), 3);
+    }
+
+    #[test]
+    #[should_panic(expected = "unequal length")]
+    fn append_with_refuses_columns_of_unequal_length() {
+        let mut batch = WriteBatch::new();
+        let a = batch.entry_index(SeriesId(1), ValueKind::F64).expect("entry");
+        let _ = batch.append_with(a, |ts, _| -> Result<(), ()> {
+            ts.push(1);
+            Ok(())
+        });
+    }
 
     fn value_strategy() -> impl Strategy<Value = Value> {
         prop_oneof![

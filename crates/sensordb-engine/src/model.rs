@@ -217,12 +217,27 @@ impl ValueColumn {
 
     /// Approximate heap bytes held, for memory accounting.
     pub fn heap_bytes(&self) -> usize {
+        self.heap_bytes_from(0)
+    }
+
+    /// [`ValueColumn::heap_bytes`] of the values from index `start` on.
+    pub fn heap_bytes_from(&self, start: usize) -> usize {
+        let count = self.len().saturating_sub(start);
         match self {
-            ValueColumn::F64(v) => v.len() * 8,
-            ValueColumn::I64(v) => v.len() * 8,
-            ValueColumn::U64(v) => v.len() * 8,
-            ValueColumn::Bool(v) => v.len(),
-            ValueColumn::Bytes(v) => v.iter().map(|b| b.len() + 32).sum(),
+            ValueColumn::F64(_) | ValueColumn::I64(_) | ValueColumn::U64(_) => count * 8,
+            ValueColumn::Bool(_) => count,
+            ValueColumn::Bytes(v) => v[start.min(v.len())..].iter().map(|b| b.len() + 32).sum(),
+        }
+    }
+
+    /// Keeps the first `len` values.
+    pub fn truncate(&mut self, len: usize) {
+        match self {
+            ValueColumn::F64(v) => v.truncate(len),
+            ValueColumn::I64(v) => v.truncate(len),
+            ValueColumn::U64(v) => v.truncate(len),
+            ValueColumn::Bool(v) => v.truncate(len),
+            ValueColumn::Bytes(v) => v.truncate(len),
         }
     }
 

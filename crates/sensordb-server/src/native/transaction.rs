@@ -3,7 +3,7 @@
 //! that keep its memory accounted until the batch is durable or dropped.
 
 use crate::protocol::frame::ErrorCode;
-use crate::protocol::points::{DecodeError, PointRecord, PointsDecoder};
+use crate::protocol::points::{Appended, DecodeError, PointsDecoder};
 use bytes::{Bytes, BytesMut};
 use sensordb_engine::batch::WriteBatch;
 use sensordb_engine::{SeriesId, Timestamp, Value, ValueKind};
@@ -68,9 +68,10 @@ impl OpenTransaction {
         self.crc = crc32c::crc32c_append(self.crc, &records);
         self.bytes += records.len() as u64;
         let mut decoder = PointsDecoder::new(records);
-        let kind_of = |short: u32| series.get(&short).map(|&(_, kind)| kind);
+        let resolve = |short: u32| series.get(&short).copied();
         let malformed = |message: String| SendError { code: ErrorCode::Malformed, message };
-        while let Some(record) = decoder.next_record(kind_of) {
+        // POINTS records are decoded straight into the batch: no columns per record.
+        while let Some(record) = decoder.next_into(resolve, &mut self.batch) {
             let record = record.map_err(|e| SendError {
                 code: match e {
                     DecodeError::UnknownSeries(_) => ErrorCode::UnknownSeries,
@@ -80,17 +81,14 @@ impl OpenTransaction {
                 message: e.to_string(),
             })?;
             match record {
-                PointRecord::Points { short_id, timestamps, values } => {
+                Appended::Points { count, .. } => {
+                    // Appended already; the error rolls the whole transaction back.
                     if self.partial.is_some() {
                         return Err(malformed("a POINTS record inside an unfinished payload".into()));
                     }
-                    let Some(&(id, _)) = series.get(&short_id) else {
-                        return Err(SendError { code: ErrorCode::UnknownSeries, message: format!("short series id {short_id} is not defined") });
-                    };
-                    self.batch.push_column(id, &timestamps, &values).map_err(|e| malformed(e.to_string()))?;
-                    self.points += timestamps.len() as u64;
+                    self.points += count as u64;
                 }
-                PointRecord::PayloadPart { short_id, timestamp, last, bytes } => {
+                Appended::PayloadPart { short_id, timestamp, last, bytes } => {
                     let Some(&(id, _)) = series.get(&short_id) else {
                         return Err(SendError { code: ErrorCode::UnknownSeries, message: format!("short series id {short_id} is not defined") });
                     };

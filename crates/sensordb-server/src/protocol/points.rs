@@ -17,7 +17,8 @@
 
 use bytes::Bytes;
 use sensordb_engine::checksum::{get_varint, put_varint, unzigzag, zigzag};
-use sensordb_engine::{Timestamp, ValueColumn, ValueKind};
+use sensordb_engine::batch::WriteBatch;
+use sensordb_engine::{SeriesId, Timestamp, ValueColumn, ValueKind};
 
 const RECORD_POINTS: u8 = 1;
 const RECORD_PAYLOAD_PART: u8 = 2;
@@ -88,7 +89,46 @@ impl PointsDecoder {
         Some(self.decode_one(kind_of).inspect_err(|_| self.position = self.body.len()))
     }
 
+    /// Like [`PointsDecoder::next_record`], but a POINTS record is appended to `batch`, to the
+    /// series `resolve` maps its short id to (with the series' kind; `None`: undefined), instead
+    /// of being returned in columns of its own. After an `Err`, `batch` holds what the records
+    /// before it appended (the record in error appended nothing).
+    pub fn next_into(
+        &mut self,
+        resolve: impl Fn(u32) -> Option<(SeriesId, ValueKind)>,
+        batch: &mut WriteBatch,
+    ) -> Option<Result<Appended, DecodeError>> {
+        if self.position >= self.body.len() {
+            return None;
+        }
+        let decoded = self.decode_head(|short_id| resolve(short_id).map(|(_, kind)| kind)).and_then(|head| match head {
+            Head::Points { short_id, count, kind } => {
+                let (series, _) = resolve(short_id).ok_or(DecodeError::UnknownSeries(short_id))?;
+                let index = batch.entry_index(series, kind).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+                let (body, position) = (&self.body, &mut self.position);
+                batch.append_with(index, |timestamps, values| decode_points(body, position, count, timestamps, values))?;
+                Ok(Appended::Points { short_id, count })
+            }
+            Head::PayloadPart { short_id, timestamp, last, bytes } => Ok(Appended::PayloadPart { short_id, timestamp, last, bytes }),
+        });
+        Some(decoded.inspect_err(|_| self.position = self.body.len()))
+    }
+
     fn decode_one(&mut self, kind_of: impl Fn(u32) -> Option<ValueKind>) -> Result<PointRecord, DecodeError> {
+        match self.decode_head(kind_of)? {
+            Head::Points { short_id, count, kind } => {
+                let mut timestamps = Vec::new();
+                let mut values = ValueColumn::new(kind);
+                decode_points(&self.body, &mut self.position, count, &mut timestamps, &mut values)?;
+                Ok(PointRecord::Points { short_id, timestamps, values })
+            }
+            Head::PayloadPart { short_id, timestamp, last, bytes } => Ok(PointRecord::PayloadPart { short_id, timestamp, last, bytes }),
+        }
+    }
+
+    /// Decodes a record's type and short id, and then either a POINTS record's count (its
+    /// points are left for [`decode_points`]) or a whole PAYLOAD_PART.
+    fn decode_head(&mut self, kind_of: impl Fn(u32) -> Option<ValueKind>) -> Result<Head, DecodeError> {
         let body = &self.body[..];
         let position = &mut self.position;
         let malformed = |what: &str| DecodeError::Malformed(what.to_string());
@@ -104,53 +144,7 @@ impl PointsDecoder {
                 if count == 0 || count > body.len() - *position {
                     return Err(malformed("implausible point count"));
                 }
-                let mut timestamps = Vec::with_capacity(count);
-                let mut previous = 0i64;
-                for _ in 0..count {
-                    previous = previous.wrapping_add(unzigzag(varint(position)?));
-                    timestamps.push(previous);
-                }
-                let values = match kind {
-                    ValueKind::F64 => {
-                        let end = position.checked_add(count * 8).ok_or_else(|| malformed("truncated f64 values"))?;
-                        let bytes = body.get(*position..end).ok_or_else(|| malformed("truncated f64 values"))?;
-                        *position = end;
-                        ValueColumn::F64(
-                            bytes
-                                .chunks_exact(8)
-                                .map(|c| {
-                                    let mut a = [0u8; 8];
-                                    a.copy_from_slice(c);
-                                    f64::from_bits(u64::from_le_bytes(a))
-                                })
-                                .collect(),
-                        )
-                    }
-                    ValueKind::I64 => ValueColumn::I64((0..count).map(|_| varint(position).map(unzigzag)).collect::<Result<_, _>>()?),
-                    ValueKind::U64 => ValueColumn::U64((0..count).map(|_| varint(position)).collect::<Result<_, _>>()?),
-                    ValueKind::Bool => {
-                        let bytes = body.get(*position..*position + count).ok_or_else(|| malformed("truncated bool values"))?;
-                        *position += count;
-                        ValueColumn::Bool(bytes.iter().map(|&b| b != 0).collect())
-                    }
-                    ValueKind::Bytes => {
-                        let mut values = Vec::with_capacity(count);
-                        for _ in 0..count {
-                            let len = varint(position)? as usize;
-                            let end = position.checked_add(len).ok_or_else(|| malformed("truncated payload"))?;
-                            if end > body.len() {
-                                return Err(malformed("truncated payload"));
-                            }
-                            // A copy, not a slice: the body is a slice of the connection's read
-                            // buffer, which a value kept in the memtable until the next flush would
-                            // otherwise keep alive whole, beyond the memtable's accounting.
-                            values.push(Bytes::copy_from_slice(&body[*position..end]));
-                            *position = end;
-                        }
-                        ValueColumn::Bytes(values)
-                    }
-                };
-                Ok(PointRecord::Points { short_id, timestamps, values })
+                Ok(Head::Points { short_id, count, kind })
             }
             RECORD_PAYLOAD_PART => {
                 if kind != ValueKind::Bytes {
@@ -166,11 +160,82 @@ impl PointsDecoder {
                 }
                 let bytes = self.body.slice(*position..end);
                 *position = end;
-                Ok(PointRecord::PayloadPart { short_id, timestamp, last: last == 1, bytes })
+                Ok(Head::PayloadPart { short_id, timestamp, last: last == 1, bytes })
             }
             other => Err(DecodeError::Malformed(format!("unknown record type {other}"))),
         }
     }
+}
+
+/// What [`PointsDecoder::next_into`] did with a record.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Appended {
+    /// A POINTS record's `count` points went into the batch.
+    Points { short_id: u32, count: usize },
+    PayloadPart { short_id: u32, timestamp: Timestamp, last: bool, bytes: Bytes },
+}
+
+enum Head {
+    Points { short_id: u32, count: usize, kind: ValueKind },
+    PayloadPart { short_id: u32, timestamp: Timestamp, last: bool, bytes: Bytes },
+}
+
+/// Appends a POINTS record's `count` timestamps and values, from `position`, to the columns
+/// (`values` has the series' kind).
+fn decode_points(body: &[u8], position: &mut usize, count: usize, timestamps: &mut Vec<Timestamp>, values: &mut ValueColumn) -> Result<(), DecodeError> {
+    let malformed = |what: &str| DecodeError::Malformed(what.to_string());
+    let varint = |position: &mut usize| get_varint(body, position).ok_or_else(|| malformed("truncated varint"));
+    timestamps.reserve(count);
+    let mut previous = 0i64;
+    for _ in 0..count {
+        previous = previous.wrapping_add(unzigzag(varint(position)?));
+        timestamps.push(previous);
+    }
+    match values {
+        ValueColumn::F64(values) => {
+            let end = position.checked_add(count * 8).ok_or_else(|| malformed("truncated f64 values"))?;
+            let bytes = body.get(*position..end).ok_or_else(|| malformed("truncated f64 values"))?;
+            *position = end;
+            values.extend(bytes.chunks_exact(8).map(|c| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(c);
+                f64::from_bits(u64::from_le_bytes(a))
+            }));
+        }
+        ValueColumn::I64(values) => {
+            values.reserve(count);
+            for _ in 0..count {
+                values.push(unzigzag(varint(position)?));
+            }
+        }
+        ValueColumn::U64(values) => {
+            values.reserve(count);
+            for _ in 0..count {
+                values.push(varint(position)?);
+            }
+        }
+        ValueColumn::Bool(values) => {
+            let bytes = body.get(*position..*position + count).ok_or_else(|| malformed("truncated bool values"))?;
+            *position += count;
+            values.extend(bytes.iter().map(|&b| b != 0));
+        }
+        ValueColumn::Bytes(values) => {
+            values.reserve(count);
+            for _ in 0..count {
+                let len = varint(position)? as usize;
+                let end = position.checked_add(len).ok_or_else(|| malformed("truncated payload"))?;
+                if end > body.len() {
+                    return Err(malformed("truncated payload"));
+                }
+                // A copy, not a slice: the body is a slice of the connection's read buffer,
+                // which a value kept in the memtable until the next flush would otherwise keep
+                // alive whole, beyond the memtable's accounting.
+                values.push(Bytes::copy_from_slice(&body[*position..end]));
+                *position = end;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Why a SEND body does not decode.
@@ -227,14 +292,64 @@ mod tests {
             prop_assert_eq!(decoded, expected);
         }
 
+        /// Decoding into a batch stores what decoding into columns and pushing them would.
+        #[test]
+        fn next_into_fills_a_batch_as_next_record_does(runs in proptest::collection::vec((0u32..20, proptest::collection::vec(any::<i64>(), 1..20)), 0..8),
+                                                       cut in any::<proptest::sample::Index>()) {
+            let mut body = Vec::new();
+            for (short_id, seed) in &runs {
+                let kind = kind_of(*short_id).expect("kind");
+                PointsEncoder::points(&mut body, *short_id, seed, &column(kind, seed));
+            }
+            // Short ids map to series two to one (0 and 10 share series 0), as two connections'
+            // definitions of one key would; the kinds agree.
+            let resolve = |id: u32| kind_of(id).map(|kind| (SeriesId(id % 10), kind));
+            // A body cut anywhere: both decoders fail at the same record, having kept the same.
+            let body = if body.is_empty() { body } else { body[..cut.index(body.len() + 1)].to_vec() };
+            let mut expected = WriteBatch::new();
+            let mut columns = PointsDecoder::new(Bytes::from(body.clone()));
+            let mut failed_expected = false;
+            while let Some(record) = columns.next_record(kind_of) {
+                match record {
+                    Ok(PointRecord::Points { short_id, timestamps, values }) => {
+                        expected.push_column(SeriesId(short_id % 10), &timestamps, &values).expect("kinds agree");
+                    }
+                    Ok(other) => prop_assert!(false, "unexpected {:?}", other),
+                    Err(_) => failed_expected = true,
+                }
+            }
+            let mut batch = WriteBatch::new();
+            let mut direct = PointsDecoder::new(Bytes::from(body));
+            let mut failed = false;
+            let mut counted = 0;
+            while let Some(record) = direct.next_into(resolve, &mut batch) {
+                match record {
+                    Ok(Appended::Points { count, .. }) => counted += count,
+                    Ok(other) => prop_assert!(false, "unexpected {:?}", other),
+                    Err(_) => failed = true,
+                }
+            }
+            prop_assert_eq!(failed, failed_expected);
+            prop_assert_eq!(batch.len(), expected.len());
+            prop_assert_eq!(counted, batch.len());
+            prop_assert_eq!(batch.value_bytes(), expected.value_bytes());
+            prop_assert_eq!(batch.entries(), expected.entries());
+        }
+
         #[test]
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-            let mut decoder = PointsDecoder::new(Bytes::from(bytes));
+            let mut decoder = PointsDecoder::new(Bytes::from(bytes.clone()));
             let mut n = 0;
             while let Some(_record) = decoder.next_record(kind_of) {
                 n += 1;
                 prop_assert!(n < 1000);
             }
+            let mut batch = WriteBatch::new();
+            let mut direct = PointsDecoder::new(Bytes::from(bytes));
+            while let Some(_record) = direct.next_into(|id| kind_of(id).map(|kind| (SeriesId(id), kind)), &mut batch) {}
+            let stored: usize = batch.entries().iter().map(|entry| entry.timestamps.len()).sum();
+            prop_assert_eq!(stored, batch.len());
+            prop_assert!(batch.entries().iter().all(|entry| entry.timestamps.len() == entry.values.len()));
         }
     }
 }
