@@ -330,7 +330,7 @@ fn compare_confirmed(answer: Frame, crc: u32, bytes: u64, points: u64) -> Result
 
 /// The next answer for the transaction, without a timer of its own (the caller bounds it).
 async fn next_answer(route: &mut TxRoute) -> Result<Frame, ClientError> {
-    route.receiver.recv().await.ok_or(ClientError::ConnectionLost)
+    route.recv().await.ok_or(ClientError::ConnectionLost)
 }
 
 /// The records cut into SEND bodies of at most `max` bytes (a value too large for one body is
@@ -399,7 +399,7 @@ fn unexpected(frame: Frame) -> ClientError {
 }
 
 async fn expect(route: &mut TxRoute, timeout: Duration, what: &'static str) -> Result<Frame, ClientError> {
-    match tokio::time::timeout(timeout, route.receiver.recv()).await {
+    match tokio::time::timeout(timeout, route.recv()).await {
         Ok(Some(frame)) => Ok(frame),
         Ok(None) => Err(ClientError::ConnectionLost),
         Err(_) => Err(ClientError::Timeout(what)),
