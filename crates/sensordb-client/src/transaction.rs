@@ -116,8 +116,7 @@ impl Transaction {
         let client = &self.client;
         let options = &client.inner.options;
         let conn = client.connection().await?;
-        let short_ids: Vec<u32> = self.runs.keys().copied().collect();
-        client.define(&conn, &short_ids).await?;
+        client.define_all(&conn, self.runs.keys().copied()).await?;
         let max_records = options.packet_bytes.min((conn.limits.max_frame_bytes as usize).saturating_sub(16)).max(64);
         let packets = cut_packets(&self.runs, max_records);
         let mut route = conn.route_tx(self.id);
