@@ -72,6 +72,20 @@ impl Transaction {
         self.points == 0
     }
 
+    /// Makes room for `additional` more points of `series`, so that pushing a number of points
+    /// known beforehand does not grow the transaction's buffers again and again.
+    pub fn reserve(&mut self, series: &SeriesHandle, additional: usize) {
+        let run = self.run(series);
+        run.timestamps.reserve(additional);
+        match &mut run.values {
+            ValueColumn::F64(values) => values.reserve(additional),
+            ValueColumn::I64(values) => values.reserve(additional),
+            ValueColumn::U64(values) => values.reserve(additional),
+            ValueColumn::Bool(values) => values.reserve(additional),
+            ValueColumn::Bytes(values) => values.reserve(additional),
+        }
+    }
+
     fn run(&mut self, series: &SeriesHandle) -> &mut Run {
         self.runs.entry(series.short_id).or_insert_with(|| Run { timestamps: Vec::new(), values: ValueColumn::new(series.kind) })
     }
