@@ -362,6 +362,7 @@ async fn client_loop(
             break;
         }
         let mut tx = client.transaction();
+        tx.reserve(&handle, (config.packets * per_packet) as usize);
         let mut pushed = Ok(());
         'build: for _packet in 0..config.packets {
             for i in 0..per_packet {

@@ -242,6 +242,12 @@ impl Client {
 
     /// The open connection, or a new one.
     pub(crate) async fn connection(&self) -> Result<Arc<Conn>, ClientError> {
+        // Without waiting when the slot is free and the connection open (the common case).
+        if let Ok(slot) = self.inner.conn.try_lock() {
+            if let Some(conn) = slot.as_ref().filter(|conn| !conn.is_closed()) {
+                return Ok(conn.clone());
+            }
+        }
         let mut slot = self.inner.conn.lock().await;
         if let Some(conn) = slot.as_ref() {
             if !conn.is_closed() {
@@ -294,6 +300,18 @@ impl Client {
         }
         defined?;
         Ok(SeriesHandle { short_id, kind })
+    }
+
+    /// Makes sure `short_ids` are defined on `conn` (see [`Client::define`]), without waiting or
+    /// allocating when they are (the common case).
+    pub(crate) async fn define_all(&self, conn: &Conn, short_ids: impl Iterator<Item = u32> + Clone) -> Result<(), ClientError> {
+        if let Ok(defined) = conn.defined.try_lock() {
+            if short_ids.clone().all(|id| defined.contains(&id)) {
+                return Ok(());
+            }
+        }
+        let short_ids: Vec<u32> = short_ids.collect();
+        self.define(conn, &short_ids).await
     }
 
     /// Makes sure `short_ids` are defined on `conn` (DEFINE_SERIES, pipelined).
@@ -357,5 +375,5 @@ impl Client {
 
 /// Takes one from a test-hook counter if it is nonzero.
 pub(crate) fn take_one(counter: &AtomicU32) -> bool {
-    counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+    counter.load(Ordering::SeqCst) != 0 && counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
 }

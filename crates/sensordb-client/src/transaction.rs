@@ -3,14 +3,14 @@
 use crate::connection::{Conn, TxRoute};
 use crate::{take_one, Client, ClientError, SeriesHandle};
 use sensordb_engine::{Timestamp, Value, ValueColumn};
-use sensordb_server::protocol::frame::{ErrorCode, Frame, TxId, CHECKED_COMPLETE_VERSION};
+use sensordb_server::protocol::frame::{ErrorCode, Frame, FrameType, TxId, CHECKED_COMPLETE_VERSION, HEADER_LEN};
 use sensordb_server::protocol::points::PointsEncoder;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// Frames of a pipelined transaction are written in pieces of about this many bytes, so a large
-/// transaction is not copied into one buffer whole.
-const PIPELINE_WRITE_BYTES: usize = 64 << 10;
+/// Frames of a pipelined transaction are written in pieces of about this many bytes (at frame
+/// boundaries), so a large transaction does not hold the connection's writer for all of it.
+pub(crate) const PIPELINE_WRITE_BYTES: usize = 64 << 10;
 
 /// Timings and counts of a committed transaction.
 ///
@@ -51,11 +51,13 @@ pub struct Transaction {
     id: TxId,
     runs: BTreeMap<u32, Run>,
     points: u64,
+    /// Bytes of the bytes values pushed (for the size of the encoding).
+    payload_bytes: usize,
 }
 
 impl Transaction {
     pub(crate) fn new(client: Client, id: TxId) -> Self {
-        Transaction { client, id, runs: BTreeMap::new(), points: 0 }
+        Transaction { client, id, runs: BTreeMap::new(), points: 0, payload_bytes: 0 }
     }
 
     pub fn id(&self) -> TxId {
@@ -70,12 +72,28 @@ impl Transaction {
         self.points == 0
     }
 
+    /// Makes room for `additional` more points of `series`, so that pushing a number of points
+    /// known beforehand does not grow the transaction's buffers again and again.
+    pub fn reserve(&mut self, series: &SeriesHandle, additional: usize) {
+        let run = self.run(series);
+        run.timestamps.reserve(additional);
+        match &mut run.values {
+            ValueColumn::F64(values) => values.reserve(additional),
+            ValueColumn::I64(values) => values.reserve(additional),
+            ValueColumn::U64(values) => values.reserve(additional),
+            ValueColumn::Bool(values) => values.reserve(additional),
+            ValueColumn::Bytes(values) => values.reserve(additional),
+        }
+    }
+
+    fn run(&mut self, series: &SeriesHandle) -> &mut Run {
+        self.runs.entry(series.short_id).or_insert_with(|| Run { timestamps: Vec::new(), values: ValueColumn::new(series.kind) })
+    }
+
     /// Adds a point; fails when the value's kind is not the series'.
     pub fn push(&mut self, series: &SeriesHandle, timestamp: Timestamp, value: Value) -> Result<(), ClientError> {
-        let run = self
-            .runs
-            .entry(series.short_id)
-            .or_insert_with(|| Run { timestamps: Vec::new(), values: ValueColumn::new(series.kind) });
+        let run = self.run(series);
+        let payload = if let Value::Bytes(bytes) = &value { bytes.len() } else { 0 };
         run.values.push(value).map_err(|value| ClientError::KindMismatch {
             key: format!("short id {}", series.short_id),
             kind: series.kind,
@@ -83,6 +101,7 @@ impl Transaction {
         })?;
         run.timestamps.push(timestamp);
         self.points += 1;
+        self.payload_bytes += payload;
         Ok(())
     }
 
@@ -116,41 +135,32 @@ impl Transaction {
         let client = &self.client;
         let options = &client.inner.options;
         let conn = client.connection().await?;
-        let short_ids: Vec<u32> = self.runs.keys().copied().collect();
-        client.define(&conn, &short_ids).await?;
+        client.define_all(&conn, self.runs.keys().copied()).await?;
         let max_records = options.packet_bytes.min((conn.limits.max_frame_bytes as usize).saturating_sub(16)).max(64);
-        let packets = cut_packets(&self.runs, max_records);
         let mut route = conn.route_tx(self.id);
         let timeout = options.reply_timeout;
         let mut stats = TxStats { points: self.points, ..TxStats::default() };
+        let corrupt = take_one(&client.inner.corrupt_next_sends);
+        let mut out = FrameBuffer::take();
+        out.reserve(self.encoded_estimate(max_records));
 
-        // The SEND frames, and the CRC32C of their records as the client sent them.
-        let mut crc = 0u32;
-        let mut corrupt = take_one(&client.inner.corrupt_next_sends);
-        let mut sends = Vec::with_capacity(packets.len());
-        for packet in packets {
-            crc = crc32c::crc32c_append(crc, &packet);
-            stats.bytes += packet.len() as u64;
-            let mut records = packet;
-            if corrupt {
-                if let Some(last) = records.last_mut() {
-                    *last ^= 0x01;
-                }
-                corrupt = false;
-            }
-            sends.push(Frame::Send { tx: self.id, records: records.into() });
-        }
-
-        if options.pipeline && options.checked_complete && conn.limits.version >= CHECKED_COMPLETE_VERSION {
-            return self.attempt_checked(client, &conn, route, sends, crc, stats).await;
-        }
         if options.pipeline {
+            // CREATE, the SENDs, CONFIRM (and COMPLETE_CHECKED) in one buffer, written together.
+            Frame::Create { tx: self.id }.encode(&mut out);
+            let (crc, bytes) = encode_sends(&mut out, self.id, &self.runs, max_records, corrupt);
+            stats.bytes = bytes;
+            Frame::Confirm { tx: self.id }.encode(&mut out);
+            if options.checked_complete && conn.limits.version >= CHECKED_COMPLETE_VERSION {
+                Frame::CompleteChecked { tx: self.id, crc, bytes: stats.bytes, points: self.points }.encode(&mut out);
+                return self.attempt_checked(client, &conn, route, out, crc, stats).await;
+            }
             // CREATE, SENDs and CONFIRM without waiting in between: the server handles a
             // connection's frames in order, and nothing is stored before COMPLETE, which is
             // only sent below, once CONFIRMED's checksum matched.
             let started = Instant::now();
-            self.write_pipelined(&conn, &sends, stats.bytes, None).await?;
+            write_pipelined(&conn, &out).await?;
             stats.send = started.elapsed();
+            drop(out);
             let answers = async {
                 expect_created(&mut route, timeout).await?;
                 stats.create = started.elapsed();
@@ -168,16 +178,22 @@ impl Transaction {
             }
             stats.confirm = started.elapsed();
         } else {
+            let (crc, bytes) = encode_sends(&mut out, self.id, &self.runs, max_records, corrupt);
+            stats.bytes = bytes;
             let started = Instant::now();
             conn.write(&Frame::Create { tx: self.id }.to_bytes()).await?;
             expect_created(&mut route, timeout).await?;
             stats.create = started.elapsed();
 
             let started = Instant::now();
-            for frame in &sends {
-                conn.write(&frame.to_bytes()).await?;
+            let mut rest = &out[..];
+            while !rest.is_empty() {
+                let (frame, after) = rest.split_at(frame_len(rest));
+                conn.write(frame).await?;
+                rest = after;
             }
             stats.send = started.elapsed();
+            drop(out);
 
             let started = Instant::now();
             conn.write(&Frame::Confirm { tx: self.id }.to_bytes()).await?;
@@ -202,44 +218,32 @@ impl Transaction {
         Ok(stats)
     }
 
-    /// Writes CREATE, the SENDs, CONFIRM and then `last` (if any) without waiting for answers,
-    /// in writes of about [`PIPELINE_WRITE_BYTES`] (one write for a small transaction).
-    async fn write_pipelined(&self, conn: &Conn, sends: &[Frame], bytes: u64, last: Option<Frame>) -> Result<(), ClientError> {
-        let mut out = Vec::with_capacity(PIPELINE_WRITE_BYTES.min(bytes as usize + 64 * (sends.len() + 3)));
-        Frame::Create { tx: self.id }.encode(&mut out);
-        for frame in sends {
-            frame.encode(&mut out);
-            if out.len() >= PIPELINE_WRITE_BYTES {
-                conn.write(&out).await?;
-                out.clear();
-            }
-        }
-        Frame::Confirm { tx: self.id }.encode(&mut out);
-        if let Some(frame) = last {
-            frame.encode(&mut out);
-        }
-        conn.write(&out).await
+    /// About the bytes of this transaction's frames (a capacity hint).
+    fn encoded_estimate(&self, max_records: usize) -> usize {
+        let packets = (self.points as usize * 20 + self.payload_bytes) / max_records + self.runs.len() + 1;
+        4 * 64 + self.points as usize * 20 + self.payload_bytes + packets * 64
     }
 
-    /// One round trip: CREATE, the SENDs, CONFIRM and COMPLETE_CHECKED in one write. The server
-    /// compares its checksum, bytes and points with the client's before storing anything, so a
-    /// mismatch stores nothing (it answers CONFIRMED, then ERROR CHECKSUM_MISMATCH, and has rolled
-    /// the transaction back) exactly as a CANCEL after CONFIRMED would.
+    /// One round trip: CREATE, the SENDs, CONFIRM and COMPLETE_CHECKED (encoded in `frames`),
+    /// written together. The server compares its checksum, bytes and points with the client's before
+    /// storing anything, so a mismatch stores nothing (it answers CONFIRMED, then ERROR
+    /// CHECKSUM_MISMATCH, and has rolled the transaction back) exactly as a CANCEL after
+    /// CONFIRMED would.
     async fn attempt_checked(
         &self,
         client: &Client,
         conn: &Conn,
         mut route: TxRoute,
-        sends: Vec<Frame>,
+        frames: FrameBuffer,
         crc: u32,
         mut stats: TxStats,
     ) -> Result<TxStats, ClientError> {
         let timeout = client.inner.options.reply_timeout;
         stats.checked_complete = true;
         let started = Instant::now();
-        let complete = Frame::CompleteChecked { tx: self.id, crc, bytes: stats.bytes, points: self.points };
-        self.write_pipelined(conn, &sends, stats.bytes, Some(complete)).await?;
+        write_pipelined(conn, &frames).await?;
         stats.send = started.elapsed();
+        drop(frames);
         if take_one(&client.inner.drop_before_complete_reply) {
             drop(route);
             close(client, conn).await;
@@ -330,60 +334,216 @@ fn compare_confirmed(answer: Frame, crc: u32, bytes: u64, points: u64) -> Result
 
 /// The next answer for the transaction, without a timer of its own (the caller bounds it).
 async fn next_answer(route: &mut TxRoute) -> Result<Frame, ClientError> {
-    route.receiver.recv().await.ok_or(ClientError::ConnectionLost)
+    route.recv().await.ok_or(ClientError::ConnectionLost)
 }
 
-/// The records cut into SEND bodies of at most `max` bytes (a value too large for one body is
-/// split into payload parts).
-fn cut_packets(runs: &BTreeMap<u32, Run>, max: usize) -> Vec<Vec<u8>> {
-    {
-        let mut packets = Vec::new();
-        let mut current = Vec::new();
-        let flush = |current: &mut Vec<u8>, packets: &mut Vec<Vec<u8>>| {
-            if !current.is_empty() {
-                packets.push(std::mem::take(current));
-            }
-        };
-        for (&short_id, run) in runs {
-            match &run.values {
-                ValueColumn::Bytes(values) => {
-                    for (i, value) in values.iter().enumerate() {
-                        let timestamp = run.timestamps[i];
-                        if value.len() + 32 <= max {
-                            if current.len() + value.len() + 32 > max {
-                                flush(&mut current, &mut packets);
-                            }
-                            PointsEncoder::points(&mut current, short_id, &[timestamp], &ValueColumn::Bytes(vec![value.clone()]));
-                        } else {
-                            let part = max - 32;
-                            let mut offset = 0;
-                            while offset < value.len() {
-                                flush(&mut current, &mut packets);
-                                let end = (offset + part).min(value.len());
-                                PointsEncoder::payload_part(&mut current, short_id, timestamp, end == value.len(), &value[offset..end]);
-                                offset = end;
-                            }
+/// Appends the SEND frames of `runs`: the records cut into bodies of at most `max` bytes (a
+/// value too large for one body is split into payload parts), encoded in place. Returns the
+/// CRC32C and the length of the records as the client sent them; with `corrupt` the last
+/// byte of the first SEND's records is flipped after that checksum was taken (the frame's own
+/// checksum covers the flipped byte, as corruption above the frame checksum would).
+fn encode_sends(out: &mut Vec<u8>, tx: TxId, runs: &BTreeMap<u32, Run>, max: usize, corrupt: bool) -> (u32, u64) {
+    let mut sends = SendWriter { out, tx, open: None, crc: 0, bytes: 0, corrupt };
+    // Chunks of a run's values for POINTS records, reused.
+    let mut chunk: Option<ValueColumn> = None;
+    for (&short_id, run) in runs {
+        match &run.values {
+            ValueColumn::Bytes(values) => {
+                for (i, value) in values.iter().enumerate() {
+                    let timestamp = run.timestamps[i];
+                    if value.len() + 32 <= max {
+                        if sends.records_len() + value.len() + 32 > max {
+                            sends.flush();
+                        }
+                        let one = chunk_of(&mut chunk, &run.values, i..i + 1);
+                        PointsEncoder::points(sends.records(), short_id, &[timestamp], one);
+                    } else {
+                        let part = max - 32;
+                        let mut offset = 0;
+                        while offset < value.len() {
+                            sends.flush();
+                            let end = (offset + part).min(value.len());
+                            PointsEncoder::payload_part(sends.records(), short_id, timestamp, end == value.len(), &value[offset..end]);
+                            offset = end;
                         }
                     }
                 }
-                values => {
-                    // At most 10 bytes of timestamp and 10 of value per point.
-                    let per_chunk = ((max - 32) / 20).max(1);
-                    let mut start = 0;
-                    while start < run.timestamps.len() {
-                        let end = (start + per_chunk).min(run.timestamps.len());
-                        if current.len() + (end - start) * 20 + 32 > max {
-                            flush(&mut current, &mut packets);
-                        }
-                        PointsEncoder::points(&mut current, short_id, &run.timestamps[start..end], &values.slice(start..end));
-                        start = end;
+            }
+            values => {
+                // At most 10 bytes of timestamp and 10 of value per point.
+                let per_chunk = ((max - 32) / 20).max(1);
+                let mut start = 0;
+                while start < run.timestamps.len() {
+                    let end = (start + per_chunk).min(run.timestamps.len());
+                    if sends.records_len() + (end - start) * 20 + 32 > max {
+                        sends.flush();
                     }
+                    let part = if start == 0 && end == values.len() { values } else { chunk_of(&mut chunk, values, start..end) };
+                    PointsEncoder::points(sends.records(), short_id, &run.timestamps[start..end], part);
+                    start = end;
                 }
             }
         }
-        flush(&mut current, &mut packets);
-        packets
     }
+    sends.flush();
+    (sends.crc, sends.bytes)
+}
+
+thread_local! {
+    /// A buffer for the frames of a commit, kept between the commits of a thread.
+    static SPARE_BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// A buffer to encode a commit's frames into: taken from the thread's spare one (or new when a
+/// commit waiting for its write has that), given back to the thread it is dropped on, so a
+/// commit allocates nothing for its frames once a thread's buffer is large enough.
+struct FrameBuffer(Vec<u8>);
+
+impl FrameBuffer {
+    /// Buffers larger than this are not kept.
+    const KEEP_BYTES: usize = 2 * PIPELINE_WRITE_BYTES;
+
+    fn take() -> FrameBuffer {
+        FrameBuffer(SPARE_BUFFER.try_with(|spare| spare.take()).unwrap_or_default())
+    }
+}
+
+impl Drop for FrameBuffer {
+    fn drop(&mut self) {
+        let mut buffer = std::mem::take(&mut self.0);
+        if buffer.capacity() == 0 || buffer.capacity() > Self::KEEP_BYTES {
+            return;
+        }
+        buffer.clear();
+        let _ = SPARE_BUFFER.try_with(|spare| {
+            let kept = spare.take();
+            spare.set(if kept.capacity() >= buffer.capacity() { kept } else { buffer });
+        });
+    }
+}
+
+impl std::ops::Deref for FrameBuffer {
+    type Target = Vec<u8>;
+    fn deref(&self) -> &Vec<u8> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for FrameBuffer {
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.0
+    }
+}
+
+/// Writes encoded frames (a pipelined transaction's) in writes of about
+/// [`PIPELINE_WRITE_BYTES`], each ending at a frame boundary (one write for a small transaction).
+async fn write_pipelined(conn: &Conn, frames: &[u8]) -> Result<(), ClientError> {
+    let mut rest = frames;
+    while rest.len() > PIPELINE_WRITE_BYTES {
+        let mut end = 0;
+        while end < PIPELINE_WRITE_BYTES {
+            end += frame_len(&rest[end..]);
+        }
+        let (piece, after) = rest.split_at(end);
+        conn.write(piece).await?;
+        rest = after;
+    }
+    conn.write(rest).await
+}
+
+/// The length of the encoded frame at the front of `frames` (header included).
+fn frame_len(frames: &[u8]) -> usize {
+    HEADER_LEN + u32::from_le_bytes([frames[0], frames[1], frames[2], frames[3]]) as usize
+}
+
+/// Fills the header of the frame encoded from `start` to the end of `out` as `Frame::encode`
+/// does: body length, type, zero flags and reserved bits, CRC32C of header bytes 0..8 and body.
+fn finish_frame(out: &mut [u8], start: usize, frame_type: FrameType) {
+    let len = (out.len() - start - HEADER_LEN) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out[start + 4] = frame_type as u8;
+    out[start + 5..start + 8].fill(0);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[start..start + 8]), &out[start + HEADER_LEN..]);
+    out[start + 8..start + HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Appends SEND frames to a buffer, their records written in place.
+struct SendWriter<'a> {
+    out: &'a mut Vec<u8>,
+    tx: TxId,
+    /// Where the open SEND frame begins, if one is open.
+    open: Option<usize>,
+    /// CRC32C and length of the records of the finished frames, before any corruption.
+    crc: u32,
+    bytes: u64,
+    /// Test hook: flip the last record byte of the first frame.
+    corrupt: bool,
+}
+
+impl SendWriter<'_> {
+    /// Header and transaction id before a SEND's records.
+    const RECORDS_AT: usize = HEADER_LEN + 16;
+
+    /// Record bytes in the open frame.
+    fn records_len(&self) -> usize {
+        self.open.map_or(0, |start| self.out.len() - start - Self::RECORDS_AT)
+    }
+
+    /// The buffer to append records to, a frame opened for them if none is.
+    fn records(&mut self) -> &mut Vec<u8> {
+        if self.open.is_none() {
+            self.open = Some(self.out.len());
+            self.out.extend_from_slice(&[0u8; HEADER_LEN]);
+            self.out.extend_from_slice(&self.tx.0);
+        }
+        self.out
+    }
+
+    /// Finishes the open frame, if any.
+    fn flush(&mut self) {
+        let Some(start) = self.open.take() else { return };
+        let records = start + Self::RECORDS_AT;
+        self.crc = crc32c::crc32c_append(self.crc, &self.out[records..]);
+        self.bytes += (self.out.len() - records) as u64;
+        if std::mem::take(&mut self.corrupt) && self.out.len() > records {
+            if let Some(last) = self.out.last_mut() {
+                *last ^= 0x01;
+            }
+        }
+        finish_frame(self.out, start, FrameType::Send);
+    }
+}
+
+/// `values[range]` in `chunk` (reused between calls; replaced when its kind differs).
+fn chunk_of<'a>(chunk: &'a mut Option<ValueColumn>, values: &ValueColumn, range: std::ops::Range<usize>) -> &'a ValueColumn {
+    if chunk.as_ref().is_some_and(|column| column.kind() != values.kind()) {
+        *chunk = None;
+    }
+    let chunk = chunk.get_or_insert_with(|| ValueColumn::new(values.kind()));
+    match (&mut *chunk, values) {
+        (ValueColumn::F64(to), ValueColumn::F64(from)) => {
+            to.clear();
+            to.extend_from_slice(&from[range]);
+        }
+        (ValueColumn::I64(to), ValueColumn::I64(from)) => {
+            to.clear();
+            to.extend_from_slice(&from[range]);
+        }
+        (ValueColumn::U64(to), ValueColumn::U64(from)) => {
+            to.clear();
+            to.extend_from_slice(&from[range]);
+        }
+        (ValueColumn::Bool(to), ValueColumn::Bool(from)) => {
+            to.clear();
+            to.extend_from_slice(&from[range]);
+        }
+        (ValueColumn::Bytes(to), ValueColumn::Bytes(from)) => {
+            to.clear();
+            to.extend_from_slice(&from[range]);
+        }
+        (to, from) => *to = from.slice(range),
+    }
+    chunk
 }
 
 async fn close(client: &Client, conn: &Conn) {
@@ -399,7 +559,7 @@ fn unexpected(frame: Frame) -> ClientError {
 }
 
 async fn expect(route: &mut TxRoute, timeout: Duration, what: &'static str) -> Result<Frame, ClientError> {
-    match tokio::time::timeout(timeout, route.receiver.recv()).await {
+    match tokio::time::timeout(timeout, route.recv()).await {
         Ok(Some(frame)) => Ok(frame),
         Ok(None) => Err(ClientError::ConnectionLost),
         Err(_) => Err(ClientError::Timeout(what)),
@@ -419,7 +579,25 @@ mod tests {
         runs.insert(1, Run { timestamps: (0..1000).collect(), values: ValueColumn::F64((0..1000).map(f64::from).collect()) });
         let big = Bytes::from(vec![7u8; 5000]);
         runs.insert(2, Run { timestamps: vec![5, 6], values: ValueColumn::Bytes(vec![Bytes::from_static(b"small"), big.clone()]) });
-        let packets = cut_packets(&runs, 1024);
+        let tx = TxId::from_u64(9);
+        let mut out = Vec::new();
+        let (crc, bytes) = encode_sends(&mut out, tx, &runs, 1024, false);
+        let mut packets = Vec::new();
+        let mut rest = &out[..];
+        while !rest.is_empty() {
+            let (frame, used) = Frame::decode(rest, u32::MAX).expect("valid frame").expect("whole frame");
+            match frame {
+                Frame::Send { tx: id, records } => {
+                    assert_eq!(id, tx);
+                    assert_eq!(Frame::Send { tx, records: records.clone() }.to_bytes(), &rest[..used], "encoded as Frame::encode does");
+                    packets.push(records.to_vec());
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+            rest = &rest[used..];
+        }
+        assert_eq!(crc, crc32c::crc32c(&packets.concat()));
+        assert_eq!(bytes, packets.iter().map(|p| p.len() as u64).sum::<u64>());
         assert!(packets.len() > 10);
         let kind_of = |id: u32| Some(if id == 1 { ValueKind::F64 } else { ValueKind::Bytes });
         let (mut floats, mut payloads, mut assembled) = (0, Vec::new(), Vec::new());
@@ -442,5 +620,32 @@ mod tests {
         }
         assert_eq!(floats, 1000);
         assert_eq!(payloads, vec![Bytes::from_static(b"small"), big]);
+    }
+
+    #[test]
+    fn corruption_flips_one_byte_of_the_first_send_after_the_checksum() {
+        let mut runs = BTreeMap::new();
+        runs.insert(3, Run { timestamps: (0..100).collect(), values: ValueColumn::I64((0..100).collect()) });
+        let tx = TxId::from_u64(1);
+        let (mut clean, mut corrupted) = (Vec::new(), Vec::new());
+        let sums = encode_sends(&mut clean, tx, &runs, 256, false);
+        assert_eq!(encode_sends(&mut corrupted, tx, &runs, 256, true), sums);
+        let records = |bytes: &[u8]| {
+            let mut all = Vec::new();
+            let mut rest = bytes;
+            while !rest.is_empty() {
+                let (frame, used) = Frame::decode(rest, u32::MAX).expect("valid frame").expect("whole frame");
+                let Frame::Send { records, .. } = frame else { panic!("not a SEND") };
+                all.push(records.to_vec());
+                rest = &rest[used..];
+            }
+            all
+        };
+        let (clean, corrupted) = (records(&clean), records(&corrupted));
+        assert!(clean.len() > 2);
+        assert_eq!(clean[1..], corrupted[1..]);
+        let first = clean[0].len();
+        assert_eq!(clean[0][..first - 1], corrupted[0][..first - 1]);
+        assert_eq!(clean[0][first - 1] ^ 1, corrupted[0][first - 1]);
     }
 }
