@@ -91,6 +91,23 @@ pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 /// directory listing).
 const ADMISSION_MEASURE_AGE: Duration = Duration::from_millis(10);
 
+/// Background threads (flush, compaction) run at the lowest priority, nice 19: their work can
+/// wait a few milliseconds, a writer's acknowledgement should not. At nice 0 a flush's encoding
+/// slices took a core from the threads answering writers for milliseconds at a time, and each
+/// flush showed as a cluster of slow acknowledgements (`docs/BENCHMARKS.md`, `bench tx`). They
+/// are not starved: when writers wait for them (a full memtable), the CPU is theirs.
+fn background_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // On Linux the nice value is per thread; raising it needs no privilege.
+        // SAFETY: gettid and setpriority take plain integers and touch no memory of ours.
+        let failed = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) } != 0;
+        if failed {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "cannot lower a background thread's priority");
+        }
+    }
+}
+
 /// The system clock.
 pub fn system_clock() -> Clock {
     Arc::new(|| {
@@ -292,7 +309,10 @@ impl Engine {
             let inner = inner.clone();
             std::thread::Builder::new()
                 .name("sensordb-flush".into())
-                .spawn(move || inner.run_flusher())
+                .spawn(move || {
+                    background_priority();
+                    inner.run_flusher()
+                })
                 .map_err(|e| Error::io(dir, e))?
         };
         let compactor = if inner.options.background_compaction {
@@ -300,7 +320,10 @@ impl Engine {
             Some(
                 std::thread::Builder::new()
                     .name("sensordb-compact".into())
-                    .spawn(move || inner.run_compactor())
+                    .spawn(move || {
+                        background_priority();
+                        inner.run_compactor()
+                    })
                     .map_err(|e| Error::io(dir, e))?,
             )
         } else {
@@ -1102,6 +1125,43 @@ impl DirectoryLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The nice value of this process's threads called `name` (field 19 of their stat files).
+    #[cfg(target_os = "linux")]
+    fn nice_of_threads_named(name: &str) -> Vec<i64> {
+        let mut nice = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").expect("task list") {
+            let dir = task.expect("task").path();
+            if std::fs::read_to_string(dir.join("comm")).map(|comm| comm.trim() == name).unwrap_or(false) {
+                let stat = std::fs::read_to_string(dir.join("stat")).expect("stat");
+                // After the parenthesised name: state is field 3, nice field 19.
+                let after_name = &stat[stat.rfind(')').expect("name") + 2..];
+                nice.push(after_name.split(' ').nth(16).expect("nice field").parse().expect("number"));
+            }
+        }
+        nice
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn background_threads_run_at_the_lowest_priority() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Engine::open(dir.path(), EngineOptions { background_compaction: true, ..Default::default() }).expect("engine");
+        // The threads lower their own priority first thing; give them a moment to start.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // (Thread names in /proc are cut to 15 bytes.)
+        while nice_of_threads_named("sensordb-compac").is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        // Other tests' engines may run in this process too: all of them are lowered.
+        for name in ["sensordb-flush", "sensordb-compac"] {
+            let nice = nice_of_threads_named(name);
+            assert!(!nice.is_empty() && nice.iter().all(|&nice| nice == 19), "{name}: {nice:?}");
+        }
+        assert!(nice_of_threads_named("sensordb-reclai").iter().all(|&nice| nice == 0), "reclaim measures usage for writers: not lowered");
+        engine.close().expect("closes");
+    }
 
     #[test]
     fn the_flush_pacer_pauses_after_each_slice_only_while_there_is_time() {
