@@ -231,8 +231,13 @@ pub struct Engine {
 
 impl Engine {
     /// Opens (or creates) the data directory `dir`, recovering whatever a crash left behind.
-    pub fn open(dir: impl AsRef<Path>, options: EngineOptions) -> Result<Engine> {
+    pub fn open(dir: impl AsRef<Path>, mut options: EngineOptions) -> Result<Engine> {
         let started = Instant::now();
+        let block_points_max = options.block_points_max.clamp(1, crate::block::BLOCK_POINTS_LIMIT as usize);
+        if block_points_max != options.block_points_max {
+            tracing::warn!(asked = options.block_points_max, used = block_points_max, "block_points_max held to the block format's limits");
+            options.block_points_max = block_points_max;
+        }
         let dir = dir.as_ref();
         let fs = options.fs.clone();
         fs.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;

@@ -62,6 +62,10 @@ pub const FLAG_SHARED_TIMESTAMPS: u8 = 1;
 /// 8-byte min timestamp.
 pub const HEADER_BYTES_MIN: usize = 3 + 5 + 32;
 pub const CHECKSUM_BYTES: usize = 4;
+/// Most points in one block or shared timestamp record (the engine's `block_points_max` is
+/// held to it). A few bytes can describe any number of points (a constant-delta timestamp
+/// column), so a reader bounds what a header may ask it to allocate: 8 MiB per column.
+pub const BLOCK_POINTS_LIMIT: u32 = 1 << 20;
 
 /// The fixed-size part of a block.
 #[derive(Clone, Debug, PartialEq)]
@@ -249,6 +253,9 @@ impl BlockHeader {
         if header.count == 0 {
             return Err(BlockError::Invariant("empty block"));
         }
+        if header.count > BLOCK_POINTS_LIMIT {
+            return Err(BlockError::Invariant("more points than a block may hold"));
+        }
         Ok(header)
     }
 }
@@ -390,6 +397,9 @@ pub fn decode_shared_timestamps(record: &[u8]) -> Result<Vec<Timestamp>, BlockEr
     verify_shared_record(record)?;
     let body = &record[..record.len() - CHECKSUM_BYTES];
     let count = u32::from_le_bytes(body[..4].try_into().expect("4 bytes")) as usize;
+    if count > BLOCK_POINTS_LIMIT as usize {
+        return Err(bad(format!("count {count} over the limit of {BLOCK_POINTS_LIMIT}")));
+    }
     // A column needs at least 17 bytes for any count above a handful; bound the allocation.
     if count > body.len().saturating_mul(64).max(1 << 16) {
         return Err(bad(format!("implausible count {count}")));
@@ -406,6 +416,24 @@ mod tests {
         let timestamps: Vec<i64> = (0..1000).map(|i| 1_600_000_000_000_000_000 + i * 10_000_000_000).collect();
         let values = ValueColumn::F64((0..1000).map(|i| (i as f64 * 0.1).sin()).collect());
         (timestamps, values)
+    }
+
+    /// A header may not ask for more than [`BLOCK_POINTS_LIMIT`] points: a constant-delta
+    /// column of a few bytes would otherwise make the reader allocate gigabytes (found by the
+    /// `block_decode` fuzz target: a count of 436 million, 3.5 GB).
+    #[test]
+    fn a_block_over_the_point_limit_is_refused_and_one_at_it_decodes() {
+        for (count, ok) in [(BLOCK_POINTS_LIMIT, true), (BLOCK_POINTS_LIMIT + 1, false)] {
+            let timestamps: Vec<i64> = (0..i64::from(count)).collect();
+            let values = ValueColumn::Bool(vec![true; count as usize]);
+            let mut bytes = Vec::new();
+            encode(SeriesId(3), &timestamps, &values, TimestampColumn::Inline, &mut bytes);
+            assert!(bytes.len() < 4096, "a few bytes describe {count} points: {}", bytes.len());
+            match decode(&bytes) {
+                Ok(block) => assert!(ok && block.timestamps.len() == count as usize),
+                Err(error) => assert!(!ok && error.to_string().contains("more points than a block may hold"), "{error}"),
+            }
+        }
     }
 
     #[test]
