@@ -171,16 +171,21 @@ fn raise_open_file_limit(max_connections: usize) {
     }
 }
 
-/// Caps glibc's malloc arenas (unless `MALLOC_ARENA_MAX` is set). By default each thread that
-/// meets a busy arena gets its own, up to 8 per core, and memory freed on another thread (a
+/// Caps glibc's malloc arenas at one (unless `MALLOC_ARENA_MAX` is set). By default each thread
+/// that meets a busy arena gets its own, up to 8 per core, and memory freed on another thread (a
 /// request body decoded on one blocking thread, parsed on another; a memtable filled by writers,
 /// freed by the flusher) stays in the arena it came from: a TSBS load over HTTP peaked at
 /// 123-158 MiB resident with the default and 90-111 MiB with two arenas, at the same CPU time.
+/// Each arena keeps the free memory of its own high-water mark, so two arenas hold two of them:
+/// once the paced flush kept the frozen memtable alive longer, two arenas peaked at 92-131 MiB
+/// (the second holding ~31 MB free of its 42 MB at the end of a load) and one arena at 89-90 MiB
+/// (docs/BENCHMARKS.md).
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // One arena per core of the 2-core machines we size for.
-        const ARENAS_MAX: i32 = 2;
+        // Small allocations go through glibc's per-thread caches without the arena lock; the
+        // single arena cost no measurable CPU on the 2-core machines we size for.
+        const ARENAS_MAX: i32 = 1;
         // SAFETY: mallopt only sets a malloc tunable; called before the server's threads start.
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, ARENAS_MAX);
