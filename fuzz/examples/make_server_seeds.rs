@@ -1,5 +1,5 @@
-//! Writes the seed corpora of the server targets in `fuzz/seeds/<target>/`: frames made with
-//! `sensordb-server`'s own encoders (`Frame::encode`, `PointsEncoder` for a SEND body), so the
+//! Writes the seed corpora of the server targets in `fuzz/seeds/<target>/`: frames and point
+//! records made with `sensordb-server`'s own encoders (`Frame::encode`, `PointsEncoder`), so the
 //! fuzzer starts from valid inputs.
 //!
 //! Run from the repository root (stable is fine):
@@ -71,8 +71,29 @@ fn frame_seeds(root: &Path) {
     write(root, "native_frame", "session", &session);
 }
 
+fn points_seeds(root: &Path) {
+    write(root, "native_points", "all-kinds", &records());
+    let t = [5, 6];
+    let mut out = Vec::new();
+    PointsEncoder::points(&mut out, 5, &t, &ValueColumn::F64(vec![1.0, 2.0]));
+    write(root, "native_points", "second-definition", &out);
+    // Short id 10 holds f64 values for the i64 series of short id 1: the second record conflicts.
+    let mut out = Vec::new();
+    PointsEncoder::points(&mut out, 1, &t, &ValueColumn::I64(vec![1, 2]));
+    PointsEncoder::points(&mut out, 10, &t, &ValueColumn::F64(vec![1.0, 2.0]));
+    write(root, "native_points", "kind-conflict", &out);
+    let mut out = Vec::new();
+    PointsEncoder::payload_part(&mut out, 9, -1, true, &[0xAB; 40]);
+    write(root, "native_points", "payload-part", &out);
+    // A record cut short after a valid one.
+    let mut out = records();
+    out.truncate(out.len() - 4);
+    write(root, "native_points", "cut", &out);
+}
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
     frame_seeds(&root);
+    points_seeds(&root);
     println!("seeds written under {}", root.display());
 }
