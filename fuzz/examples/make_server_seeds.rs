@@ -1,6 +1,6 @@
 //! Writes the seed corpora of the server targets in `fuzz/seeds/<target>/`: frames and point
-//! records made with `sensordb-server`'s own encoders (`Frame::encode`, `PointsEncoder`), so the
-//! fuzzer starts from valid inputs.
+//! records made with `sensordb-server`'s own encoders (`Frame::encode`, `PointsEncoder`), and
+//! line-protocol bodies written by hand, so the fuzzer starts from valid inputs.
 //!
 //! Run from the repository root (stable is fine):
 //! `cargo run --manifest-path fuzz/Cargo.toml --example make_server_seeds`
@@ -91,9 +91,29 @@ fn points_seeds(root: &Path) {
     write(root, "native_points", "cut", &out);
 }
 
+fn line_protocol_seeds(root: &Path) {
+    // First byte: the options (precision index in the low bits; bit 7 a 32-byte line limit).
+    let bodies: [(&str, u8, &str); 8] = [
+        ("telegraf", 0, "cpu,host=server01,region=us-west usage_idle=98.5,usage_user=1.2 1700000000000000000\nmem,host=server01 used=1234567i,free=42u,ok=true 1700000000000000000\n"),
+        ("no-timestamp", 0, "weather,city=Zürich temperature=21.5,humidity=60i\nweather,city=Berlin temperature=-3e2\n"),
+        ("escapes", 0, "m\\ x\\,y,t\\=k=v\\ a\\,b f\\ g=1e5,s=\"quote \\\" and \\\\ backslash\" -5\n"),
+        ("quoted-newline", 0, "# comment\n\nlog,app=web msg=\"first line\nsecond line\",level=3i 17\r\nlog msg=\"\" 18\r\n"),
+        ("errors", 0, "m f=1 1\nm f= 2\nm f=12x 3\nm f=1 4 extra\nm,t=a,t=b f=1 5\nm f=1 6\n"),
+        ("seconds", 3, "readings,name=truck_1,fleet=South latitude=50.12,longitude=4.72037,elevation=12i,heading=221 1451606400\nm f=1 9223372036854775807\n"),
+        ("hours", 5, "m f=TRUE,g=False,h=-0,i=9223372036854775807i,u=18446744073709551615u 2\n"),
+        ("line-limit", 0x80, "short f=1\na_much_longer_measurement_name,with=tags value=1.5 1700000000000000000\n"),
+    ];
+    for (name, options, body) in bodies {
+        let mut bytes = vec![options];
+        bytes.extend_from_slice(body.as_bytes());
+        write(root, "line_protocol", name, &bytes);
+    }
+}
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
     frame_seeds(&root);
     points_seeds(&root);
+    line_protocol_seeds(&root);
     println!("seeds written under {}", root.display());
 }
