@@ -83,8 +83,10 @@ impl WriteBatch {
     /// [`WriteBatch::push`] to the entry at `index` (from [`WriteBatch::entry_index`]). Panics
     /// when there is no such entry.
     pub fn push_at(&mut self, index: usize, timestamp: Timestamp, value: Value) -> Result<(), BatchKindError> {
+        // Counted as `ValueColumn::heap_bytes` counts, as the other ways of filling a batch do.
         let value_bytes = match &value {
-            Value::Bytes(b) => b.len(),
+            Value::Bytes(b) => b.len() + 32,
+            Value::Bool(_) => 1,
             _ => 8,
         };
         let entry = &mut self.entries[index];
@@ -386,6 +388,23 @@ impl Hasher for IdHasher {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// A batch counts the same value bytes however it was filled.
+        #[test]
+        fn push_and_push_column_count_the_same_bytes(values in proptest::collection::vec(value_strategy(), 1..30)) {
+            let mut by_point = WriteBatch::new();
+            let mut by_column = WriteBatch::new();
+            for (n, value) in values.into_iter().enumerate() {
+                let series = SeriesId(1 + value.kind() as u32);
+                let mut column = ValueColumn::new(value.kind());
+                column.push(value.clone()).expect("same kind");
+                by_point.push(series, n as i64, value).expect("push");
+                by_column.push_column(series, &[n as i64], &column).expect("push_column");
+            }
+            prop_assert_eq!(by_point.value_bytes(), by_column.value_bytes());
+        }
+    }
 
     #[test]
     fn append_with_appends_or_leaves_the_batch_as_it_was() {

@@ -141,7 +141,9 @@ impl<'a> Lines<'a> {
 
     fn read(&self, number: u64, record: &'a str, fields: &mut Vec<Field<'a>>) -> Option<Result<Line<'a>, LineError>> {
         let text = record.strip_suffix('\r').unwrap_or(record);
-        let trimmed = text.trim_start();
+        // Only spaces and tabs, as InfluxDB and the crate skip: other Unicode whitespace (a
+        // no-break space, a form feed) belongs to the measurement name.
+        let trimmed = text.trim_start_matches([' ', '\t']);
         if trimmed.is_empty() || trimmed.starts_with('#') {
             return None;
         }
@@ -318,6 +320,14 @@ mod tests {
         assert_eq!(lines[0].1[4].value, FieldValue::String("a\nb".into()));
         assert_eq!(lines[1].0.number, 5, "the quoted newline counts as a line");
         assert_eq!(lines[1].0.timestamp, 42, "default timestamp");
+    }
+
+    #[test]
+    fn only_spaces_and_tabs_are_skipped_before_a_line() {
+        let body = " \t m f=1 1\n\u{a0}m f=2 2\n\u{c}m f=3 3\n";
+        let lines: Vec<_> = read_all(body, options()).into_iter().collect::<Result<_, _>>().expect("valid");
+        let series: Vec<&str> = lines.iter().map(|(line, _)| line.series_text).collect();
+        assert_eq!(series, vec!["m", "\u{a0}m", "\u{c}m"]);
     }
 
     #[test]
