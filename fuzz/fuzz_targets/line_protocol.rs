@@ -81,7 +81,8 @@ fn expected<'a>(body: &'a str, options: &ReadOptions) -> Vec<(u64, Expected<'a>)
         let offset = record.as_ptr() as usize - body.as_ptr() as usize;
         let number = 1 + body.as_bytes()[..offset].iter().filter(|&&b| b == b'\n').count() as u64;
         let text = record.strip_suffix('\r').unwrap_or(record);
-        let trimmed = text.trim_start();
+        // What `Lines` skips before a line: spaces and tabs, as InfluxDB does.
+        let trimmed = text.trim_start_matches([' ', '\t']);
         // Never panic on any text, accepted or not.
         let _ = (series_prefix(record), parse_series(trimmed), parse_series(series_prefix(trimmed)));
         if trimmed.is_empty() || trimmed.starts_with('#') {
