@@ -177,6 +177,13 @@ impl Answer {
         }
     }
 
+    /// Answers that the transaction was completed before, with `points`.
+    fn already_completed(self, points: u64) {
+        self.state.metrics.native_transactions_completed.fetch_add(1, Ordering::Relaxed);
+        let tx = self.tx;
+        self.send(Frame::Completed { tx, duplicate: true, points });
+    }
+
     /// Answers with `frame` now; the transaction is no longer completing.
     fn send(self, frame: Frame) {
         self.completing.remove(&self.tx);
@@ -595,10 +602,7 @@ impl Connection {
         let small = batch.value_bytes() <= SMALL_TRANSACTION_BYTES;
         if small && self.state.engine.admission() != Admission::WaitForSpace {
             match self.txlog.try_begin(key) {
-                Some(Begin::Known(points)) => {
-                    self.state.metrics.native_transactions_completed.fetch_add(1, Ordering::Relaxed);
-                    return answer.send(Frame::Completed { tx, duplicate: true, points });
-                }
+                Some(Begin::Known(points)) => return answer.already_completed(points),
                 Some(Begin::Started(guard)) => {
                     let job = Job { batch, points, guard, held, reply: Reply::Connection(answer) };
                     if let Err(job) = self.committer.try_submit(job) {
@@ -626,17 +630,12 @@ async fn finish(
     mut answer: Answer,
 ) {
     let state = answer.state.clone();
-    let (metrics, tx) = (&state.metrics, answer.tx);
     let guard = match txlog.begin(key).await {
-        Begin::Known(points) => {
-            metrics.native_transactions_completed.fetch_add(1, Ordering::Relaxed);
-            return answer.send(Frame::Completed { tx, duplicate: true, points });
-        }
+        Begin::Known(points) => return answer.already_completed(points),
         Begin::Started(guard) => guard,
     };
     if let Err(error) = state.wait_for_space().await {
-        metrics.native_transactions_failed.fetch_add(1, Ordering::Relaxed);
-        return answer.send(error_frame(engine_error_code(&error), false, Some(tx), 0, format!("transaction {tx} not stored: {error}")));
+        return answer.deliver(Err(Arc::new(error)), None);
     }
     answer.started = Instant::now();
     if batch.value_bytes() <= SMALL_TRANSACTION_BYTES {
