@@ -19,7 +19,8 @@ use tokio::net::TcpStream;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-async fn start(dir: &Path, tweak: impl FnOnce(&mut ServerConfig)) -> (RunningServer, Arc<Engine>) {
+/// A test server's settings: `dir`, `os` durability, ports chosen by the system.
+fn config(dir: &Path, tweak: impl FnOnce(&mut ServerConfig)) -> ServerConfig {
     let mut config = ServerConfig {
         data_dir: dir.to_path_buf(),
         durability: Durability::Os,
@@ -28,6 +29,11 @@ async fn start(dir: &Path, tweak: impl FnOnce(&mut ServerConfig)) -> (RunningSer
         ..ServerConfig::default()
     };
     tweak(&mut config);
+    config
+}
+
+async fn start(dir: &Path, tweak: impl FnOnce(&mut ServerConfig)) -> (RunningServer, Arc<Engine>) {
+    let config = config(dir, tweak);
     let engine = Arc::new(Engine::open(dir, EngineOptions { durability: Durability::Os, ..Default::default() }).expect("engine opens"));
     let server = Server::start(config, engine.clone()).await.expect("server starts");
     (server, engine)
@@ -601,14 +607,7 @@ impl RawClient {
 /// A server whose engine follows the config's disk-usage thresholds, counting sensordb's own
 /// bytes only (the host disk's must not throttle tests).
 async fn start_with_disk_policy(dir: &Path, tweak: impl FnOnce(&mut ServerConfig)) -> (RunningServer, Arc<Engine>) {
-    let mut config = ServerConfig {
-        data_dir: dir.to_path_buf(),
-        durability: Durability::Os,
-        http_listen: "127.0.0.1:0".parse().expect("address"),
-        native_listen: "127.0.0.1:0".parse().expect("address"),
-        ..ServerConfig::default()
-    };
-    tweak(&mut config);
+    let config = config(dir, tweak);
     let mut options = config.engine_options();
     options.reclaim.file_system_usage = false;
     let engine = Arc::new(Engine::open(dir, options).expect("engine opens"));
