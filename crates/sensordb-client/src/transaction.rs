@@ -520,29 +520,9 @@ fn chunk_of<'a>(chunk: &'a mut Option<ValueColumn>, values: &ValueColumn, range:
         *chunk = None;
     }
     let chunk = chunk.get_or_insert_with(|| ValueColumn::new(values.kind()));
-    match (&mut *chunk, values) {
-        (ValueColumn::F64(to), ValueColumn::F64(from)) => {
-            to.clear();
-            to.extend_from_slice(&from[range]);
-        }
-        (ValueColumn::I64(to), ValueColumn::I64(from)) => {
-            to.clear();
-            to.extend_from_slice(&from[range]);
-        }
-        (ValueColumn::U64(to), ValueColumn::U64(from)) => {
-            to.clear();
-            to.extend_from_slice(&from[range]);
-        }
-        (ValueColumn::Bool(to), ValueColumn::Bool(from)) => {
-            to.clear();
-            to.extend_from_slice(&from[range]);
-        }
-        (ValueColumn::Bytes(to), ValueColumn::Bytes(from)) => {
-            to.clear();
-            to.extend_from_slice(&from[range]);
-        }
-        (to, from) => *to = from.slice(range),
-    }
+    chunk.clear();
+    let same_kind = chunk.extend_from_range(values, range);
+    debug_assert!(same_kind, "a chunk of another kind was replaced above");
     chunk
 }
 

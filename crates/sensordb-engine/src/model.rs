@@ -204,12 +204,17 @@ impl ValueColumn {
 
     /// Appends all of `other`; returns false (appending nothing) when the kinds differ.
     pub fn extend_from(&mut self, other: &ValueColumn) -> bool {
+        self.extend_from_range(other, 0..other.len())
+    }
+
+    /// Appends `other[range]`; returns false (appending nothing) when the kinds differ.
+    pub fn extend_from_range(&mut self, other: &ValueColumn, range: std::ops::Range<usize>) -> bool {
         match (self, other) {
-            (ValueColumn::F64(a), ValueColumn::F64(b)) => a.extend_from_slice(b),
-            (ValueColumn::I64(a), ValueColumn::I64(b)) => a.extend_from_slice(b),
-            (ValueColumn::U64(a), ValueColumn::U64(b)) => a.extend_from_slice(b),
-            (ValueColumn::Bool(a), ValueColumn::Bool(b)) => a.extend_from_slice(b),
-            (ValueColumn::Bytes(a), ValueColumn::Bytes(b)) => a.extend_from_slice(b),
+            (ValueColumn::F64(a), ValueColumn::F64(b)) => a.extend_from_slice(&b[range]),
+            (ValueColumn::I64(a), ValueColumn::I64(b)) => a.extend_from_slice(&b[range]),
+            (ValueColumn::U64(a), ValueColumn::U64(b)) => a.extend_from_slice(&b[range]),
+            (ValueColumn::Bool(a), ValueColumn::Bool(b)) => a.extend_from_slice(&b[range]),
+            (ValueColumn::Bytes(a), ValueColumn::Bytes(b)) => a.extend_from_slice(&b[range]),
             _ => return false,
         }
         true
