@@ -44,7 +44,9 @@ fn codec_seeds(root: &Path) {
         out.extend_from_slice(column);
         out
     };
-    for (name, ts) in [("regular", timestamps(50, 10_000_000_000, false)), ("jitter", timestamps(50, 1_000, true)), ("one", timestamps(1, 1, false))] {
+    for (name, ts) in
+        [("regular", timestamps(50, 10_000_000_000, false)), ("jitter", timestamps(50, 1_000, true)), ("one", timestamps(1, 1, false))]
+    {
         let mut out = Vec::new();
         codec::encode_timestamps(&ts, &mut out);
         write(root, "codec_decode", &format!("timestamps-{name}"), &with_count(ts.len(), &out));
@@ -152,7 +154,11 @@ fn databases_file_seeds(root: &Path) {
         DatabasePolicy {
             period: Some(std::time::Duration::from_secs(30 * 86_400)),
             capacity_bytes: Some(1 << 30),
-            overrides: vec![PeriodOverride { measurement: Some("debug".into()), tags: vec![("line".into(), "a".into())], period: std::time::Duration::from_secs(3600) }],
+            overrides: vec![PeriodOverride {
+                measurement: Some("debug".into()),
+                tags: vec![("line".into(), "a".into())],
+                period: std::time::Duration::from_secs(3600),
+            }],
         },
     );
     write(root, "databases_file", "two-databases", databases.encode().as_bytes());

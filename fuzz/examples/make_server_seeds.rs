@@ -35,7 +35,10 @@ fn records() -> Vec<u8> {
 fn frame_seeds(root: &Path) {
     let tx = TxId::from_u64(42);
     let frames = [
-        ("hello", Frame::Hello { min_version: 1, max_version: VERSION, client_id: [7; 16], token: "secret".into(), client_name: "fuzz".into() }),
+        (
+            "hello",
+            Frame::Hello { min_version: 1, max_version: VERSION, client_id: [7; 16], token: "secret".into(), client_name: "fuzz".into() },
+        ),
         ("define-f64", Frame::DefineSeries { short_id: 0, kind: ValueKind::F64, key: "cpu,host=a usage".into() }),
         ("define-bytes", Frame::DefineSeries { short_id: 4, kind: ValueKind::Bytes, key: "log,host=a line".into() }),
         ("create", Frame::Create { tx }),
@@ -45,14 +48,26 @@ fn frame_seeds(root: &Path) {
         ("complete-checked", Frame::CompleteChecked { tx, crc: 0xDEAD_BEEF, bytes: 120, points: 12 }),
         ("cancel", Frame::Cancel { tx }),
         ("ping", Frame::Ping { nonce: 9 }),
-        ("hello-ok", Frame::HelloOk { version: VERSION, max_frame_bytes: 1 << 20, max_transaction_bytes: 1 << 30, transaction_timeout_ms: 30_000, server: "sensordb".into() }),
+        (
+            "hello-ok",
+            Frame::HelloOk {
+                version: VERSION,
+                max_frame_bytes: 1 << 20,
+                max_transaction_bytes: 1 << 30,
+                transaction_timeout_ms: 30_000,
+                server: "sensordb".into(),
+            },
+        ),
         ("series-ok", Frame::SeriesOk { short_id: 4, series_id: 17 }),
         ("created", Frame::Created { tx, already_completed: true }),
         ("confirmed", Frame::Confirmed { tx, crc: 1, bytes: 2, points: 3 }),
         ("completed", Frame::Completed { tx, duplicate: false, points: 12 }),
         ("cancelled", Frame::Cancelled { tx }),
         ("pong", Frame::Pong { nonce: 9 }),
-        ("error-tx", Frame::Error { code: ErrorCode::KindMismatch, fatal: false, tx: Some(tx), context: 4, message: "kind mismatch".into() }),
+        (
+            "error-tx",
+            Frame::Error { code: ErrorCode::KindMismatch, fatal: false, tx: Some(tx), context: 4, message: "kind mismatch".into() },
+        ),
         ("error-fatal", Frame::Error { code: ErrorCode::Unauthenticated, fatal: true, tx: None, context: 0, message: "bad token".into() }),
     ];
     let mut session = Vec::new();

@@ -19,8 +19,16 @@ const LEN_MAX: usize = 4096;
 enum Ints {
     Raw(Vec<i64>),
     /// `start + i * step + jitter[i % jitter.len()]`, wrapping.
-    Linear { start: i64, step: i64, len: u16, jitter: Vec<i8> },
-    Constant { value: i64, len: u16 },
+    Linear {
+        start: i64,
+        step: i64,
+        len: u16,
+        jitter: Vec<i8>,
+    },
+    Constant {
+        value: i64,
+        len: u16,
+    },
     /// Small values (bit-packing friendly).
     Small(Vec<i8>),
 }
@@ -47,16 +55,25 @@ enum Column {
     /// f64 from raw bits: NaNs, infinities, subnormals, -0.0.
     F64Bits(Vec<u64>),
     /// `k / 10^digits`: what the decimal encoding looks for.
-    F64Decimal { digits: u8, ints: Ints },
+    F64Decimal {
+        digits: u8,
+        ints: Ints,
+    },
     /// Integers as f64 (sensor readings often are).
     F64Ints(Ints),
     I64(Ints),
     U64(Ints),
     Bool(Vec<bool>),
-    BoolConstant { value: bool, len: u16 },
+    BoolConstant {
+        value: bool,
+        len: u16,
+    },
     Bytes(Vec<Vec<u8>>),
     /// Repetitive payloads (what LZ4 compresses).
-    BytesRepeated { payload: Vec<u8>, len: u16 },
+    BytesRepeated {
+        payload: Vec<u8>,
+        len: u16,
+    },
 }
 
 fn check_values(values: ValueColumn) {

@@ -46,7 +46,12 @@ enum Op {
     Write(Vec<(u8, Time, u64)>),
     Flush,
     Reopen,
-    Read { series: u8, from: Time, to: Time, by_points: bool },
+    Read {
+        series: u8,
+        from: Time,
+        to: Time,
+        by_points: bool,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -63,10 +68,7 @@ struct Db {
 
 fn open(dir: &Path, options: &EngineOptions) -> Db {
     let engine = Engine::open(dir, options.clone()).expect("engine opens");
-    let ids = series_keys()
-        .into_iter()
-        .map(|(key, kind)| (engine.series_id(&key, kind).expect("series registers"), kind))
-        .collect();
+    let ids = series_keys().into_iter().map(|(key, kind)| (engine.series_id(&key, kind).expect("series registers"), kind)).collect();
     Db { engine, ids }
 }
 

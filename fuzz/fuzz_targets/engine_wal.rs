@@ -17,15 +17,13 @@ use libfuzzer_sys::fuzz_target;
 use sensordb_engine::model::SeriesId;
 use sensordb_engine::query::Chunk;
 use sensordb_engine::{Durability, Engine, EngineOptions};
-use sensordb_fuzz::{fixup, catalog_bytes, scratch_dir, series_keys, CATALOG_NAME, WAL_NAME};
+use sensordb_fuzz::{catalog_bytes, fixup, scratch_dir, series_keys, CATALOG_NAME, WAL_NAME};
 
 fn read_all(engine: &Engine) -> Vec<Option<Chunk>> {
     (1..=series_keys().len() as u32)
         .map(|id| {
-            let chunk = engine
-                .read(SeriesId(id), i64::MIN, i64::MAX)
-                .collect_all()
-                .unwrap_or_else(|e| panic!("read of series {id} failed: {e}"));
+            let chunk =
+                engine.read(SeriesId(id), i64::MIN, i64::MAX).collect_all().unwrap_or_else(|e| panic!("read of series {id} failed: {e}"));
             if let Some(chunk) = &chunk {
                 assert!(chunk.timestamps.windows(2).all(|w| w[0] < w[1]), "series {id}: timestamps not strictly increasing");
                 assert_eq!(chunk.timestamps.len(), chunk.values.len());

@@ -24,14 +24,8 @@ use libfuzzer_sys::fuzz_target;
 use sensordb_server::http::line_protocol::{parse_series, series_prefix, Field, FieldValue, Lines, Precision, ReadOptions};
 use std::borrow::Cow;
 
-const PRECISIONS: [Precision; 6] = [
-    Precision::Nanoseconds,
-    Precision::Microseconds,
-    Precision::Milliseconds,
-    Precision::Seconds,
-    Precision::Minutes,
-    Precision::Hours,
-];
+const PRECISIONS: [Precision; 6] =
+    [Precision::Nanoseconds, Precision::Microseconds, Precision::Milliseconds, Precision::Seconds, Precision::Minutes, Precision::Hours];
 
 const DEFAULT_TIMESTAMP: i64 = 1_700_000_000_000_000_000;
 

@@ -22,10 +22,7 @@ pub fn scratch_dir() -> tempfile::TempDir {
         .map(PathBuf::from)
         .or_else(|| Some(PathBuf::from("/dev/shm")).filter(|p| p.is_dir()))
         .unwrap_or_else(std::env::temp_dir);
-    tempfile::Builder::new()
-        .prefix("sensordb-fuzz-")
-        .tempdir_in(base)
-        .expect("scratch directory")
+    tempfile::Builder::new().prefix("sensordb-fuzz-").tempdir_in(base).expect("scratch directory")
 }
 
 /// The series of the engine targets, in catalog order (ids 1, 2, …). The first five form
@@ -136,8 +133,7 @@ pub mod fixup {
             let mut position = offset;
             let Some(len) = get_varint(bytes, &mut position) else { break };
             let body_start = position + 4;
-            let Some(end) = usize::try_from(len).ok().and_then(|len| body_start.checked_add(len)).filter(|&end| end <= bytes.len())
-            else {
+            let Some(end) = usize::try_from(len).ok().and_then(|len| body_start.checked_add(len)).filter(|&end| end <= bytes.len()) else {
                 break;
             };
             let mut input = bytes[offset..position].to_vec();

@@ -49,16 +49,10 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            println!(
-                "== real TSBS: {file}: {} lines, {errors} errors, {} tag sets",
-                reader.lines_read(),
-                reader.tag_sets()
-            );
+            println!("== real TSBS: {file}: {} lines, {errors} errors, {} tag sets", reader.lines_read(), reader.tag_sets());
             print!("{}", collector.finish());
         }
-        Err(e) => println!(
-            "== real TSBS: skipped, cannot open {file}: {e} (make it with scripts/tsbs-data)"
-        ),
+        Err(e) => println!("== real TSBS: skipped, cannot open {file}: {e} (make it with scripts/tsbs-data)"),
     }
 
     let mut collector = StatsCollector::default();

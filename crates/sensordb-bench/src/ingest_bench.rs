@@ -439,7 +439,8 @@ async fn http_client(
                 }
                 Err(_) => {
                     counters.failed.fetch_add(1, Ordering::Relaxed);
-                    let message = format!("HTTP: no answer to POST /write within {:.1} s (is the HTTP API implemented and up?)", wait.as_secs_f64());
+                    let message =
+                        format!("HTTP: no answer to POST /write within {:.1} s (is the HTTP API implemented and up?)", wait.as_secs_f64());
                     *errors.entry(message).or_default() += 1;
                     connection = None;
                 }
@@ -707,7 +708,8 @@ fn spawn_progress(config: &IngestBenchConfig, counters: Arc<Counters>, started: 
         let stop = stop.clone();
         tokio::spawn(async move {
             let mut per_second = Vec::new();
-            let mut ticks = tokio::time::interval_at(tokio::time::Instant::from_std(started) + Duration::from_secs(1), Duration::from_secs(1));
+            let mut ticks =
+                tokio::time::interval_at(tokio::time::Instant::from_std(started) + Duration::from_secs(1), Duration::from_secs(1));
             let mut last = 0u64;
             // Bounded: the run's seconds plus time for the last requests to finish.
             for _ in 0..seconds + 3600 {

@@ -26,6 +26,4 @@ pub mod tx_bench;
 
 pub use line_protocol::{LineProtocolError, LineProtocolReader, Precision, ReaderOptions};
 pub use row::{Row, SeriesMap, TagSet};
-pub use tsbs::{
-    CapacityEncoding, Disorder, PayloadConfig, PayloadGenerator, TsbsConfig, TsbsGenerator,
-};
+pub use tsbs::{CapacityEncoding, Disorder, PayloadConfig, PayloadGenerator, TsbsConfig, TsbsGenerator};

@@ -13,10 +13,10 @@
 //! Value mapping: float → `Value::F64`, `5i` → `I64`, `5u` → `U64`, booleans → `Bool`, strings →
 //! `Bytes` (UTF-8, unescaped).
 
-use sensordb_server::http::line_protocol::series_prefix;
 use crate::row::{Row, TagSet};
 use influxdb_line_protocol::FieldValue;
 use sensordb_engine::model::{Timestamp, Value};
+use sensordb_server::http::line_protocol::series_prefix;
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::sync::Arc;
@@ -97,19 +97,9 @@ impl<R: BufRead> LineProtocolReader<R> {
         self.text.clear();
         let first = self.line + 1;
         loop {
-            let read =
-                self.input
-                    .read_line(&mut self.text)
-                    .map_err(|source| LineProtocolError::Io {
-                        line: self.line + 1,
-                        source,
-                    })?;
+            let read = self.input.read_line(&mut self.text).map_err(|source| LineProtocolError::Io { line: self.line + 1, source })?;
             if read == 0 {
-                return Ok(if self.text.is_empty() {
-                    None
-                } else {
-                    Some(first)
-                });
+                return Ok(if self.text.is_empty() { None } else { Some(first) });
             }
             self.line += 1;
             if !ends_inside_string(&self.text) {
@@ -135,13 +125,10 @@ impl<R: BufRead> LineProtocolReader<R> {
             return Err(error("more than one line in a record".to_string()));
         }
         let timestamp = match first.timestamp {
-            Some(t) => t
-                .checked_mul(self.options.precision.nanos())
-                .ok_or_else(|| error(format!("timestamp {t} overflows nanoseconds")))?,
-            None => self
-                .options
-                .default_timestamp
-                .ok_or_else(|| error("missing timestamp".to_string()))?,
+            Some(t) => {
+                t.checked_mul(self.options.precision.nanos()).ok_or_else(|| error(format!("timestamp {t} overflows nanoseconds")))?
+            }
+            None => self.options.default_timestamp.ok_or_else(|| error("missing timestamp".to_string()))?,
         };
         let mut fields = Vec::with_capacity(first.field_set.len());
         for (name, value) in &first.field_set {
@@ -161,32 +148,20 @@ impl<R: BufRead> LineProtocolReader<R> {
             None => {
                 let measurement_name = first.series.measurement.as_str();
                 let measurement = intern(&mut self.measurements, measurement_name);
-                let tag_list: Vec<(String, String)> = first
-                    .series
-                    .tag_set
-                    .iter()
-                    .flatten()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect();
+                let tag_list: Vec<(String, String)> =
+                    first.series.tag_set.iter().flatten().map(|(k, v)| (k.to_string(), v.to_string())).collect();
                 for (i, (key, _)) in tag_list.iter().enumerate() {
                     if tag_list[..i].iter().any(|(k, _)| k == key) {
                         return Err(error(format!("tag key {key:?} appears twice")));
                     }
                 }
-                let id = u32::try_from(self.series.len())
-                    .map_err(|_| error("too many tag sets".to_string()))?;
+                let id = u32::try_from(self.series.len()).map_err(|_| error("too many tag sets".to_string()))?;
                 let tags = Arc::new(TagSet { id, tags: tag_list });
-                self.series
-                    .insert(series_text.into(), (measurement.clone(), tags.clone()));
+                self.series.insert(series_text.into(), (measurement.clone(), tags.clone()));
                 (measurement, tags)
             }
         };
-        Ok(Some(Row {
-            measurement,
-            tags,
-            fields,
-            timestamp,
-        }))
+        Ok(Some(Row { measurement, tags, fields, timestamp }))
     }
 }
 
@@ -230,7 +205,6 @@ pub fn parse_str(text: &str) -> Result<Vec<Row>, LineProtocolError> {
     LineProtocolReader::new(text.as_bytes()).collect()
 }
 
-
 /// Whether `text` ends inside a quoted string field value (so the record goes on on the next
 /// line). Quotes count only after the series part; inside a string a backslash escapes.
 fn ends_inside_string(text: &str) -> bool {
@@ -271,8 +245,7 @@ mod tests {
         assert_eq!(&*row.measurement, "m");
         assert_eq!(row.tags.tags, vec![("host".to_string(), "a".to_string())]);
         assert_eq!(row.timestamp, 1_700_000_000_000_000_000);
-        let values: Vec<(&str, Value)> =
-            row.fields.iter().map(|(k, v)| (&**k, v.clone())).collect();
+        let values: Vec<(&str, Value)> = row.fields.iter().map(|(k, v)| (&**k, v.clone())).collect();
         assert_eq!(
             values,
             vec![
@@ -301,15 +274,9 @@ mod tests {
     fn unescapes_names_tags_and_strings() {
         let row = one(r#"my\ meas,tag\,key=va\=l\ ue field\ name="a \"quoted\" \\ str" 1"#);
         assert_eq!(&*row.measurement, "my meas");
-        assert_eq!(
-            row.tags.tags,
-            vec![("tag,key".to_string(), "va=l ue".to_string())]
-        );
+        assert_eq!(row.tags.tags, vec![("tag,key".to_string(), "va=l ue".to_string())]);
         assert_eq!(&*row.fields[0].0, "field name");
-        assert_eq!(
-            row.fields[0].1,
-            Value::Bytes(bytes::Bytes::from_static(br#"a "quoted" \ str"#))
-        );
+        assert_eq!(row.fields[0].1, Value::Bytes(bytes::Bytes::from_static(br#"a "quoted" \ str"#)));
     }
 
     #[test]
@@ -318,10 +285,7 @@ mod tests {
         let results: Vec<_> = LineProtocolReader::new(text.as_bytes()).collect();
         assert_eq!(results.len(), 3);
         let first = results[0].as_ref().expect("row");
-        assert_eq!(
-            first.fields[0].1,
-            Value::Bytes(bytes::Bytes::from_static(b"one\ntwo"))
-        );
+        assert_eq!(first.fields[0].1, Value::Bytes(bytes::Bytes::from_static(b"one\ntwo")));
         assert_eq!(results[1].as_ref().expect("row").timestamp, 2);
         let err = results[2].as_ref().expect_err("bad value");
         assert_eq!(err.line(), 6);
@@ -355,26 +319,15 @@ mod tests {
     #[test]
     fn timestamps_follow_precision_and_may_default() {
         let missing = parse_str("m f=1\n").expect_err("missing timestamp");
-        assert!(
-            missing.to_string().contains("missing timestamp"),
-            "{missing}"
-        );
-        let options = ReaderOptions {
-            precision: Precision::Seconds,
-            default_timestamp: Some(42),
-        };
+        assert!(missing.to_string().contains("missing timestamp"), "{missing}");
+        let options = ReaderOptions { precision: Precision::Seconds, default_timestamp: Some(42) };
         let rows: Vec<Row> =
-            LineProtocolReader::with_options("m f=1 3\nm f=2\n".as_bytes(), options)
-                .collect::<Result<_, _>>()
-                .expect("parses");
+            LineProtocolReader::with_options("m f=1 3\nm f=2\n".as_bytes(), options).collect::<Result<_, _>>().expect("parses");
         assert_eq!(rows[0].timestamp, 3_000_000_000);
         assert_eq!(rows[1].timestamp, 42);
         let overflow = LineProtocolReader::with_options(
             "m f=1 9223372036854775807\n".as_bytes(),
-            ReaderOptions {
-                precision: Precision::Milliseconds,
-                default_timestamp: None,
-            },
+            ReaderOptions { precision: Precision::Milliseconds, default_timestamp: None },
         )
         .next()
         .expect("one result");

@@ -165,7 +165,11 @@ impl InProcessServer {
 
     /// [`InProcessServer::start`], both listeners speaking TLS only with the PEM certificate
     /// chain and key `tls` = (cert, key) when given.
-    pub async fn start_with_tls(durability: Durability, connections: usize, tls: Option<(&Path, &Path)>) -> Result<InProcessServer, String> {
+    pub async fn start_with_tls(
+        durability: Durability,
+        connections: usize,
+        tls: Option<(&Path, &Path)>,
+    ) -> Result<InProcessServer, String> {
         Self::start_with(durability, connections, tls, None).await
     }
 

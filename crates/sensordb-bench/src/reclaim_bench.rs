@@ -336,7 +336,13 @@ struct Watch {
     directory_share_max: f64,
 }
 
-fn watch(engine: &Engine, config: &ReclaimBenchConfig, progress: &Progress, dir: &Path, writers_done: &dyn Fn() -> bool) -> Result<Watch, String> {
+fn watch(
+    engine: &Engine,
+    config: &ReclaimBenchConfig,
+    progress: &Progress,
+    dir: &Path,
+    writers_done: &dyn Fn() -> bool,
+) -> Result<Watch, String> {
     let capacity = config.capacity_bytes as f64;
     let mut watch = Watch { bytes_per_point: 0.0, horizon_seconds: 0.0, short_period: None, usage_max: 0.0, directory_share_max: 0.0 };
     let mut last_directory_sample = Instant::now();
@@ -411,7 +417,8 @@ pub fn run(config: &ReclaimBenchConfig) -> Result<ReclaimFigures, String> {
     };
     let engine = Engine::open(&dir, engine_options(config, &progress.now)).map_err(|e| e.to_string())?;
     if let Some(live_share) = config.live_share {
-        let policy = DatabasePolicy { capacity_bytes: Some((live_share * config.capacity_bytes as f64) as u64), ..DatabasePolicy::default() };
+        let policy =
+            DatabasePolicy { capacity_bytes: Some((live_share * config.capacity_bytes as f64) as u64), ..DatabasePolicy::default() };
         engine.set_database_policy(DATABASE, policy).map_err(|e| e.to_string())?;
     }
     let writers = config.writers.max(1);
@@ -450,8 +457,11 @@ pub fn run(config: &ReclaimBenchConfig) -> Result<ReclaimFigures, String> {
         return Err(error);
     }
     let watched = watched?;
-    let (finished, cpu_finished) =
-        progress.finished.lock().map_err(|_| "BUG: poisoned finish lock".to_string())?.unwrap_or_else(|| (Instant::now(), process_cpu_time()));
+    let (finished, cpu_finished) = progress
+        .finished
+        .lock()
+        .map_err(|_| "BUG: poisoned finish lock".to_string())?
+        .unwrap_or_else(|| (Instant::now(), process_cpu_time()));
     let Some(start) = progress.started.get().cloned() else {
         return Err("the measured phase never started".to_string());
     };

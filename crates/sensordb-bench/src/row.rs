@@ -21,10 +21,7 @@ pub struct TagSet {
 
 impl TagSet {
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.tags
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 }
 
@@ -41,19 +38,12 @@ pub struct Row {
 impl Row {
     /// The series key of one field of this row (allocates; see [`SeriesMap`] for the cached way).
     pub fn series_key(&self, field: &str) -> Result<SeriesKey, SeriesKeyError> {
-        SeriesKey::new(
-            &*self.measurement,
-            self.tags.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            field,
-        )
+        SeriesKey::new(&*self.measurement, self.tags.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), field)
     }
 
     /// Flattens the row into `(series, timestamp, value)` triples, building each key afresh.
     pub fn flatten(&self) -> Result<Vec<(SeriesKey, Timestamp, Value)>, SeriesKeyError> {
-        self.fields
-            .iter()
-            .map(|(field, value)| Ok((self.series_key(field)?, self.timestamp, value.clone())))
-            .collect()
+        self.fields.iter().map(|(field, value)| Ok((self.series_key(field)?, self.timestamp, value.clone()))).collect()
     }
 }
 
@@ -72,10 +62,7 @@ pub struct SeriesMap<T> {
 
 impl<T> Default for SeriesMap<T> {
     fn default() -> Self {
-        SeriesMap {
-            by_tag_set: Vec::new(),
-            len: 0,
-        }
+        SeriesMap { by_tag_set: Vec::new(), len: 0 }
     }
 }
 
@@ -99,11 +86,7 @@ impl<T> SeriesMap<T> {
 
     /// The cached value of a series, if present.
     pub fn get(&self, tags: &TagSet, measurement: &Arc<str>, field: &Arc<str>) -> Option<&T> {
-        self.by_tag_set
-            .get(tags.id as usize)?
-            .iter()
-            .find(|(m, f, _)| same(m, measurement) && same(f, field))
-            .map(|(_, _, value)| value)
+        self.by_tag_set.get(tags.id as usize)?.iter().find(|(m, f, _)| same(m, measurement) && same(f, field)).map(|(_, _, value)| value)
     }
 
     /// The cached value of a series, computed by `make` from its key on the first call.
@@ -122,17 +105,10 @@ impl<T> SeriesMap<T> {
             self.by_tag_set.resize_with(index + 1, Vec::new);
         }
         let entries = &mut self.by_tag_set[index];
-        let position = match entries
-            .iter()
-            .position(|(m, f, _)| same(m, measurement) && same(f, field))
-        {
+        let position = match entries.iter().position(|(m, f, _)| same(m, measurement) && same(f, field)) {
             Some(position) => position,
             None => {
-                let key = SeriesKey::new(
-                    &**measurement,
-                    tags.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                    &**field,
-                )?;
+                let key = SeriesKey::new(&**measurement, tags.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), &**field)?;
                 entries.push((measurement.clone(), field.clone(), make(key)?));
                 self.len += 1;
                 entries.len() - 1
@@ -163,11 +139,7 @@ impl<T> SeriesMap<T> {
 
 impl SeriesMap<Arc<SeriesKey>> {
     /// Appends the row's `(series key, timestamp, value)` triples, keys shared from the cache.
-    pub fn flatten_keys_into(
-        &mut self,
-        row: &Row,
-        out: &mut Vec<(Arc<SeriesKey>, Timestamp, Value)>,
-    ) -> Result<(), SeriesKeyError> {
+    pub fn flatten_keys_into(&mut self, row: &Row, out: &mut Vec<(Arc<SeriesKey>, Timestamp, Value)>) -> Result<(), SeriesKeyError> {
         self.flatten_into(row, out, |key| Ok::<_, SeriesKeyError>(Arc::new(key)))
     }
 }
@@ -179,17 +151,8 @@ mod tests {
     fn row(id: u32, truck: &str) -> Row {
         Row {
             measurement: Arc::from("readings"),
-            tags: Arc::new(TagSet {
-                id,
-                tags: vec![
-                    ("name".into(), truck.into()),
-                    ("fleet".into(), "East".into()),
-                ],
-            }),
-            fields: vec![
-                (Arc::from("velocity"), Value::F64(3.0)),
-                (Arc::from("status"), Value::I64(1)),
-            ],
+            tags: Arc::new(TagSet { id, tags: vec![("name".into(), truck.into()), ("fleet".into(), "East".into())] }),
+            fields: vec![(Arc::from("velocity"), Value::F64(3.0)), (Arc::from("status"), Value::I64(1))],
             timestamp: 7,
         }
     }
@@ -198,10 +161,7 @@ mod tests {
     fn flatten_builds_sorted_series_keys() {
         let triples = row(0, "truck_1").flatten().expect("valid");
         assert_eq!(triples.len(), 2);
-        assert_eq!(
-            triples[0].0.canonical(),
-            "readings,fleet=East,name=truck_1 velocity"
-        );
+        assert_eq!(triples[0].0.canonical(), "readings,fleet=East,name=truck_1 velocity");
         assert_eq!(triples[1].1, 7);
         assert_eq!(triples[1].2, Value::I64(1));
     }
@@ -215,8 +175,7 @@ mod tests {
         map.flatten_keys_into(&a, &mut out).expect("valid");
         assert_eq!(map.len(), 2);
         assert!(Arc::ptr_eq(&out[0].0, &out[2].0));
-        map.flatten_keys_into(&row(3, "truck_2"), &mut out)
-            .expect("valid");
+        map.flatten_keys_into(&row(3, "truck_2"), &mut out).expect("valid");
         assert_eq!(map.len(), 4);
         assert_eq!(out[4].0.tag("name"), Some("truck_2"));
         let found = map.get(&a.tags, &Arc::from("readings"), &Arc::from("status"));

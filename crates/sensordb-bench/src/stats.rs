@@ -52,8 +52,7 @@ pub struct WorkloadStats {
 
 fn decimals(value: f64) -> usize {
     let text = value.to_string();
-    text.split_once('.')
-        .map_or(0, |(_, fraction)| fraction.len())
+    text.split_once('.').map_or(0, |(_, fraction)| fraction.len())
 }
 
 impl WorkloadStats {
@@ -67,11 +66,7 @@ impl WorkloadStats {
 
     /// Share of values missing, relative to every row of a measurement having `max_fields`.
     pub fn missing_field_share(&self) -> f64 {
-        let full: u64 = self
-            .measurements
-            .values()
-            .map(|m| m.rows * m.max_fields as u64)
-            .sum();
+        let full: u64 = self.measurements.values().map(|m| m.rows * m.max_fields as u64).sum();
         if full == 0 {
             return 0.0;
         }
@@ -132,10 +127,7 @@ impl StatsCollector {
             }
             None => s.rows_without_name += 1,
         }
-        let m = s
-            .measurements
-            .entry(row.measurement.to_string())
-            .or_default();
+        let m = s.measurements.entry(row.measurement.to_string()).or_default();
         m.rows += 1;
         m.values += row.fields.len() as u64;
         m.max_fields = m.max_fields.max(row.fields.len());
@@ -172,13 +164,7 @@ impl StatsCollector {
 
 impl fmt::Display for WorkloadStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "rows {}  values {}  trucks(names) {}",
-            self.rows,
-            self.values,
-            self.names.len()
-        )?;
+        writeln!(f, "rows {}  values {}  trucks(names) {}", self.rows, self.values, self.names.len())?;
         writeln!(
             f,
             "missing-field share {:.4}  rows without name {:.5}  late rows {:.4} (max lateness {} ns)  per-series disorder {:.6}",
@@ -190,13 +176,7 @@ impl fmt::Display for WorkloadStats {
         )?;
         writeln!(f, "time {} .. {}", self.min_timestamp, self.max_timestamp)?;
         for (name, m) in &self.measurements {
-            writeln!(
-                f,
-                "  {name}: rows {} values/row {:.4} (max {})",
-                m.rows,
-                ratio(m.values, m.rows),
-                m.max_fields
-            )?;
+            writeln!(f, "  {name}: rows {} values/row {:.4} (max {})", m.rows, ratio(m.values, m.rows), m.max_fields)?;
             for (field, s) in &m.fields {
                 writeln!(
                     f,

@@ -182,18 +182,9 @@ impl Measurement {
     }
 }
 
-pub const READINGS_FIELDS: [&str; 7] = [
-    "latitude",
-    "longitude",
-    "elevation",
-    "velocity",
-    "heading",
-    "grade",
-    "fuel_consumption",
-];
+pub const READINGS_FIELDS: [&str; 7] = ["latitude", "longitude", "elevation", "velocity", "heading", "grade", "fuel_consumption"];
 pub const DIAGNOSTICS_FIELDS: [&str; 3] = ["fuel_state", "current_load", "status"];
-pub const CAPACITY_FIELDS: [&str; 3] =
-    ["load_capacity", "fuel_capacity", "nominal_fuel_consumption"];
+pub const CAPACITY_FIELDS: [&str; 3] = ["load_capacity", "fuel_capacity", "nominal_fuel_consumption"];
 /// The string tags, in TSBS order.
 pub const STRING_TAGS: [&str; 5] = ["name", "fleet", "driver", "model", "device_version"];
 
@@ -201,21 +192,10 @@ const FLEETS: [&str; 4] = ["East", "West", "North", "South"];
 const DRIVERS: [&str; 6] = ["Derek", "Rodney", "Albert", "Andy", "Seth", "Trish"];
 const DEVICE_VERSIONS: [&str; 4] = ["v1.0", "v1.5", "v2.0", "v2.3"];
 /// (model, load capacity, fuel capacity, nominal fuel consumption)
-const MODELS: [(&str, f64, f64, f64); 3] = [
-    ("F-150", 2000.0, 200.0, 15.0),
-    ("G-2000", 5000.0, 300.0, 19.0),
-    ("H-2", 1500.0, 150.0, 12.0),
-];
+const MODELS: [(&str, f64, f64, f64); 3] = [("F-150", 2000.0, 200.0, 15.0), ("G-2000", 5000.0, 300.0, 19.0), ("H-2", 1500.0, 150.0, 12.0)];
 /// TSBS clamps of the random walks: (min, max) per readings field.
-pub const READINGS_CLAMPS: [(f64, f64); 7] = [
-    (-90.0, 90.0),
-    (-180.0, 180.0),
-    (0.0, 5000.0),
-    (0.0, 100.0),
-    (0.0, 360.0),
-    (0.0, 100.0),
-    (0.0, 50.0),
-];
+pub const READINGS_CLAMPS: [(f64, f64); 7] =
+    [(-90.0, 90.0), (-180.0, 180.0), (0.0, 5000.0), (0.0, 100.0), (0.0, 360.0), (0.0, 100.0), (0.0, 50.0)];
 /// Decimals kept per readings field.
 pub const READINGS_DECIMALS: [usize; 7] = [5, 5, 0, 0, 0, 0, 1];
 /// TSBS clamps per diagnostics field (current_load is not a walk but stays in [0, 5000)).
@@ -248,22 +228,12 @@ pub struct Truck {
 
 impl Truck {
     fn capacities(&self) -> [f64; 3] {
-        [
-            self.load_capacity,
-            self.fuel_capacity,
-            self.nominal_fuel_consumption,
-        ]
+        [self.load_capacity, self.fuel_capacity, self.nominal_fuel_consumption]
     }
 
     /// The tag set with tag `i` (in TSBS order, 0..8) left out when bit `i` of `dropped` is set.
     fn tags(&self, capacities: CapacityEncoding, dropped: u8) -> Vec<(String, String)> {
-        let strings = [
-            self.name.as_str(),
-            self.fleet,
-            self.driver,
-            self.model,
-            self.device_version,
-        ];
+        let strings = [self.name.as_str(), self.fleet, self.driver, self.model, self.device_version];
         let mut tags: Vec<(String, String)> = STRING_TAGS
             .iter()
             .zip(strings)
@@ -314,36 +284,25 @@ impl Fleet {
     }
 
     /// Every field name a row of `measurement` can carry under `capacities`.
-    pub fn row_fields(
-        &self,
-        measurement: Measurement,
-        capacities: CapacityEncoding,
-    ) -> Vec<Arc<str>> {
+    pub fn row_fields(&self, measurement: Measurement, capacities: CapacityEncoding) -> Vec<Arc<str>> {
         let mut names = Vec::new();
         if capacities == CapacityEncoding::Fields {
             names.extend((0..3).map(|i| self.capacity_name(i).clone()));
         }
-        names.extend(
-            (0..measurement.fields().len()).map(|i| self.field_name(measurement, i).clone()),
-        );
+        names.extend((0..measurement.fields().len()).map(|i| self.field_name(measurement, i).clone()));
         names
     }
 
     /// Precomputes the series keys of every truck's full tag set: each truck's series, once.
     /// Rows whose tag was dropped (TSBS's zeroed tags, about 1 % of rows) add their keys on first
     /// use through [`SeriesMap::flatten_keys_into`].
-    pub fn series_keys(
-        &self,
-        capacities: CapacityEncoding,
-    ) -> Result<SeriesMap<Arc<SeriesKey>>, SeriesKeyError> {
+    pub fn series_keys(&self, capacities: CapacityEncoding) -> Result<SeriesMap<Arc<SeriesKey>>, SeriesKeyError> {
         let mut map = SeriesMap::new();
         for tags in &self.tag_sets {
             for measurement in [Measurement::Readings, Measurement::Diagnostics] {
                 let name = self.measurement_name(measurement);
                 for field in self.row_fields(measurement, capacities) {
-                    map.get_or_insert_with(tags, name, &field, |key| {
-                        Ok::<_, SeriesKeyError>(Arc::new(key))
-                    })?;
+                    map.get_or_insert_with(tags, name, &field, |key| Ok::<_, SeriesKeyError>(Arc::new(key)))?;
                 }
             }
         }
@@ -375,12 +334,7 @@ const READINGS_STEPS: [f64; 7] = [0.005, 0.005, 10.0, 10.0, 5.0, 5.0, 5.0];
 
 impl TruckState {
     fn tick(&mut self, rng: &mut ChaCha8Rng) {
-        for ((state, step), (min, max)) in self
-            .readings
-            .iter_mut()
-            .zip(READINGS_STEPS)
-            .zip(READINGS_CLAMPS)
-        {
+        for ((state, step), (min, max)) in self.readings.iter_mut().zip(READINGS_STEPS).zip(READINGS_CLAMPS) {
             *state = (*state + uniform(rng, -step, step)).clamp(min, max);
         }
         self.fuel_state = (self.fuel_state + uniform(rng, -0.001, 0.0)).clamp(0.0, 1.0);
@@ -455,11 +409,7 @@ impl Base {
             }
         }
         debug_assert!(self.epoch < self.epochs);
-        let measurement = if self.measurement == 0 {
-            Measurement::Readings
-        } else {
-            Measurement::Diagnostics
-        };
+        let measurement = if self.measurement == 0 { Measurement::Readings } else { Measurement::Diagnostics };
         let entry = Entry {
             truck: self.truck as u32,
             measurement,
@@ -514,14 +464,8 @@ impl TsbsGenerator {
             readings[1] = rng.gen::<f64>() * 180.0;
             readings[2] = rng.gen::<f64>() * 500.0;
             readings[4] = rng.gen::<f64>() * 360.0;
-            states.push(TruckState {
-                readings,
-                fuel_state: 1.0,
-                current_load: 0.0,
-                status: 0.0,
-            });
-            let (model, load_capacity, fuel_capacity, nominal_fuel_consumption) =
-                MODELS[rng.gen_range(0..MODELS.len())];
+            states.push(TruckState { readings, fuel_state: 1.0, current_load: 0.0, status: 0.0 });
+            let (model, load_capacity, fuel_capacity, nominal_fuel_consumption) = MODELS[rng.gen_range(0..MODELS.len())];
             trucks.push(Truck {
                 name: format!("truck_{i}"),
                 fleet: FLEETS[rng.gen_range(0..FLEETS.len())],
@@ -533,38 +477,12 @@ impl TsbsGenerator {
                 nominal_fuel_consumption,
             });
         }
-        let tag_sets = trucks
-            .iter()
-            .enumerate()
-            .map(|(i, truck)| {
-                Arc::new(TagSet {
-                    id: i as u32,
-                    tags: truck.tags(config.capacities, 0),
-                })
-            })
-            .collect();
-        let field_names = CAPACITY_FIELDS
-            .iter()
-            .chain(READINGS_FIELDS.iter())
-            .chain(DIAGNOSTICS_FIELDS.iter())
-            .map(|name| Arc::from(*name))
-            .collect();
-        let fleet = Fleet {
-            trucks,
-            tag_sets,
-            readings: Arc::from("readings"),
-            diagnostics: Arc::from("diagnostics"),
-            field_names,
-        };
-        let base = Base {
-            states,
-            epochs: config.epochs(),
-            epoch: 0,
-            measurement: 0,
-            truck: 0,
-            made: 0,
-            max: config.base_entries(),
-        };
+        let tag_sets =
+            trucks.iter().enumerate().map(|(i, truck)| Arc::new(TagSet { id: i as u32, tags: truck.tags(config.capacities, 0) })).collect();
+        let field_names =
+            CAPACITY_FIELDS.iter().chain(READINGS_FIELDS.iter()).chain(DIAGNOSTICS_FIELDS.iter()).map(|name| Arc::from(*name)).collect();
+        let fleet = Fleet { trucks, tag_sets, readings: Arc::from("readings"), diagnostics: Arc::from("diagnostics"), field_names };
+        let base = Base { states, epochs: config.epochs(), epoch: 0, measurement: 0, truck: 0, made: 0, max: config.base_entries() };
         TsbsGenerator {
             next_tag_set_id: config.scale,
             config,
@@ -598,11 +516,7 @@ impl TsbsGenerator {
         plan.insert_previous = false;
         plan.out_of_order = false;
         plan.missing = self.chance(d.missing_batch);
-        for v in [
-            &mut plan.insert_previous_entry,
-            &mut plan.missing_entry,
-            &mut plan.out_of_order_entry,
-        ] {
+        for v in [&mut plan.insert_previous_entry, &mut plan.missing_entry, &mut plan.out_of_order_entry] {
             v.clear();
             v.resize(d.batch_size, false);
         }
@@ -644,13 +558,7 @@ impl TsbsGenerator {
     fn next_entry(&mut self, index: usize, offset: &mut usize) -> Option<Entry> {
         loop {
             let slot = index + *offset;
-            let entry = if self
-                .plan
-                .insert_previous_entry
-                .get(slot)
-                .copied()
-                .unwrap_or(false)
-            {
+            let entry = if self.plan.insert_previous_entry.get(slot).copied().unwrap_or(false) {
                 match self.held_entries.pop_front() {
                     Some(entry) => entry,
                     None => self.base.next(&mut self.rng)?,
@@ -662,13 +570,7 @@ impl TsbsGenerator {
                 *offset += 1;
                 continue;
             }
-            if self
-                .plan
-                .out_of_order_entry
-                .get(slot)
-                .copied()
-                .unwrap_or(false)
-            {
+            if self.plan.out_of_order_entry.get(slot).copied().unwrap_or(false) {
                 self.held_entries.push_back(entry);
                 *offset += 1;
                 continue;
@@ -710,15 +612,9 @@ impl TsbsGenerator {
                 if self.held_entries.is_empty() {
                     return false;
                 }
-                let take = self
-                    .config
-                    .disorder
-                    .batch_size
-                    .max(1)
-                    .min(self.held_entries.len());
+                let take = self.config.disorder.batch_size.max(1).min(self.held_entries.len());
                 let rest = self.held_entries.split_off(take);
-                self.current
-                    .extend(std::mem::replace(&mut self.held_entries, rest));
+                self.current.extend(std::mem::replace(&mut self.held_entries, rest));
                 return true;
             }
             if self.config.disorder.batch_size == 0 {
@@ -774,10 +670,7 @@ impl TsbsGenerator {
             .or_insert_with(|| {
                 let id = *next_id;
                 *next_id += 1;
-                Arc::new(TagSet {
-                    id,
-                    tags: fleet.trucks[truck as usize].tags(capacities, relevant),
-                })
+                Arc::new(TagSet { id, tags: fleet.trucks[truck as usize].tags(capacities, relevant) })
             })
             .clone()
     }
@@ -798,11 +691,7 @@ impl TsbsGenerator {
             if entry.dropped_fields & (1 << i) != 0 {
                 continue;
             }
-            let value = if measurement == Measurement::Diagnostics && i == 2 {
-                Value::I64(*value as i64)
-            } else {
-                Value::F64(*value)
-            };
+            let value = if measurement == Measurement::Diagnostics && i == 2 { Value::I64(*value as i64) } else { Value::F64(*value) };
             fields.push((self.fleet.field_name(measurement, i).clone(), value));
         }
         Row {
@@ -898,14 +787,8 @@ impl PayloadGenerator {
                 harmonic: uniform(&mut rng, 0.0, 0.3),
             })
             .collect();
-        let tag_sets = (0..config.sensors)
-            .map(|i| {
-                Arc::new(TagSet {
-                    id: i,
-                    tags: vec![("sensor".to_string(), format!("sensor_{i}"))],
-                })
-            })
-            .collect();
+        let tag_sets =
+            (0..config.sensors).map(|i| Arc::new(TagSet { id: i, tags: vec![("sensor".to_string(), format!("sensor_{i}"))] })).collect();
         PayloadGenerator {
             config,
             rng,
@@ -936,11 +819,8 @@ impl Iterator for PayloadGenerator {
         let noise = self.config.noise;
         let wave = &mut self.waves[self.sensor];
         for _ in 0..samples {
-            let clean =
-                wave.amplitude * (wave.phase.sin() + wave.harmonic * (3.0 * wave.phase).sin());
-            let sample = (clean + noise * normal(&mut self.rng))
-                .round()
-                .clamp(-32768.0, 32767.0) as i16;
+            let clean = wave.amplitude * (wave.phase.sin() + wave.harmonic * (3.0 * wave.phase).sin());
+            let sample = (clean + noise * normal(&mut self.rng)).round().clamp(-32768.0, 32767.0) as i16;
             bytes.extend_from_slice(&sample.to_le_bytes());
             wave.phase = (wave.phase + wave.step) % std::f64::consts::TAU;
         }
@@ -965,12 +845,7 @@ mod tests {
     use crate::stats::WorkloadStats;
 
     fn small(seed: u64) -> TsbsConfig {
-        TsbsConfig {
-            scale: 20,
-            seed,
-            ..TsbsConfig::default()
-        }
-        .with_duration(2 * 3600 * NANOS_PER_SECOND)
+        TsbsConfig { scale: 20, seed, ..TsbsConfig::default() }.with_duration(2 * 3600 * NANOS_PER_SECOND)
     }
 
     #[test]
@@ -985,10 +860,7 @@ mod tests {
 
     #[test]
     fn without_disorder_every_entry_is_complete_and_in_order() {
-        let config = TsbsConfig {
-            disorder: Disorder::none(),
-            ..small(5)
-        };
+        let config = TsbsConfig { disorder: Disorder::none(), ..small(5) };
         let rows: Vec<Row> = TsbsGenerator::new(config.clone()).collect();
         assert_eq!(rows.len() as u64, config.base_entries());
         assert_eq!(config.epochs(), 720);
@@ -999,19 +871,10 @@ mod tests {
             let truck = i % 20;
             let readings = (i / 20) % 2 == 0;
             assert_eq!(row.tags.id as usize, truck);
-            assert_eq!(
-                row.tags.get("name"),
-                Some(format!("truck_{truck}").as_str())
-            );
-            assert_eq!(
-                &*row.measurement,
-                if readings { "readings" } else { "diagnostics" }
-            );
+            assert_eq!(row.tags.get("name"), Some(format!("truck_{truck}").as_str()));
+            assert_eq!(&*row.measurement, if readings { "readings" } else { "diagnostics" });
             assert_eq!(row.fields.len(), if readings { 10 } else { 6 });
-            assert_eq!(
-                row.timestamp,
-                config.start + (i / 40) as i64 * config.interval
-            );
+            assert_eq!(row.timestamp, config.start + (i / 40) as i64 * config.interval);
         }
         let tags: Vec<&str> = rows[0].tags.tags.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(tags, STRING_TAGS);
@@ -1019,43 +882,28 @@ mod tests {
 
     #[test]
     fn capacities_can_be_tags() {
-        let config = TsbsConfig {
-            capacities: CapacityEncoding::Tags,
-            disorder: Disorder::none(),
-            ..small(5)
-        };
+        let config = TsbsConfig { capacities: CapacityEncoding::Tags, disorder: Disorder::none(), ..small(5) };
         let row = TsbsGenerator::new(config).next().expect("a row");
         assert_eq!(row.tags.tags.len(), 8);
         assert_eq!(row.fields.len(), 7);
         let model = row.tags.get("model").expect("model");
         let capacity = row.tags.get("load_capacity").expect("capacity");
-        let expected = MODELS
-            .iter()
-            .find(|m| m.0 == model)
-            .map(|m| format!("{}", m.1));
+        let expected = MODELS.iter().find(|m| m.0 == model).map(|m| format!("{}", m.1));
         assert_eq!(Some(capacity.to_string()), expected);
     }
 
     fn decimals_of(value: f64) -> usize {
-        value
-            .to_string()
-            .split_once('.')
-            .map_or(0, |(_, f)| f.len())
+        value.to_string().split_once('.').map_or(0, |(_, f)| f.len())
     }
 
     #[test]
     fn values_stay_within_tsbs_clamps_and_decimals() {
         for row in TsbsGenerator::new(small(9)) {
-            let (names, clamps, decimals): (&[&str], &[(f64, f64)], &[usize]) =
-                if &*row.measurement == "readings" {
-                    (&READINGS_FIELDS, &READINGS_CLAMPS, &READINGS_DECIMALS)
-                } else {
-                    (
-                        &DIAGNOSTICS_FIELDS,
-                        &DIAGNOSTICS_CLAMPS,
-                        &DIAGNOSTICS_DECIMALS,
-                    )
-                };
+            let (names, clamps, decimals): (&[&str], &[(f64, f64)], &[usize]) = if &*row.measurement == "readings" {
+                (&READINGS_FIELDS, &READINGS_CLAMPS, &READINGS_DECIMALS)
+            } else {
+                (&DIAGNOSTICS_FIELDS, &DIAGNOSTICS_CLAMPS, &DIAGNOSTICS_DECIMALS)
+            };
             for (name, value) in &row.fields {
                 if let Some(i) = names.iter().position(|n| *n == &**name) {
                     let (min, max) = clamps[i];
@@ -1070,15 +918,9 @@ mod tests {
                     assert!((min..=max).contains(&x), "{name} = {x}");
                     assert!(decimals_of(x) <= decimals[i], "{name} = {x}");
                 } else {
-                    let i = CAPACITY_FIELDS
-                        .iter()
-                        .position(|n| *n == &**name)
-                        .expect("known field");
+                    let i = CAPACITY_FIELDS.iter().position(|n| *n == &**name).expect("known field");
                     let allowed: Vec<f64> = MODELS.iter().map(|m| [m.1, m.2, m.3][i]).collect();
-                    assert!(
-                        matches!(value, Value::F64(x) if allowed.contains(x)),
-                        "{name} = {value:?}"
-                    );
+                    assert!(matches!(value, Value::F64(x) if allowed.contains(x)), "{name} = {value:?}");
                 }
             }
         }
@@ -1086,11 +928,7 @@ mod tests {
 
     #[test]
     fn defect_shares_match_tsbs() {
-        let config = TsbsConfig {
-            scale: 50,
-            ..TsbsConfig::default()
-        }
-        .with_duration(6 * 3600 * NANOS_PER_SECOND);
+        let config = TsbsConfig { scale: 50, ..TsbsConfig::default() }.with_duration(6 * 3600 * NANOS_PER_SECOND);
         let rows: Vec<Row> = TsbsGenerator::new(config.clone()).collect();
         let stats = WorkloadStats::from_rows(&rows);
         // Lost entries: 1 % of batches plus 10 % of entries; real TSBS files lose 10.0 %.
@@ -1098,31 +936,20 @@ mod tests {
         assert!((0.08..0.12).contains(&lost), "lost {lost}");
         // Real TSBS (scale 100, 1 day): 1.17 % of values missing, 1.6 % rows late, 0.1 % no name.
         // The late share grows as the scale shrinks (a batch is a larger part of an epoch).
-        assert!(
-            (0.008..0.016).contains(&stats.missing_field_share()),
-            "{stats}"
-        );
+        assert!((0.008..0.016).contains(&stats.missing_field_share()), "{stats}");
         assert!((0.005..0.05).contains(&stats.late_share()), "{stats}");
-        assert!(
-            stats.rows_without_name > 0 && stats.rows_without_name < rows.len() as u64 / 200,
-            "{stats}"
-        );
+        assert!(stats.rows_without_name > 0 && stats.rows_without_name < rows.len() as u64 / 200, "{stats}");
         // Lateness is bounded: held-back entries come back within a few batches.
         assert!(stats.max_lateness <= 3 * config.interval, "{stats}");
         assert_eq!(stats.names.len(), 50);
-        assert!(rows
-            .iter()
-            .all(|r| r.timestamp >= config.start && r.timestamp < config.end));
+        assert!(rows.iter().all(|r| r.timestamp >= config.start && r.timestamp < config.end));
     }
 
     #[test]
     fn series_keys_are_precomputed_per_truck() {
         let config = small(3);
         let generator = TsbsGenerator::new(config.clone());
-        let mut keys = generator
-            .fleet()
-            .series_keys(config.capacities)
-            .expect("valid keys");
+        let mut keys = generator.fleet().series_keys(config.capacities).expect("valid keys");
         assert_eq!(keys.len(), 20 * (10 + 6));
         let mut out = Vec::new();
         let mut rows = 0;
@@ -1141,19 +968,10 @@ mod tests {
 
     #[test]
     fn payload_portions_are_seeded_and_sized() {
-        let config = PayloadConfig {
-            sensors: 3,
-            portion_bytes: 1001,
-            portions: 4,
-            ..PayloadConfig::default()
-        };
+        let config = PayloadConfig { sensors: 3, portion_bytes: 1001, portions: 4, ..PayloadConfig::default() };
         let a: Vec<Row> = PayloadGenerator::new(config.clone()).collect();
         let b: Vec<Row> = PayloadGenerator::new(config.clone()).collect();
-        let c: Vec<Row> = PayloadGenerator::new(PayloadConfig {
-            seed: 9,
-            ..config.clone()
-        })
-        .collect();
+        let c: Vec<Row> = PayloadGenerator::new(PayloadConfig { seed: 9, ..config.clone() }).collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(a.len(), 12);
@@ -1163,18 +981,10 @@ mod tests {
             Value::Bytes(bytes) => {
                 assert_eq!(bytes.len(), 1000);
                 // Smooth: neighbouring samples are close compared with the amplitude.
-                let samples: Vec<i32> = bytes
-                    .chunks(2)
-                    .map(|c| i32::from(i16::from_le_bytes([c[0], c[1]])))
-                    .collect();
-                let spread = samples.iter().max().copied().unwrap_or(0)
-                    - samples.iter().min().copied().unwrap_or(0);
-                let step = samples.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<i32>()
-                    / (samples.len() as i32 - 1);
-                assert!(
-                    spread > 1000 && step < spread / 4,
-                    "spread {spread} step {step}"
-                );
+                let samples: Vec<i32> = bytes.chunks(2).map(|c| i32::from(i16::from_le_bytes([c[0], c[1]]))).collect();
+                let spread = samples.iter().max().copied().unwrap_or(0) - samples.iter().min().copied().unwrap_or(0);
+                let step = samples.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<i32>() / (samples.len() as i32 - 1);
+                assert!(spread > 1000 && step < spread / 4, "spread {spread} step {step}");
             }
             other => panic!("unexpected {other:?}"),
         }

@@ -105,7 +105,11 @@ impl Default for TxBenchConfig {
 impl TxBenchConfig {
     /// Series actually written: `series` (one per client for 0), at most one per client.
     pub fn effective_series(&self) -> usize {
-        if self.series == 0 { self.clients } else { self.series.min(self.clients) }
+        if self.series == 0 {
+            self.clients
+        } else {
+            self.series.min(self.clients)
+        }
     }
 
     /// Points in one transaction.
@@ -228,7 +232,8 @@ pub async fn run(config: &TxBenchConfig, addr: SocketAddr) -> TxBenchReport {
     }
     let wall = started.elapsed();
     let client_cpu = crate::engine_bench::process_cpu_time().saturating_sub(cpu_before.0);
-    let server_cpu = cpu_before.1.zip(config.server_pid.and_then(crate::load::cpu_time_of)).map(|(before, after)| after.saturating_sub(before));
+    let server_cpu =
+        cpu_before.1.zip(config.server_pid.and_then(crate::load::cpu_time_of)).map(|(before, after)| after.saturating_sub(before));
     // Connections close once the timed phase is over, not as each client finishes: 10,000
     // TCP teardowns in the last interval would otherwise load both processes while the
     // clients still running measure their transactions (see `client_loop`).
@@ -508,7 +513,13 @@ const CSV_HEADER: &str = "unix_time,clients,series,transactions,packets,points_p
 /// Appends one row with every parameter and result to `path`, writing the header first when the
 /// file is new or empty. `durability` and `stored` describe an in-process server ("" and `None`
 /// for an external one).
-pub fn append_csv(path: &Path, config: &TxBenchConfig, report: &TxBenchReport, durability: &str, stored: Option<u64>) -> std::io::Result<()> {
+pub fn append_csv(
+    path: &Path,
+    config: &TxBenchConfig,
+    report: &TxBenchReport,
+    durability: &str,
+    stored: Option<u64>,
+) -> std::io::Result<()> {
     let is_new = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
     let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
     let mut text = String::new();

@@ -156,10 +156,7 @@ fn row(measurement: &str, tags: &[(&str, &str)], fields: Vec<(&str, Value)>, tim
 }
 
 fn flatten(rows: &[Row]) -> Vec<(String, i64, Value)> {
-    rows.iter()
-        .flat_map(|r| r.flatten().expect("keys"))
-        .map(|(key, ts, value)| (key.canonical(), ts, value))
-        .collect()
+    rows.iter().flat_map(|r| r.flatten().expect("keys")).map(|(key, ts, value)| (key.canonical(), ts, value)).collect()
 }
 
 #[test]

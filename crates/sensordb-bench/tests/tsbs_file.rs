@@ -35,9 +35,6 @@ fn real_tsbs_file_parses_without_errors() {
     assert_eq!(stats.rows, reader.lines_read());
     assert!(stats.rows > 0);
     for measurement in ["readings", "diagnostics"] {
-        assert!(
-            stats.measurements.contains_key(measurement),
-            "no {measurement} rows"
-        );
+        assert!(stats.measurements.contains_key(measurement), "no {measurement} rows");
     }
 }

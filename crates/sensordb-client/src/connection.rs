@@ -204,7 +204,9 @@ impl Conn {
         let limits = match answer {
             Some(Frame::HelloOk { version, max_frame_bytes, max_transaction_bytes, transaction_timeout_ms, server }) => {
                 if !(MIN_VERSION..=VERSION).contains(&version) {
-                    return Err(ClientError::Protocol(format!("the server chose protocol version {version}, not in {MIN_VERSION}..={VERSION}")));
+                    return Err(ClientError::Protocol(format!(
+                        "the server chose protocol version {version}, not in {MIN_VERSION}..={VERSION}"
+                    )));
                 }
                 ServerLimits { version, max_frame_bytes, max_transaction_bytes, transaction_timeout_ms, server }
             }

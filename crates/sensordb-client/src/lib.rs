@@ -136,9 +136,7 @@ impl ClientTls {
 
     /// The rustls connector and server name (`ring` provider, no client certificate), for this
     /// client and for other TLS clients of the same server (the bench's HTTP client).
-    pub fn connector(
-        &self,
-    ) -> Result<(tokio_rustls::TlsConnector, tokio_rustls::rustls::pki_types::ServerName<'static>), ClientError> {
+    pub fn connector(&self) -> Result<(tokio_rustls::TlsConnector, tokio_rustls::rustls::pki_types::ServerName<'static>), ClientError> {
         use tokio_rustls::rustls;
         use tokio_rustls::rustls::pki_types::pem::PemObject;
         use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
@@ -255,8 +253,15 @@ impl Client {
             }
         }
         let options = &self.inner.options;
-        let conn = Conn::open(self.inner.addr, options.client_id, &options.token, &options.client_name, options.reply_timeout, options.tls.as_ref())
-            .await?;
+        let conn = Conn::open(
+            self.inner.addr,
+            options.client_id,
+            &options.token,
+            &options.client_name,
+            options.reply_timeout,
+            options.tls.as_ref(),
+        )
+        .await?;
         *slot = Some(conn.clone());
         Ok(conn)
     }

@@ -293,7 +293,14 @@ impl Transaction {
     /// Returns `error`; when it is a checksum mismatch, first cancels the transaction (and
     /// closes the connection when the CANCEL is not answered, so the transaction cannot stay
     /// open under an id the retry uses again).
-    async fn cancel_on_mismatch(&self, client: &Client, conn: &Conn, route: &mut TxRoute, timeout: Duration, error: ClientError) -> Result<TxStats, ClientError> {
+    async fn cancel_on_mismatch(
+        &self,
+        client: &Client,
+        conn: &Conn,
+        route: &mut TxRoute,
+        timeout: Duration,
+        error: ClientError,
+    ) -> Result<TxStats, ClientError> {
         if let ClientError::ChecksumMismatch { .. } = error {
             let cancelled = match conn.write(&Frame::Cancel { tx: self.id }.to_bytes()).await {
                 Ok(()) => matches!(expect(route, timeout, "CANCELLED").await, Ok(Frame::Cancelled { .. })),

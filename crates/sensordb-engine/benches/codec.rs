@@ -19,9 +19,7 @@ fn timestamp_sets() -> Vec<(&'static str, Vec<i64>)> {
     let mut r = rng();
     let regular = (0..N as i64).map(|i| T0 + i * SEC).collect();
     // ±20 ms of scheduling jitter, as a sensor gateway's clock gives.
-    let jittered = (0..N as i64)
-        .map(|i| T0 + i * SEC + r.gen_range(-20_000_000..20_000_000))
-        .collect();
+    let jittered = (0..N as i64).map(|i| T0 + i * SEC + r.gen_range(-20_000_000..20_000_000)).collect();
     vec![("regular", regular), ("jittered", jittered)]
 }
 
@@ -35,23 +33,8 @@ fn value_sets() -> Vec<(&'static str, ValueColumn)> {
         })
         .collect();
     let noise = (0..N).map(|_| r.gen::<f64>() * 40.0 - 20.0).collect();
-    let text = (0..N / 10)
-        .map(|i| {
-            Bytes::from(format!(
-                "{{\"state\":\"{}\",\"seq\":{i}}}",
-                ["ok", "warn", "fault"][i % 7 % 3]
-            ))
-        })
-        .collect();
-    let frames = (0..N / 100)
-        .map(|_| {
-            Bytes::from(
-                (0..r.gen_range(64..512))
-                    .map(|_| r.gen::<u8>())
-                    .collect::<Vec<u8>>(),
-            )
-        })
-        .collect();
+    let text = (0..N / 10).map(|i| Bytes::from(format!("{{\"state\":\"{}\",\"seq\":{i}}}", ["ok", "warn", "fault"][i % 7 % 3]))).collect();
+    let frames = (0..N / 100).map(|_| Bytes::from((0..r.gen_range(64..512)).map(|_| r.gen::<u8>()).collect::<Vec<u8>>())).collect();
     vec![
         ("f64 walk 2 decimals", ValueColumn::F64(walk)),
         ("f64 noise", ValueColumn::F64(noise)),
@@ -66,11 +49,7 @@ fn timestamps(c: &mut Criterion) {
     for (name, ts) in timestamp_sets() {
         let mut encoded = Vec::new();
         encode_timestamps(&ts, &mut encoded);
-        println!(
-            "timestamps {name}: tag {} {:.4} bytes/value",
-            encoded[0],
-            encoded.len() as f64 / N as f64
-        );
+        println!("timestamps {name}: tag {} {:.4} bytes/value", encoded[0], encoded.len() as f64 / N as f64);
         group.bench_with_input(BenchmarkId::new("encode", name), &ts, |b, ts| {
             let mut out = Vec::with_capacity(N * 8);
             b.iter(|| {
@@ -102,12 +81,8 @@ fn values(c: &mut Criterion) {
         );
         if let ValueColumn::F64(v) = &col {
             // Reference point: the floats handed straight to pco at its default settings.
-            let plain = pco::standalone::simple_compress(v, &pco::ChunkConfig::default())
-                .expect("pco compresses");
-            println!(
-                "values {name}: plain pco would take {:.4} bytes/value",
-                plain.len() as f64 / v.len() as f64
-            );
+            let plain = pco::standalone::simple_compress(v, &pco::ChunkConfig::default()).expect("pco compresses");
+            println!("values {name}: plain pco would take {:.4} bytes/value", plain.len() as f64 / v.len() as f64);
         }
         group.throughput(Throughput::Elements(col.len() as u64));
         group.bench_with_input(BenchmarkId::new("encode", name), &col, |b, col| {

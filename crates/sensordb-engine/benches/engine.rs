@@ -27,7 +27,9 @@ fn write_path(c: &mut Criterion) {
     let options = EngineOptions { durability: Durability::None, memtable_bytes_max: 4 << 30, ..EngineOptions::default() };
     let engine = Engine::open(dir.path(), options).expect("open");
     let ids: Vec<SeriesId> = (0..10)
-        .map(|s| engine.series_id(&SeriesKey::new("bench", [("sensor", format!("s{s}"))], "value").expect("key"), ValueKind::F64).expect("id"))
+        .map(|s| {
+            engine.series_id(&SeriesKey::new("bench", [("sensor", format!("s{s}"))], "value").expect("key"), ValueKind::F64).expect("id")
+        })
         .collect();
     let mut group = c.benchmark_group("engine_write");
     group.throughput(Throughput::Elements(10_000));

@@ -17,9 +17,9 @@
 //! ```
 //! The record's framing and checksum belong to the WAL.
 
-use crate::checksum::{get_varint, unzigzag, zigzag};
 #[cfg(doc)]
 use crate::checksum::put_varint;
+use crate::checksum::{get_varint, unzigzag, zigzag};
 use crate::model::{SeriesId, Timestamp, Value, ValueColumn, ValueKind};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -277,7 +277,9 @@ impl WriteBatch {
                 ValueKind::F64 => {
                     let bytes = record.get(position..position + count * 8).ok_or("truncated f64 values")?;
                     position += count * 8;
-                    ValueColumn::F64(bytes.chunks_exact(8).map(|c| f64::from_bits(u64::from_le_bytes(c.try_into().expect("8 bytes")))).collect())
+                    ValueColumn::F64(
+                        bytes.chunks_exact(8).map(|c| f64::from_bits(u64::from_le_bytes(c.try_into().expect("8 bytes")))).collect(),
+                    )
                 }
                 ValueKind::I64 => ValueColumn::I64((0..count).map(|_| varint(&mut position).map(unzigzag)).collect::<Result<_, _>>()?),
                 ValueKind::U64 => ValueColumn::U64((0..count).map(|_| varint(&mut position)).collect::<Result<_, _>>()?),
@@ -429,7 +431,13 @@ mod tests {
         assert_eq!(batch.entries()[0].values.len(), 2);
         // One for a new series leaves no empty entry behind, and the series can come back.
         let b = batch.entry_index(SeriesId(2), ValueKind::I64).expect("entry");
-        assert_eq!(batch.append_with(b, |ts, _| -> Result<(), ()> { ts.push(9); Err(()) }), Err(()));
+        assert_eq!(
+            batch.append_with(b, |ts, _| -> Result<(), ()> {
+                ts.push(9);
+                Err(())
+            }),
+            Err(())
+        );
         assert_eq!(batch.entries().len(), 1);
         let b = batch.entry_index(SeriesId(2), ValueKind::I64).expect("entry");
         assert_eq!(batch.append_with(b, |ts, values| values.push(Value::I64(7)).map(|()| ts.push(5)).map_err(drop)), Ok(1));
@@ -602,8 +610,8 @@ mod tests {
         let mut record = vec![0xAA];
         batch.encode(&mut record);
         let expected: &[u8] = &[
-            0xAA, 1, 5, 172, 2, 1, 1, 128, 128, 208, 226, 198, 191, 206, 151, 47, 0, 0, 0, 0, 0, 0, 244, 63, 2, 2, 2, 10, 4, 5, 144, 3, 1, 5,
-            1, 1, 2, 97, 98, 4, 4, 1, 0, 1, 9, 3, 1, 6, 255, 255, 255, 255, 255, 255, 255, 255, 255, 1,
+            0xAA, 1, 5, 172, 2, 1, 1, 128, 128, 208, 226, 198, 191, 206, 151, 47, 0, 0, 0, 0, 0, 0, 244, 63, 2, 2, 2, 10, 4, 5, 144, 3, 1,
+            5, 1, 1, 2, 97, 98, 4, 4, 1, 0, 1, 9, 3, 1, 6, 255, 255, 255, 255, 255, 255, 255, 255, 255, 1,
         ];
         assert_eq!(record, expected, "appended after what `out` held");
     }

@@ -21,16 +21,16 @@ use crate::batch::WriteBatch;
 use crate::catalog::{Catalog, SeriesEntry};
 use crate::error::{Error, Result};
 use crate::filenames::{catalog_path, parse_numbered_file, segment_dir, wal_dir, LOCK_FILE, WAL_EXTENSION};
+use crate::flush::{add_inline, encode_group_paced};
 use crate::fs::{FileSystem, RealFs};
 use crate::memtable::Memtable;
+use crate::memtable::ResolvedSeries;
 use crate::model::{last_write_wins, SeriesId, SeriesKey, Timestamp, ValueColumn, ValueKind};
 use crate::query::RangeRead;
-use crate::flush::{add_inline, encode_group_paced};
-use crate::memtable::ResolvedSeries;
-use crate::segment::GroupBuilder;
 use crate::reclaim::policy::{DatabasePolicy, Databases};
 use crate::reclaim::throttle::Admission;
 use crate::reclaim::{ReclaimOptions, ReclaimStats, Reclaimer};
+use crate::segment::GroupBuilder;
 use crate::store::{BlockStore, SegmentStore, SegmentStoreOptions, StoreStats};
 use crate::wal::{Durability, Wal, WalOptions};
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -250,7 +250,8 @@ impl Engine {
         }
         report.series = catalog.len();
 
-        let store_options = SegmentStoreOptions { segment_bytes_max: options.segment_bytes_max, sync: options.durability != Durability::None };
+        let store_options =
+            SegmentStoreOptions { segment_bytes_max: options.segment_bytes_max, sync: options.durability != Durability::None };
         let (store, store_recovery) = SegmentStore::open(fs.clone(), &segment_dir(dir), store_options)?;
         report.segments = store_recovery.segments;
         report.problems.extend(store_recovery.problems.iter().cloned());
@@ -264,16 +265,21 @@ impl Engine {
             None
         } else {
             remove_covered_wal_files(fs.as_ref(), &wal_dir, store_recovery.wal_checkpoint)?;
-            let wal_options = WalOptions { durability: options.durability, file_bytes_max: options.wal_file_bytes_max, ..WalOptions::default() };
+            let wal_options =
+                WalOptions { durability: options.durability, file_bytes_max: options.wal_file_bytes_max, ..WalOptions::default() };
             let catalog_file = catalog_path(dir);
             let mut replay = |record: &[u8]| -> Result<()> {
-                let batch = WriteBatch::decode(record).map_err(|what| Error::corruption(&wal_dir, 0, format!("undecodable WAL batch: {what}")))?;
+                let batch =
+                    WriteBatch::decode(record).map_err(|what| Error::corruption(&wal_dir, 0, format!("undecodable WAL batch: {what}")))?;
                 for entry in batch.entries() {
                     adopt_lost_series(&catalog, &catalog_file, entry.series, entry.values.kind(), &mut report)?;
                     match catalog.kind(entry.series) {
                         Some(kind) if kind == entry.values.kind() => active.insert(entry),
                         _ => {
-                            tracing::error!(series = entry.series.0, "WAL names a series the catalog lacks, or points of another kind; skipped");
+                            tracing::error!(
+                                series = entry.series.0,
+                                "WAL names a series the catalog lacks, or points of another kind; skipped"
+                            );
                             continue;
                         }
                     }
@@ -1085,7 +1091,10 @@ fn adopt_lost_series(catalog: &Catalog, catalog_file: &Path, id: SeriesId, kind:
     report.problems.push((
         catalog_file.to_path_buf(),
         0,
-        format!("series ids {}..={wanted} had data but no catalog record; registered as {LOST_SERIES_MEASUREMENT},id=<id> value", known + 1),
+        format!(
+            "series ids {}..={wanted} had data but no catalog record; registered as {LOST_SERIES_MEASUREMENT},id=<id> value",
+            known + 1
+        ),
     ));
     Ok(true)
 }

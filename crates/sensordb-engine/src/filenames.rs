@@ -26,9 +26,7 @@ pub fn temporary_segment(dir: &Path, id: u64) -> PathBuf {
 
 /// True for a name made by [`temporary_segment`].
 pub fn is_temporary_segment(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|name| name.to_str())
-        .is_some_and(|name| name.ends_with(&format!(".{SEGMENT_EXTENSION}.{TEMPORARY_SUFFIX}")))
+    path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.ends_with(&format!(".{SEGMENT_EXTENSION}.{TEMPORARY_SUFFIX}")))
 }
 
 pub fn catalog_path(data_dir: &Path) -> PathBuf {

@@ -217,7 +217,8 @@ mod tests {
             values: ValueColumn::I64(vec![0; timestamps.len()]),
             timestamps,
         };
-        let row = [series(1, vec![2, 4, 6]), series(2, vec![1, 4, 9]), series(3, vec![4]), series(4, vec![]), series(5, vec![0, 1, 2, 3, 10])];
+        let row =
+            [series(1, vec![2, 4, 6]), series(2, vec![1, 4, 9]), series(3, vec![4]), series(4, vec![]), series(5, vec![0, 1, 2, 3, 10])];
         for order in [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [2, 0, 4, 1, 3]] {
             let members: Vec<&ResolvedSeries> = order.iter().map(|&i| &row[i]).collect();
             assert_eq!(union_of(&members), vec![0, 1, 2, 3, 4, 6, 9, 10]);

@@ -67,8 +67,7 @@ pub trait StorageFile: Send + Sync {
 
     /// Reads the whole file.
     fn read_all(&self) -> io::Result<Vec<u8>> {
-        let len = usize::try_from(self.len()?)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large"))?;
+        let len = usize::try_from(self.len()?).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "file too large"))?;
         let mut buf = vec![0u8; len];
         self.read_exact_at(&mut buf, 0)?;
         Ok(buf)
@@ -272,9 +271,7 @@ impl FileSystem for RealFs {
         path.exists()
     }
     fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
-        let mut entries = std::fs::read_dir(dir)?
-            .map(|entry| entry.map(|e| e.path()))
-            .collect::<io::Result<Vec<_>>>()?;
+        let mut entries = std::fs::read_dir(dir)?.map(|entry| entry.map(|e| e.path())).collect::<io::Result<Vec<_>>>()?;
         entries.sort();
         Ok(entries)
     }

@@ -51,7 +51,8 @@ impl InspectReport {
     /// Everything else in segment files: shared timestamp records, file headers, group headers,
     /// trailers, padding.
     pub fn other_segment_bytes(&self) -> u64 {
-        self.segment_bytes.saturating_sub(self.block_header_bytes + self.timestamp_column_bytes + self.value_column_bytes + self.index_bytes)
+        self.segment_bytes
+            .saturating_sub(self.block_header_bytes + self.timestamp_column_bytes + self.value_column_bytes + self.index_bytes)
     }
 }
 

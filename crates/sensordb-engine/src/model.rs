@@ -111,9 +111,7 @@ pub enum ValueColumn {
 impl PartialEq for ValueColumn {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (ValueColumn::F64(a), ValueColumn::F64(b)) => {
-                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-            }
+            (ValueColumn::F64(a), ValueColumn::F64(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
             (ValueColumn::I64(a), ValueColumn::I64(b)) => a == b,
             (ValueColumn::U64(a), ValueColumn::U64(b)) => a == b,
             (ValueColumn::Bool(a), ValueColumn::Bool(b)) => a == b,
@@ -338,11 +336,7 @@ impl SeriesKey {
         if field.is_empty() {
             return Err(SeriesKeyError::EmptyField);
         }
-        let mut tags: Vec<(String, String)> = tags
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .filter(|(_, v)| !v.is_empty())
-            .collect();
+        let mut tags: Vec<(String, String)> = tags.into_iter().map(|(k, v)| (k.into(), v.into())).filter(|(_, v)| !v.is_empty()).collect();
         tags.sort();
         for pair in tags.windows(2) {
             if pair[0].0 == pair[1].0 {
@@ -495,8 +489,7 @@ mod tests {
 
     #[test]
     fn tags_are_sorted_and_canonical_form_is_stable() {
-        let key = SeriesKey::new("readings", [("name", "truck_1"), ("fleet", "South")], "velocity")
-            .expect("valid key");
+        let key = SeriesKey::new("readings", [("name", "truck_1"), ("fleet", "South")], "velocity").expect("valid key");
         assert_eq!(key.canonical(), "readings,fleet=South,name=truck_1 velocity");
         assert_eq!(key.tag("name"), Some("truck_1"));
     }
@@ -518,10 +511,7 @@ mod tests {
 
     #[test]
     fn duplicate_and_empty_parts_are_rejected() {
-        assert_eq!(
-            SeriesKey::new("m", [("a", "1"), ("a", "2")], "f"),
-            Err(SeriesKeyError::DuplicateTag("a".into()))
-        );
+        assert_eq!(SeriesKey::new("m", [("a", "1"), ("a", "2")], "f"), Err(SeriesKeyError::DuplicateTag("a".into())));
         assert_eq!(SeriesKey::new("", [("a", "1")], "f"), Err(SeriesKeyError::EmptyMeasurement));
         assert_eq!(SeriesKey::new("m", [("a", "1")], ""), Err(SeriesKeyError::EmptyField));
     }

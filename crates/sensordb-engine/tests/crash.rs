@@ -51,7 +51,11 @@ fn batch_timestamps(round: u64, writer: u32, batch: u64) -> std::ops::Range<i64>
 }
 
 fn durability_of(round: u64) -> Durability {
-    if round.is_multiple_of(2) { Durability::Fsync } else { Durability::Os }
+    if round.is_multiple_of(2) {
+        Durability::Fsync
+    } else {
+        Durability::Os
+    }
 }
 
 #[test]
@@ -134,8 +138,7 @@ fn sigkill_during_ingest_loses_no_acknowledged_point() {
 }
 
 fn verify(engine: &Engine, acknowledged: &[(u64, u32, u64)], round: u64) {
-    let expected: BTreeSet<i64> =
-        acknowledged.iter().flat_map(|&(r, w, b)| batch_timestamps(r, w, b)).collect();
+    let expected: BTreeSet<i64> = acknowledged.iter().flat_map(|&(r, w, b)| batch_timestamps(r, w, b)).collect();
     for s in 0..SERIES {
         let id = engine.find_series(&key(s)).expect("series survived");
         let mut seen = BTreeSet::new();

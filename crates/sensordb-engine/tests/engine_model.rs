@@ -16,7 +16,11 @@ enum Op {
     Reopen,
     /// Stop like a killed process (no flush) and reopen: only the WAL has the buffered points.
     Crash,
-    Read { series: u8, from: i64, len: i64 },
+    Read {
+        series: u8,
+        from: i64,
+        len: i64,
+    },
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
@@ -231,7 +235,13 @@ fn large_payload_batches_go_straight_to_segments_and_last_write_still_wins() {
 #[test]
 fn a_row_with_a_point_at_the_largest_timestamp_keeps_its_other_fields() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = EngineOptions { durability: Durability::None, block_points_max: 10, segment_bytes_max: 4096 * 6, memtable_shards: 2, ..EngineOptions::default() };
+    let options = EngineOptions {
+        durability: Durability::None,
+        block_points_max: 10,
+        segment_bytes_max: 4096 * 6,
+        memtable_shards: 2,
+        ..EngineOptions::default()
+    };
     let row = |field: &str| SeriesKey::new("sensor", [("host", "a")], field).expect("key");
     let (integer, boolean);
     {

@@ -89,7 +89,9 @@ fn inner_run() {
     let high = options.reclaim.throttle_high;
     let engine = Engine::open(&dir, options).expect("open");
     let sensors: Vec<SeriesId> = (0..8)
-        .map(|s| engine.series_id(&SeriesKey::new("wave", [("sensor", s.to_string())], "chunk").expect("key"), ValueKind::Bytes).expect("series"))
+        .map(|s| {
+            engine.series_id(&SeriesKey::new("wave", [("sensor", s.to_string())], "chunk").expect("key"), ValueKind::Bytes).expect("series")
+        })
         .collect();
 
     // Incompressible 8 KiB portions, 8 sensors a batch: 64 KiB batches, written straight into
@@ -139,7 +141,10 @@ fn inner_run() {
 
     // And a removal frees what it says: expire everything older than the last 100 batches.
     engine
-        .set_database_policy("default", sensordb_engine::reclaim::policy::DatabasePolicy { period: Some(Duration::from_nanos(100)), ..Default::default() })
+        .set_database_policy(
+            "default",
+            sensordb_engine::reclaim::policy::DatabasePolicy { period: Some(Duration::from_nanos(100)), ..Default::default() },
+        )
         .expect("policy");
     let before = space(&dir).available_bytes;
     let removed_before = engine.reclaim_stats().bytes_removed;

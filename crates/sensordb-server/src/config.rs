@@ -134,7 +134,10 @@ pub fn parse_period(text: &str) -> Option<std::time::Duration> {
 
 impl DatabaseConfig {
     pub fn policy(&self) -> Result<sensordb_engine::reclaim::policy::DatabasePolicy, ConfigError> {
-        let period = |text: &str| parse_period(text).ok_or_else(|| ConfigError::Invalid(format!("database {:?}: bad period {text:?} (use e.g. 30d, 12h, 90m)", self.name)));
+        let period = |text: &str| {
+            parse_period(text)
+                .ok_or_else(|| ConfigError::Invalid(format!("database {:?}: bad period {text:?} (use e.g. 30d, 12h, 90m)", self.name)))
+        };
         let mut overrides = Vec::new();
         for o in &self.overrides {
             overrides.push(sensordb_engine::reclaim::policy::PeriodOverride {

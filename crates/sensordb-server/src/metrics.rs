@@ -51,39 +51,134 @@ impl Metrics {
         metric("sensordb_bytes_received_total", "counter", "Request and frame bytes received.", load(&self.bytes_received));
         metric("sensordb_http_requests_total", "counter", "HTTP requests served.", load(&self.http_requests));
         metric("sensordb_http_errors_total", "counter", "HTTP requests answered with an error.", load(&self.http_errors));
-        metric("sensordb_native_transactions_completed_total", "counter", "Native transactions completed.", load(&self.native_transactions_completed));
-        metric("sensordb_native_transactions_failed_total", "counter", "Native transactions cancelled, timed out or failed.", load(&self.native_transactions_failed));
+        metric(
+            "sensordb_native_transactions_completed_total",
+            "counter",
+            "Native transactions completed.",
+            load(&self.native_transactions_completed),
+        );
+        metric(
+            "sensordb_native_transactions_failed_total",
+            "counter",
+            "Native transactions cancelled, timed out or failed.",
+            load(&self.native_transactions_failed),
+        );
         metric("sensordb_connections_accepted_total", "counter", "Connections accepted.", load(&self.connections_accepted));
-        metric("sensordb_connections_closed_idle_total", "counter", "Connections closed by the server after idle_timeout_ms with nothing in progress (both listeners).", load(&self.connections_closed_idle));
-        metric("sensordb_http_header_timeouts_total", "counter", "HTTP connections closed because request headers took too long.", load(&self.http_header_timeouts));
-        metric("sensordb_http_body_timeouts_total", "counter", "HTTP request bodies that stalled or came slower than the minimum rate.", load(&self.http_body_timeouts));
+        metric(
+            "sensordb_connections_closed_idle_total",
+            "counter",
+            "Connections closed by the server after idle_timeout_ms with nothing in progress (both listeners).",
+            load(&self.connections_closed_idle),
+        );
+        metric(
+            "sensordb_http_header_timeouts_total",
+            "counter",
+            "HTTP connections closed because request headers took too long.",
+            load(&self.http_header_timeouts),
+        );
+        metric(
+            "sensordb_http_body_timeouts_total",
+            "counter",
+            "HTTP request bodies that stalled or came slower than the minimum rate.",
+            load(&self.http_body_timeouts),
+        );
         metric("sensordb_connections_open", "gauge", "Connections open now.", self.connections_open.load(Ordering::Relaxed).to_string());
-        metric("sensordb_in_flight_bytes", "gauge", "Bytes received and not yet durable.", self.in_flight_bytes.load(Ordering::Relaxed).to_string());
-        metric("sensordb_write_latency_seconds_sum", "counter", "Total time from a batch being ready to it being durable.", format!("{:.6}", self.write_latency_us_sum.load(Ordering::Relaxed) as f64 / 1e6));
+        metric(
+            "sensordb_in_flight_bytes",
+            "gauge",
+            "Bytes received and not yet durable.",
+            self.in_flight_bytes.load(Ordering::Relaxed).to_string(),
+        );
+        metric(
+            "sensordb_write_latency_seconds_sum",
+            "counter",
+            "Total time from a batch being ready to it being durable.",
+            format!("{:.6}", self.write_latency_us_sum.load(Ordering::Relaxed) as f64 / 1e6),
+        );
         metric("sensordb_write_latency_seconds_count", "counter", "Batches written.", load(&self.write_latency_count));
-        metric("sensordb_throttle_delay_seconds_total", "counter", "Delay imposed on writers by disk-pressure throttling.", format!("{:.6}", self.throttle_delay_us.load(Ordering::Relaxed) as f64 / 1e6));
+        metric(
+            "sensordb_throttle_delay_seconds_total",
+            "counter",
+            "Delay imposed on writers by disk-pressure throttling.",
+            format!("{:.6}", self.throttle_delay_us.load(Ordering::Relaxed) as f64 / 1e6),
+        );
         let stats = engine.stats();
         metric("sensordb_series", "gauge", "Series in the catalog.", stats.series.to_string());
         metric("sensordb_buffered_points", "gauge", "Points in memtables, not yet in segments.", stats.memtable_points.to_string());
         metric("sensordb_stored_points", "gauge", "Points in sealed blocks.", stats.store.points.to_string());
         metric("sensordb_segments", "gauge", "Segment files.", stats.store.segments.to_string());
-        metric("sensordb_disk_bytes", "gauge", "Bytes of segment files and the catalog.", (stats.store.bytes + stats.catalog_bytes).to_string());
+        metric(
+            "sensordb_disk_bytes",
+            "gauge",
+            "Bytes of segment files and the catalog.",
+            (stats.store.bytes + stats.catalog_bytes).to_string(),
+        );
         metric("sensordb_flushes_total", "counter", "Memtable flushes.", stats.flushes.to_string());
         let reclaim = engine.reclaim_stats();
         let f = |x: f64| if x.is_finite() { format!("{x:.6}") } else { "+Inf".to_string() };
-        metric("sensordb_disk_usage_ratio", "gauge", "Disk usage U: the larger of the file system's used share and sensordb's bytes over its capacity.", f(reclaim.usage.share));
-        metric("sensordb_disk_file_system_usage_ratio", "gauge", "Used share of the data file system (statvfs).", f(reclaim.usage.file_system_share));
-        metric("sensordb_disk_capacity_bytes", "gauge", "Capacity C that disk usage is relative to.", reclaim.usage.capacity_bytes.to_string());
-        metric("sensordb_reclaim_hunger", "gauge", "Fisherman hunger H = (U - U_m)/(U_l - U_m); 1 and above: every segment with dead data is merged.", f(reclaim.hunger));
+        metric(
+            "sensordb_disk_usage_ratio",
+            "gauge",
+            "Disk usage U: the larger of the file system's used share and sensordb's bytes over its capacity.",
+            f(reclaim.usage.share),
+        );
+        metric(
+            "sensordb_disk_file_system_usage_ratio",
+            "gauge",
+            "Used share of the data file system (statvfs).",
+            f(reclaim.usage.file_system_share),
+        );
+        metric(
+            "sensordb_disk_capacity_bytes",
+            "gauge",
+            "Capacity C that disk usage is relative to.",
+            reclaim.usage.capacity_bytes.to_string(),
+        );
+        metric(
+            "sensordb_reclaim_hunger",
+            "gauge",
+            "Fisherman hunger H = (U - U_m)/(U_l - U_m); 1 and above: every segment with dead data is merged.",
+            f(reclaim.hunger),
+        );
         metric("sensordb_reclaim_dead_share_threshold", "gauge", "Fisherman take threshold D_m.", f(reclaim.dead_share_threshold));
-        metric("sensordb_throttle_delay_seconds", "gauge", "Current acknowledgement delay T (+Inf while writers wait for space).", f(reclaim.throttle_seconds));
+        metric(
+            "sensordb_throttle_delay_seconds",
+            "gauge",
+            "Current acknowledgement delay T (+Inf while writers wait for space).",
+            f(reclaim.throttle_seconds),
+        );
         metric("sensordb_dead_bytes", "gauge", "Dead bytes still on disk.", reclaim.dead_bytes.to_string());
-        metric("sensordb_reclaim_segments_removed_total", "counter", "Whole dead segments removed without reading.", reclaim.segments_removed.to_string());
-        metric("sensordb_reclaim_bytes_removed_total", "counter", "Bytes of whole dead segments removed.", reclaim.bytes_removed.to_string());
+        metric(
+            "sensordb_reclaim_segments_removed_total",
+            "counter",
+            "Whole dead segments removed without reading.",
+            reclaim.segments_removed.to_string(),
+        );
+        metric(
+            "sensordb_reclaim_bytes_removed_total",
+            "counter",
+            "Bytes of whole dead segments removed.",
+            reclaim.bytes_removed.to_string(),
+        );
         metric("sensordb_reclaim_segments_merged_total", "counter", "Partly dead segments merged.", reclaim.segments_merged.to_string());
-        metric("sensordb_reclaim_merge_bytes_read_total", "counter", "Live block bytes read by merges.", reclaim.merge_bytes_read.to_string());
-        metric("sensordb_reclaim_merge_bytes_written_total", "counter", "Bytes written by merges.", reclaim.merge_bytes_written.to_string());
-        metric("sensordb_reclaim_bytes_evicted_total", "counter", "Live bytes evicted because the disk was full of live data.", reclaim.bytes_evicted.to_string());
+        metric(
+            "sensordb_reclaim_merge_bytes_read_total",
+            "counter",
+            "Live block bytes read by merges.",
+            reclaim.merge_bytes_read.to_string(),
+        );
+        metric(
+            "sensordb_reclaim_merge_bytes_written_total",
+            "counter",
+            "Bytes written by merges.",
+            reclaim.merge_bytes_written.to_string(),
+        );
+        metric(
+            "sensordb_reclaim_bytes_evicted_total",
+            "counter",
+            "Live bytes evicted because the disk was full of live data.",
+            reclaim.bytes_evicted.to_string(),
+        );
         out
     }
 }

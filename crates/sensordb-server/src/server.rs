@@ -147,10 +147,8 @@ mod tests {
     /// later; with ours every one of a burst completes at once, before any is accepted.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_burst_of_connections_beyond_128_is_queued_without_a_retry() {
-        let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(4096);
+        let somaxconn: usize =
+            std::fs::read_to_string("/proc/sys/net/core/somaxconn").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(4096);
         let burst = 400.min(somaxconn.saturating_sub(1));
         if burst <= 200 {
             eprintln!("net.core.somaxconn is {somaxconn}: the kernel caps every backlog below this test's burst; skipped");
@@ -160,22 +158,12 @@ mod tests {
         let addr = listener.local_addr().expect("addr");
         let connects: Vec<_> = (0..burst)
             .map(|_| {
-                tokio::spawn(async move {
-                    tokio::time::timeout(
-                        Duration::from_millis(700),
-                        tokio::net::TcpStream::connect(addr),
-                    )
-                    .await
-                })
+                tokio::spawn(async move { tokio::time::timeout(Duration::from_millis(700), tokio::net::TcpStream::connect(addr)).await })
             })
             .collect();
         let mut streams = Vec::new();
         for connect in connects {
-            let stream = connect
-                .await
-                .expect("joins")
-                .expect("connected before a SYN retry (1 s)")
-                .expect("connects");
+            let stream = connect.await.expect("joins").expect("connected before a SYN retry (1 s)").expect("connects");
             streams.push(stream);
         }
         // Every one of them waits in the accept queue.

@@ -90,10 +90,8 @@ fn parse_reply(raw: &[u8]) -> Option<Reply> {
     let head = std::str::from_utf8(&raw[..end]).ok()?;
     let mut lines = head.split("\r\n");
     let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
     let mut body = raw[end + 4..].to_vec();
     let chunked = headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
     if chunked {
@@ -234,8 +232,17 @@ async fn tokens_and_scopes_give_401_and_403() {
         assert_eq!(request(addr, "POST", v2, &[("Authorization", "Token reader")], line).await.status, 403);
         let ok = request(addr, "POST", v2, &[("Authorization", "Token writer")], line).await;
         assert_eq!(ok.status, 204, "{}", ok.text());
-        assert_eq!(request(addr, "POST", "/api/v2/write?bucket=b&precision=s", &[("Authorization", "Bearer writer")], b"m,t=2 v=2 2\n").await.status, 204);
-        assert_eq!(request(addr, "POST", "/api/v2/write?org=o", &[("Authorization", "Token writer")], line).await.status, 400, "bucket is required");
+        assert_eq!(
+            request(addr, "POST", "/api/v2/write?bucket=b&precision=s", &[("Authorization", "Bearer writer")], b"m,t=2 v=2 2\n")
+                .await
+                .status,
+            204
+        );
+        assert_eq!(
+            request(addr, "POST", "/api/v2/write?org=o", &[("Authorization", "Token writer")], line).await.status,
+            400,
+            "bucket is required"
+        );
         // v1: the p parameter carries the token; Basic auth too.
         assert_eq!(post(addr, "/write?db=d&u=x&p=writer", "m,t=3 v=3 3").await.status, 204);
         assert_eq!(post(addr, "/write?db=d&u=x&p=reader", "m,t=3 v=3 3").await.status, 403);
@@ -424,7 +431,8 @@ async fn two_hundred_concurrent_clients_are_all_stored_exactly_once() {
         for s in series {
             let points = s["points"].as_array().expect("points");
             assert_eq!(points.len(), lines_per_request);
-            let client: i64 = s["key"].as_str().expect("key").trim_start_matches("conc,client=c").trim_end_matches(" w").parse().expect("client");
+            let client: i64 =
+                s["key"].as_str().expect("key").trim_start_matches("conc,client=c").trim_end_matches(" w").parse().expect("client");
             for (i, p) in points.iter().enumerate() {
                 assert_eq!(p, &serde_json::json!([1_000_000 + i as i64, client * 1000 + i as i64]));
             }
@@ -457,8 +465,14 @@ async fn fields_left_out_reordered_or_added_across_bodies_land_in_their_series()
         }
         let values = |got: Vec<(String, Vec<serde_json::Value>)>| got.into_iter().map(|(_, v)| v).next().unwrap_or_default();
         let p = |t: i64, v: serde_json::Value| serde_json::json!([t, v]);
-        assert_eq!(values(points(addr, "measurement=r&tag.t=1&field=a").await), vec![p(10, 1.0.into()), p(30, 6.0.into()), p(40, 7.0.into()), p(50, 12.0.into()), p(60, 14.0.into())]);
-        assert_eq!(values(points(addr, "measurement=r&tag.t=1&field=b").await), vec![p(10, 2.0.into()), p(20, 3.0.into()), p(30, 4.0.into()), p(50, 13.0.into()), p(60, 15.0.into())]);
+        assert_eq!(
+            values(points(addr, "measurement=r&tag.t=1&field=a").await),
+            vec![p(10, 1.0.into()), p(30, 6.0.into()), p(40, 7.0.into()), p(50, 12.0.into()), p(60, 14.0.into())]
+        );
+        assert_eq!(
+            values(points(addr, "measurement=r&tag.t=1&field=b").await),
+            vec![p(10, 2.0.into()), p(20, 3.0.into()), p(30, 4.0.into()), p(50, 13.0.into()), p(60, 15.0.into())]
+        );
         assert_eq!(values(points(addr, "measurement=r&tag.t=1&field=c").await), vec![p(40, 8.into()), p(50, 11.into())]);
         assert_eq!(values(points(addr, "measurement=r&tag.t=2&field=a").await), vec![p(10, 5.0.into()), p(20, 9.0.into())]);
         assert_eq!(values(points(addr, "measurement=r&tag.t=2&field=b").await), vec![p(20, 10.0.into())]);
@@ -528,12 +542,8 @@ async fn a_disk_over_the_high_threshold_makes_writes_wait_then_refuse_cleanly() 
         assert!(refused.header("retry-after").is_some());
         assert!(refused.text().contains("disk full"), "{}", refused.text());
         let metrics = get(addr, "/metrics").await.text();
-        let usage: f64 = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("sensordb_disk_usage_ratio "))
-            .expect("usage metric")
-            .parse()
-            .expect("number");
+        let usage: f64 =
+            metrics.lines().find_map(|l| l.strip_prefix("sensordb_disk_usage_ratio ")).expect("usage metric").parse().expect("number");
         assert!(usage >= 0.0003, "{usage}");
         assert_eq!(get(addr, "/ping").await.status, 204, "the server keeps serving");
         server.stop().await;

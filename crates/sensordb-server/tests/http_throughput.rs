@@ -58,11 +58,8 @@ async fn send(stream: &mut TcpStream, body: &[u8], buf: &mut Vec<u8>) -> u16 {
         buf.extend_from_slice(&chunk[..n]);
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
+            let length: usize =
+                head.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
             while buf.len() < end + 4 + length {
                 let n = stream.read(&mut chunk).await.expect("read");
                 assert!(n > 0, "server closed");

@@ -50,12 +50,15 @@ async fn start(tls: bool, adjust: impl FnOnce(&mut ServerConfig)) -> TestServer 
         config.tls_key = Some(dir.path().join("key.pem"));
     }
     adjust(&mut config);
-    let engine = Arc::new(Engine::open(&data, {
-        let mut options = EngineOptions { durability: Durability::Os, ..Default::default() };
-        // The host disk's usage must not delay acknowledgements here.
-        options.reclaim.file_system_usage = false;
-        options
-    }).expect("engine opens"));
+    let engine = Arc::new(
+        Engine::open(&data, {
+            let mut options = EngineOptions { durability: Durability::Os, ..Default::default() };
+            // The host disk's usage must not delay acknowledgements here.
+            options.reclaim.file_system_usage = false;
+            options
+        })
+        .expect("engine opens"),
+    );
     let server = Server::start(config, engine).await.expect("server starts");
     TestServer { server, dir }
 }
@@ -160,10 +163,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Client<S> {
 
     /// Waits (at most `DUE`) for the server to close; returns the bytes it sent before.
     async fn closed(&mut self) -> Vec<u8> {
-        let waited = tokio::time::timeout(DUE, async {
-            while self.fill().await {}
-        })
-        .await;
+        let waited = tokio::time::timeout(DUE, async { while self.fill().await {} }).await;
         assert!(waited.is_ok(), "the server did not close the connection within {DUE:?}");
         std::mem::take(&mut self.buffer)
     }
@@ -323,7 +323,10 @@ async fn a_stalled_or_dripping_body_is_answered_and_gives_back_its_permits() {
 
         // Stalled: 1,000 bytes announced, 20 sent.
         let mut stalled = server.plain().await;
-        stalled.send(b"POST /write?db=s HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\nstalled,host=a v=1 1").await.expect("send");
+        stalled
+            .send(b"POST /write?db=s HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\nstalled,host=a v=1 1")
+            .await
+            .expect("send");
         let (status, body) = tokio::time::timeout(DUE, stalled.answer()).await.expect("answered in time").expect("an answer");
         assert_eq!(status, 400, "{body}");
         assert!(body.contains("too slow"), "{body}");

@@ -84,8 +84,10 @@ async fn a_transaction_round_trips_and_reads_back() {
         let options = ClientOptions { packet_bytes: 256 << 10, ..ClientOptions::default() };
         let client = Client::connect_with(server.native_addr, options).await.expect("connects");
         let speed = client.series(&key("a"), ValueKind::F64).await.expect("series");
-        let count = client.series(&SeriesKey::new("readings", [("truck", "a")], "count").expect("key"), ValueKind::I64).await.expect("series");
-        let frame = client.series(&SeriesKey::new("frames", [("truck", "a")], "raw").expect("key"), ValueKind::Bytes).await.expect("series");
+        let count =
+            client.series(&SeriesKey::new("readings", [("truck", "a")], "count").expect("key"), ValueKind::I64).await.expect("series");
+        let frame =
+            client.series(&SeriesKey::new("frames", [("truck", "a")], "raw").expect("key"), ValueKind::Bytes).await.expect("series");
         let mut tx = client.transaction();
         for i in 0..5000i64 {
             tx.push(&speed, i * 1000, Value::F64(i as f64 * 0.5)).expect("push");
@@ -266,7 +268,8 @@ async fn a_confirm_checksum_mismatch_cancels_and_resends() {
         assert_eq!(server.state.metrics.native_transactions_failed.load(Ordering::Relaxed), 1, "the corrupted attempt was cancelled");
 
         // With retries exhausted the error reaches the caller and nothing is stored.
-        let strict = Client::connect_with(server.native_addr, ClientOptions { max_attempts: 1, ..Default::default() }).await.expect("connects");
+        let strict =
+            Client::connect_with(server.native_addr, ClientOptions { max_attempts: 1, ..Default::default() }).await.expect("connects");
         let h = strict.series(&key("m2"), ValueKind::F64).await.expect("series");
         strict.corrupt_next_sends(1);
         let mut tx = strict.transaction();
@@ -350,7 +353,8 @@ async fn tokens_are_checked_in_the_handshake() {
         })
         .await;
         let addr = server.native_addr;
-        for (token, expected) in [("wrong", ErrorCode::Unauthenticated), ("", ErrorCode::Unauthenticated), ("reader", ErrorCode::Forbidden)] {
+        for (token, expected) in [("wrong", ErrorCode::Unauthenticated), ("", ErrorCode::Unauthenticated), ("reader", ErrorCode::Forbidden)]
+        {
             match Client::connect(addr, token).await {
                 Err(ClientError::Server { code, message }) => {
                     assert_eq!(code, expected, "{token}: {message}");
@@ -362,7 +366,13 @@ async fn tokens_are_checked_in_the_handshake() {
         }
         // An unsupported version is refused with a message.
         let mut s = TcpStream::connect(addr).await.expect("connects");
-        let hello = Frame::Hello { min_version: VERSION + 1, max_version: VERSION + 3, client_id: [0; 16], token: "writer".into(), client_name: "future".into() };
+        let hello = Frame::Hello {
+            min_version: VERSION + 1,
+            max_version: VERSION + 3,
+            client_id: [0; 16],
+            token: "writer".into(),
+            client_name: "future".into(),
+        };
         s.write_all(&hello.to_bytes()).await.expect("writes");
         assert!(matches!(read_frame(&mut s, u32::MAX).await, Ok(Some(Frame::Error { code: ErrorCode::UnsupportedVersion, .. }))));
 
@@ -385,7 +395,8 @@ async fn a_transaction_over_the_connection_budget_is_rolled_back() {
             c.max_frame_bytes = 32 << 10;
         })
         .await;
-        let client = Client::connect_with(server.native_addr, ClientOptions { max_attempts: 1, ..Default::default() }).await.expect("connects");
+        let client =
+            Client::connect_with(server.native_addr, ClientOptions { max_attempts: 1, ..Default::default() }).await.expect("connects");
         let handle = client.series(&key("big"), ValueKind::F64).await.expect("series");
         let mut tx = client.transaction();
         for i in 0..20_000i64 {
@@ -561,7 +572,13 @@ impl RawClient {
         expected: u16,
     ) -> RawClient {
         let mut stream = TcpStream::connect(addr).await.expect("connects");
-        let hello = Frame::Hello { min_version: *versions.start(), max_version: *versions.end(), client_id, token: token.into(), client_name: "raw".into() };
+        let hello = Frame::Hello {
+            min_version: *versions.start(),
+            max_version: *versions.end(),
+            client_id,
+            token: token.into(),
+            client_name: "raw".into(),
+        };
         stream.write_all(&hello.to_bytes()).await.expect("writes");
         let mut raw = RawClient { stream };
         match raw.next().await {

@@ -64,10 +64,7 @@ fn connector(ca_pem: &str) -> tokio_rustls::TlsConnector {
 
 /// One HTTP/1.1 request (`Connection: close`) over `stream`; returns (status, body).
 async fn request<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, method: &str, target: &str, body: &str) -> (u16, String) {
-    let head = format!(
-        "{method} {target} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
+    let head = format!("{method} {target} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
     stream.write_all(head.as_bytes()).await.expect("send head");
     stream.write_all(body.as_bytes()).await.expect("send body");
     stream.flush().await.expect("flush");

@@ -4,8 +4,8 @@
 use anyhow::anyhow;
 use sensordb_bench::engine_bench::{self, EngineBenchConfig};
 use sensordb_bench::ingest_bench::{self, IngestBenchConfig, IngestProtocol};
-use sensordb_bench::reclaim_bench::{self, ReclaimBenchConfig, ReclaimFigures};
 use sensordb_bench::load::{raise_open_file_limit, InProcessServer, SelfSignedCert};
+use sensordb_bench::reclaim_bench::{self, ReclaimBenchConfig, ReclaimFigures};
 use sensordb_bench::tx_bench::{self, TxBenchConfig};
 use sensordb_client::ClientTls;
 use sensordb_engine::Durability;
@@ -89,8 +89,9 @@ impl TlsArgs {
         }
         let mut tls = match (cert, &self.tls_ca, addr) {
             (Some(cert), _, _) => cert.client_tls(),
-            (None, Some(ca), Some(addr)) => ClientTls::from_ca_file(ca, addr.ip().to_string())
-                .map_err(|e| anyhow!("--tls-ca {}: {e}", ca.display()))?,
+            (None, Some(ca), Some(addr)) => {
+                ClientTls::from_ca_file(ca, addr.ip().to_string()).map_err(|e| anyhow!("--tls-ca {}: {e}", ca.display()))?
+            }
             (None, _, _) => return Err(anyhow!("--tls with --addr needs --tls-ca (the CA certificate that signed the server's)")),
         };
         if let Some(name) = &self.tls_server_name {
@@ -370,7 +371,10 @@ impl BenchServer {
             return Ok(BenchServer::InProcess(Box::new(server)));
         }
         if !separate {
-            println!("server: the open-file limit {} cannot hold both ends of {connections} connections: the server runs in a child process", limit.now);
+            println!(
+                "server: the open-file limit {} cannot hold both ends of {connections} connections: the server runs in a child process",
+                limit.now
+            );
         }
         let child = tokio::task::spawn_blocking(move || ChildServer::start(durability, connections, tls, disk_usage)).await??;
         Ok(BenchServer::Child(child))
@@ -423,7 +427,12 @@ struct ChildServer {
 }
 
 impl ChildServer {
-    fn start(durability: Durability, connections: usize, tls: TlsFiles, disk_usage: Option<DiskUsageLimits>) -> anyhow::Result<ChildServer> {
+    fn start(
+        durability: Durability,
+        connections: usize,
+        tls: TlsFiles,
+        disk_usage: Option<DiskUsageLimits>,
+    ) -> anyhow::Result<ChildServer> {
         use std::io::BufRead;
         use std::process::{Command, Stdio};
         let exe = std::env::current_exe()?;
@@ -436,10 +445,7 @@ impl ChildServer {
         if let Some((m, l, h)) = disk_usage {
             command.arg("--disk-usage-limits").arg(format!("{m},{l},{h}"));
         }
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()?;
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
         let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout of the server process"))?;
         let mut stdout = std::io::BufReader::new(stdout);
         let (mut native_addr, mut http_addr) = (None, None);
@@ -493,7 +499,8 @@ fn server_process(args: ServerProcessArgs) -> anyhow::Result<()> {
     println!("{limit}");
     runtime()?.block_on(async {
         let tls = args.tls_cert.as_deref().zip(args.tls_key.as_deref());
-        let server = InProcessServer::start_with(args.durability, args.connections, tls, args.disk_usage_limits).await.map_err(|e| anyhow!(e))?;
+        let server =
+            InProcessServer::start_with(args.durability, args.connections, tls, args.disk_usage_limits).await.map_err(|e| anyhow!(e))?;
         println!("{}", server.describe());
         println!("listening native {} http {}", server.native_addr(), server.http_addr());
         // Serve until the parent closes our stdin (or dies).
@@ -550,7 +557,10 @@ fn tx(args: TxArgs) -> anyhow::Result<()> {
     runtime()?.block_on(async {
         let server = match args.addr {
             Some(_) => None,
-            None => Some(BenchServer::start(args.durability, args.clients, args.server_process, tls_files(cert.as_ref()), args.disk_usage_limits).await?),
+            None => Some(
+                BenchServer::start(args.durability, args.clients, args.server_process, tls_files(cert.as_ref()), args.disk_usage_limits)
+                    .await?,
+            ),
         };
         let same_process = matches!(server, Some(BenchServer::InProcess(_)));
         file_limit(args.clients, same_process);

@@ -47,7 +47,14 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
     let report = inspect(Arc::new(RealFs), &args.data)?;
     let points = report.points.max(1) as f64;
     let total = report.segment_bytes + report.catalog_bytes + report.wal_bytes;
-    println!("{}: {} segments ({} sealed), {} blocks, {} points", args.data.display(), report.segments, report.sealed_segments, report.blocks, report.points);
+    println!(
+        "{}: {} segments ({} sealed), {} blocks, {} points",
+        args.data.display(),
+        report.segments,
+        report.sealed_segments,
+        report.blocks,
+        report.points
+    );
     let line = |name: &str, bytes: u64| println!("  {name:<28} {bytes:>14} bytes  {:.4} bytes/point", bytes as f64 / points);
     line("block headers + checksums", report.block_header_bytes);
     line("timestamp columns", report.timestamp_column_bytes);

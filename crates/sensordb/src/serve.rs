@@ -26,7 +26,6 @@ macro_rules! say {
     }};
 }
 
-
 #[derive(clap::Args)]
 pub struct ServeArgs {
     /// TOML configuration file; flags override it.
@@ -121,7 +120,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let server = Server::start(config.clone(), engine.clone()).await.context("starting the listeners")?;
         say!(
             "sensordb: serving HTTP on {} and the native protocol on {} (durability {:?}); Ctrl-C to stop",
-            server.http_addr, server.native_addr, config.durability
+            server.http_addr,
+            server.native_addr,
+            config.durability
         );
         shutdown_signal().await;
         say!("sensordb: stopping");
@@ -167,7 +168,11 @@ fn raise_open_file_limit(max_connections: usize) {
     }
     let needed = max_connections as u64 + 256;
     if limit.rlim_cur < needed {
-        tracing::warn!(open_files = limit.rlim_cur, needed, "the open-file limit is below max_connections; connections beyond it will wait");
+        tracing::warn!(
+            open_files = limit.rlim_cur,
+            needed,
+            "the open-file limit is below max_connections; connections beyond it will wait"
+        );
     }
 }
 

@@ -599,7 +599,8 @@ fn read_back(addr: SocketAddr, db: &str, measurement: &str, context: &str) -> Ve
         .iter()
         .map(|s| {
             let key = s["key"].as_str().expect("key").to_string();
-            let points = s["points"].as_array().expect("points").iter().map(|p| (p[0].as_i64().expect("integer timestamp"), p[1].clone())).collect();
+            let points =
+                s["points"].as_array().expect("points").iter().map(|p| (p[0].as_i64().expect("integer timestamp"), p[1].clone())).collect();
             (key, points)
         })
         .collect()
@@ -646,7 +647,10 @@ fn check_points(read: &[(String, Vec<(i64, serde_json::Value)>)], writers: &[Exp
         let writer = &writers[w];
         let mut previous: Option<i64> = None;
         for (ts, value) in points {
-            assert!(previous.is_none_or(|prev| prev < *ts), "{context}: series {key:?}: timestamp {ts} after {previous:?} (twice, or out of order)");
+            assert!(
+                previous.is_none_or(|prev| prev < *ts),
+                "{context}: series {key:?}: timestamp {ts} after {previous:?} (twice, or out of order)"
+            );
             previous = Some(*ts);
             let offset = ts - BASE_NS;
             assert!(offset >= 0 && offset % 1_000 == 0, "{context}: series {key:?}: timestamp {ts} was never written");
@@ -714,7 +718,8 @@ fn run_mode(mode: &str) {
     let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
     let mut starts = 0;
     let mut server = Server::start(work.path(), mode, any_port, any_port, starts).unwrap_or_else(|e| panic!("{context}: {e}"));
-    let shared = Arc::new(Shared { stop: AtomicBool::new(false), acks: AtomicU64::new(0), addrs: Mutex::new((server.http, server.native)) });
+    let shared =
+        Arc::new(Shared { stop: AtomicBool::new(false), acks: AtomicU64::new(0), addrs: Mutex::new((server.http, server.native)) });
 
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let natives: Vec<_> = (0..NATIVE_WRITERS)
@@ -723,7 +728,15 @@ fn run_mode(mode: &str) {
             client_id[0] = index as u8 + 1;
             client_id[1..9].copy_from_slice(&seed.to_le_bytes());
             let payload = index == NATIVE_WRITERS - 1;
-            let writer = NativeWriter { index, payload, client_id, ledger: Vec::new(), pending: Vec::new(), counts: NativeCounts::default(), unexpected: Vec::new() };
+            let writer = NativeWriter {
+                index,
+                payload,
+                client_id,
+                ledger: Vec::new(),
+                pending: Vec::new(),
+                counts: NativeCounts::default(),
+                unexpected: Vec::new(),
+            };
             runtime.spawn(writer.run(shared.clone(), seed))
         })
         .collect();
@@ -800,7 +813,10 @@ fn run_mode(mode: &str) {
 
     // Enough happened for the checks to mean something.
     let counts = |f: fn(&NativeCounts) -> u64| natives.iter().map(|w| f(&w.counts)).sum::<u64>();
-    assert!(numbers.acked > 0 && payloads.acked > 0 && http.acked > 0, "{context}: nothing acknowledged: {numbers:?}, {payloads:?}, HTTP {http:?}");
+    assert!(
+        numbers.acked > 0 && payloads.acked > 0 && http.acked > 0,
+        "{context}: nothing acknowledged: {numbers:?}, {payloads:?}, HTTP {http:?}"
+    );
     assert!(counts(|c| c.lost_answer_explicit) > 0, "{context}: no explicit retry after a lost answer");
     assert!(counts(|c| c.duplicate_answers) > 0, "{context}: no retry was answered as a duplicate");
     assert!(counts(|c| c.resent_after_failure) > 0, "{context}: no failed transaction was resent after a restart");

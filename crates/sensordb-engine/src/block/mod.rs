@@ -230,7 +230,8 @@ impl BlockHeader {
         let span = varint(&mut position)?;
         // The span of a block from a negative time to near i64::MAX exceeds i64::MAX: u64 it is.
         let max_timestamp = crate::model::add_time_span(min_timestamp, span).ok_or(BlockError::Invariant("time span out of range"))?;
-        let stats = ValueStats { min_bits: fixed(&mut position)?, max_bits: fixed(&mut position)?, sum: f64::from_bits(fixed(&mut position)?) };
+        let stats =
+            ValueStats { min_bits: fixed(&mut position)?, max_bits: fixed(&mut position)?, sum: f64::from_bits(fixed(&mut position)?) };
         let column_length = |value: u64| u32::try_from(value).map_err(|_| BlockError::Invariant("column length out of range"));
         let timestamp_column_bytes = column_length(varint(&mut position)?)?;
         let value_column_bytes = column_length(varint(&mut position)?)?;

@@ -158,9 +158,7 @@ impl Catalog {
     }
 
     fn parse(path: &Path, bytes: &[u8]) -> Result<(State, Tail, CatalogRecovery)> {
-        let header = bytes
-            .get(..HEADER_BYTES as usize)
-            .ok_or_else(|| Error::corruption(path, 0, "catalog header truncated"))?;
+        let header = bytes.get(..HEADER_BYTES as usize).ok_or_else(|| Error::corruption(path, 0, "catalog header truncated"))?;
         if &header[..8] != MAGIC || crc32c(&header[..12]).to_le_bytes() != header[12..16] {
             return Err(Error::corruption(path, 0, "bad catalog header"));
         }
@@ -182,7 +180,8 @@ impl Catalog {
                     let index = (record.id as usize).wrapping_sub(1);
                     let names_a_live_series = state.by_id.get(index).is_some_and(|e| *e.key == key) && !state.deleted[index];
                     if version == FORMAT_VERSION_WITHOUT_TOMBSTONES || !names_a_live_series {
-                        recovery.truncated_at = Some((offset as u64, format!("tombstone for series id {} does not name a live series", record.id)));
+                        recovery.truncated_at =
+                            Some((offset as u64, format!("tombstone for series id {} does not name a live series", record.id)));
                         break;
                     }
                     state.by_key.remove(&key);
@@ -257,7 +256,8 @@ impl Catalog {
         if text.len() > SERIES_KEY_BYTES_MAX {
             return Err(Error::RecordTooLarge { len: text.len(), limit: SERIES_KEY_BYTES_MAX });
         }
-        let id = SeriesId(u32::try_from(self.state.read().by_id.len() + 1).map_err(|_| Error::Poisoned("series id space exhausted".into()))?);
+        let id =
+            SeriesId(u32::try_from(self.state.read().by_id.len() + 1).map_err(|_| Error::Poisoned("series id space exhausted".into()))?);
         let mut bytes = Vec::with_capacity(16 + text.len());
         record::encode(&mut bytes, id.0, Some(kind), &tail.last_text, &text);
         let io = |e| Error::io(&self.path, e);
@@ -662,7 +662,15 @@ mod tests {
                 keys.push((SeriesKey::new("room", [("device", device), ("floor", "1")], field).expect("key"), ValueKind::F64));
             }
         }
-        for (name, kind) in [("é", ValueKind::I64), ("è", ValueKind::Bool), ("日本", ValueKind::U64), ("日曜", ValueKind::Bytes), ("日", ValueKind::F64), ("😀", ValueKind::F64), ("😁", ValueKind::F64)] {
+        for (name, kind) in [
+            ("é", ValueKind::I64),
+            ("è", ValueKind::Bool),
+            ("日本", ValueKind::U64),
+            ("日曜", ValueKind::Bytes),
+            ("日", ValueKind::F64),
+            ("😀", ValueKind::F64),
+            ("😁", ValueKind::F64),
+        ] {
             keys.push((SeriesKey::new("capteur", [("nom", name)], "valeur").expect("key"), kind));
             keys.push((SeriesKey::new("capteur", [("nom", name)], format!("{name}{name}")).expect("key"), kind));
         }
@@ -770,7 +778,9 @@ mod tests {
         let (catalog, _) = Catalog::open(&RealFs, &path, false).expect("open");
         let tags = [("device_version", "v1.0"), ("driver", "Derek"), ("fleet", "South"), ("model", "F-150"), ("name", "truck_12")];
         for channel in 0..100 {
-            catalog.get_or_create(&SeriesKey::new("readings", tags, format!("channel_{channel}")).expect("key"), ValueKind::F64).expect("create");
+            catalog
+                .get_or_create(&SeriesKey::new("readings", tags, format!("channel_{channel}")).expect("key"), ValueKind::F64)
+                .expect("create");
         }
         let per_series = (catalog.file_bytes() - HEADER_BYTES) as f64 / 100.0;
         println!("channels: {per_series:.2} bytes per series on disk");

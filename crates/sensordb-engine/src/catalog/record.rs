@@ -84,9 +84,10 @@ pub(super) fn decode(bytes: &[u8], previous: &str) -> Result<(Record, usize), St
         tag => Some(ValueKind::try_from(tag).map_err(|tag| format!("unknown value kind {tag}"))?),
     };
     let shared = get_varint(body, &mut at).ok_or("shared prefix length truncated")?;
-    let shared = usize::try_from(shared).ok().filter(|&s| s <= previous.len()).ok_or_else(|| {
-        format!("shared prefix length {shared} exceeds the previous key's {} bytes", previous.len())
-    })?;
+    let shared = usize::try_from(shared)
+        .ok()
+        .filter(|&s| s <= previous.len())
+        .ok_or_else(|| format!("shared prefix length {shared} exceeds the previous key's {} bytes", previous.len()))?;
     let suffix = body.get(at..).ok_or("series key truncated")?;
     if shared + suffix.len() > SERIES_KEY_BYTES_MAX {
         return Err(format!("series key of {} bytes is too long", shared + suffix.len()));

@@ -16,38 +16,25 @@ pub(crate) fn encode(values: &[bool], out: &mut Vec<u8>) {
         }
     }
     out.push(tag::BITPACKED);
-    out.extend(values.chunks(8).map(|byte| {
-        byte.iter()
-            .rev()
-            .fold(0u8, |acc, &b| acc << 1 | u8::from(b))
-    }));
+    out.extend(values.chunks(8).map(|byte| byte.iter().rev().fold(0u8, |acc, &b| acc << 1 | u8::from(b))));
 }
 
 pub(crate) fn decode(input: &[u8], count: usize) -> Result<Vec<bool>, CodecError> {
-    let (&t, body) = input.split_first().ok_or(CodecError::Truncated {
-        needed: 1,
-        available: 0,
-    })?;
+    let (&t, body) = input.split_first().ok_or(CodecError::Truncated { needed: 1, available: 0 })?;
     match t {
         tag::CONSTANT => match body {
             [b @ (0 | 1)] => Ok(vec![*b == 1; count]),
-            _ => Err(CodecError::Invalid(
-                "constant boolean column must be one byte 0 or 1".into(),
-            )),
+            _ => Err(CodecError::Invalid("constant boolean column must be one byte 0 or 1".into())),
         },
         tag::BITPACKED => {
             super::expect_len(body, count.div_ceil(8))?;
             let pad_bits = (8 - count % 8) % 8;
             if let Some(&last) = body.last() {
                 if pad_bits > 0 && last >> (8 - pad_bits) != 0 {
-                    return Err(CodecError::Invalid(
-                        "non-zero padding bits in boolean column".into(),
-                    ));
+                    return Err(CodecError::Invalid("non-zero padding bits in boolean column".into()));
                 }
             }
-            Ok((0..count)
-                .map(|i| body[i / 8] >> (i % 8) & 1 == 1)
-                .collect())
+            Ok((0..count).map(|i| body[i / 8] >> (i % 8) & 1 == 1).collect())
         }
         other => Err(CodecError::UnknownEncoding(other)),
     }
@@ -70,10 +57,7 @@ mod tests {
         assert_eq!(encoded(&[false]), [tag::CONSTANT, 0]);
         assert_eq!(encoded(&[]), [tag::BITPACKED]);
         // Bit i of byte i/8 is value i.
-        assert_eq!(
-            encoded(&[true, false, false, false, false, false, false, false, false, true]),
-            [tag::BITPACKED, 1, 2]
-        );
+        assert_eq!(encoded(&[true, false, false, false, false, false, false, false, false, true]), [tag::BITPACKED, 1, 2]);
         let mixed: Vec<bool> = (0..86_400).map(|i| i % 3 == 0).collect();
         assert_eq!(encoded(&mixed).len(), 1 + 10_800);
     }

@@ -88,8 +88,7 @@ pub(crate) fn encode(values: &[f64], out: &mut Vec<u8>) {
             out.truncate(start);
         }
         out.push(tag::PCO);
-        if pco_blob::compress(values, pco_blob::Delta::Auto, out) && out.len() - start - 1 < raw_len
-        {
+        if pco_blob::compress(values, pco_blob::Delta::Auto, out) && out.len() - start - 1 < raw_len {
             return;
         }
         out.truncate(start);
@@ -102,40 +101,24 @@ pub(crate) fn encode(values: &[f64], out: &mut Vec<u8>) {
 }
 
 pub(crate) fn decode(input: &[u8], count: usize) -> Result<Vec<f64>, CodecError> {
-    let (&t, body) = input.split_first().ok_or(CodecError::Truncated {
-        needed: 1,
-        available: 0,
-    })?;
+    let (&t, body) = input.split_first().ok_or(CodecError::Truncated { needed: 1, available: 0 })?;
     match t {
         tag::CONSTANT => {
             super::expect_len(body, 8)?;
             Ok(vec![f64::from_bits(read_u64(body)); count])
         }
         tag::DECIMAL => {
-            let (&d, ks) = body.split_first().ok_or(CodecError::Truncated {
-                needed: 2,
-                available: 1,
-            })?;
+            let (&d, ks) = body.split_first().ok_or(CodecError::Truncated { needed: 2, available: 1 })?;
             if d > MAX_DECIMALS {
-                return Err(CodecError::Invalid(format!(
-                    "decimal column with {d} decimals"
-                )));
+                return Err(CodecError::Invalid(format!("decimal column with {d} decimals")));
             }
             let ks = pco_blob::decompress::<i64>(ks, count)?;
             Ok(ks.into_iter().map(|k| decimal_value(k, d)).collect())
         }
         tag::PCO => pco_blob::decompress::<f64>(body, count),
         tag::RAW => {
-            super::expect_len(
-                body,
-                count
-                    .checked_mul(8)
-                    .ok_or(CodecError::Invalid("count overflow".into()))?,
-            )?;
-            Ok(body
-                .chunks_exact(8)
-                .map(|c| f64::from_bits(read_u64(c)))
-                .collect())
+            super::expect_len(body, count.checked_mul(8).ok_or(CodecError::Invalid("count overflow".into()))?)?;
+            Ok(body.chunks_exact(8).map(|c| f64::from_bits(read_u64(c))).collect())
         }
         other => Err(CodecError::UnknownEncoding(other)),
     }
@@ -160,9 +143,7 @@ mod tests {
         let scale = 10f64.powi(decimals);
         (0..n)
             .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 k += (state >> 60) as i64 - 7;
                 k as f64 / scale
             })
@@ -181,42 +162,19 @@ mod tests {
         for decimals in [0, 1, 2, 3] {
             let values = random_walk(8640, decimals, 7);
             let out = encoded(&values);
-            assert_eq!(
-                (out[0], out[1]),
-                (tag::DECIMAL, decimals as u8),
-                "{decimals} decimals"
-            );
+            assert_eq!((out[0], out[1]), (tag::DECIMAL, decimals as u8), "{decimals} decimals");
             let mut plain = vec![];
-            assert!(pco_blob::compress(
-                &values,
-                pco_blob::Delta::Auto,
-                &mut plain
-            ));
-            assert!(
-                out.len() < plain.len(),
-                "{decimals} decimals: {} vs plain pco {}",
-                out.len(),
-                plain.len()
-            );
+            assert!(pco_blob::compress(&values, pco_blob::Delta::Auto, &mut plain));
+            assert!(out.len() < plain.len(), "{decimals} decimals: {} vs plain pco {}", out.len(), plain.len());
         }
     }
 
     #[test]
     fn decimal_detection_takes_the_fewest_decimals_needed_by_any_value() {
-        assert_eq!(
-            encoded(&[1.0, 2.5, 3.0, 0.125, 7.0])[..2],
-            [tag::DECIMAL, 3]
-        );
-        assert_eq!(
-            encoded(&[1.0, 2.5])[0],
-            tag::RAW,
-            "too short for pco to pay"
-        );
+        assert_eq!(encoded(&[1.0, 2.5, 3.0, 0.125, 7.0])[..2], [tag::DECIMAL, 3]);
+        assert_eq!(encoded(&[1.0, 2.5])[0], tag::RAW, "too short for pco to pay");
         let mut ks = vec![];
-        assert_eq!(
-            detect_decimal(&[1.0, 2.5, 3.0, 0.125, 7.0], &mut ks),
-            Some(3)
-        );
+        assert_eq!(detect_decimal(&[1.0, 2.5, 3.0, 0.125, 7.0], &mut ks), Some(3));
         assert_eq!(ks, [1000, 2500, 3000, 125, 7000]);
         assert_eq!(detect_decimal(&[0.1, -0.0], &mut ks), None);
         assert_eq!(detect_decimal(&[0.1, f64::INFINITY], &mut ks), None);
@@ -230,9 +188,7 @@ mod tests {
         let mut state = 99u64;
         let values: Vec<f64> = (0..4096)
             .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 (state >> 11) as f64 / (1u64 << 53) as f64 * 40.0 - 20.0
             })
             .collect();

@@ -43,8 +43,7 @@ pub(crate) fn encode<T: Int>(values: &[T], out: &mut Vec<u8>) {
             return;
         }
         out.push(tag::PCO);
-        if pco_blob::compress(values, pco_blob::Delta::Auto, out) && out.len() - start - 1 < raw_len
-        {
+        if pco_blob::compress(values, pco_blob::Delta::Auto, out) && out.len() - start - 1 < raw_len {
             return;
         }
         out.truncate(start);
@@ -57,10 +56,7 @@ pub(crate) fn encode<T: Int>(values: &[T], out: &mut Vec<u8>) {
 }
 
 pub(crate) fn decode<T: Int>(input: &[u8], count: usize) -> Result<Vec<T>, CodecError> {
-    let (&t, body) = input.split_first().ok_or(CodecError::Truncated {
-        needed: 1,
-        available: 0,
-    })?;
+    let (&t, body) = input.split_first().ok_or(CodecError::Truncated { needed: 1, available: 0 })?;
     match t {
         tag::CONSTANT => {
             super::expect_len(body, 8)?;
@@ -68,12 +64,7 @@ pub(crate) fn decode<T: Int>(input: &[u8], count: usize) -> Result<Vec<T>, Codec
         }
         tag::PCO => pco_blob::decompress::<T>(body, count),
         tag::RAW => {
-            super::expect_len(
-                body,
-                count
-                    .checked_mul(8)
-                    .ok_or(CodecError::Invalid("count overflow".into()))?,
-            )?;
+            super::expect_len(body, count.checked_mul(8).ok_or(CodecError::Invalid("count overflow".into()))?)?;
             Ok(body.chunks_exact(8).map(T::from_le).collect())
         }
         other => Err(CodecError::UnknownEncoding(other)),

@@ -86,11 +86,7 @@ pub fn encode_values(values: &ValueColumn, out: &mut Vec<u8>) {
 }
 
 /// Decodes `count` values of `kind` written by [`encode_values`]; `input` is exactly the column.
-pub fn decode_values(
-    kind: ValueKind,
-    input: &[u8],
-    count: usize,
-) -> Result<ValueColumn, CodecError> {
+pub fn decode_values(kind: ValueKind, input: &[u8], count: usize) -> Result<ValueColumn, CodecError> {
     Ok(match kind {
         ValueKind::F64 => ValueColumn::F64(floats::decode(input, count)?),
         ValueKind::I64 => ValueColumn::I64(integers::decode(input, count)?),
@@ -109,26 +105,15 @@ fn encode_raw_i64(values: &[i64], out: &mut Vec<u8>) {
 }
 
 fn decode_raw_i64(body: &[u8], count: usize) -> Result<Vec<i64>, CodecError> {
-    expect_len(
-        body,
-        count
-            .checked_mul(8)
-            .ok_or(CodecError::Invalid("count overflow".into()))?,
-    )?;
+    expect_len(body, count.checked_mul(8).ok_or(CodecError::Invalid("count overflow".into()))?)?;
     Ok(body.chunks_exact(8).map(read_i64).collect())
 }
 
 /// The body after the tag must be exactly `len` bytes: shorter is truncation, longer is garbage.
 fn expect_len(body: &[u8], len: usize) -> Result<(), CodecError> {
     match body.len() {
-        n if n < len => Err(CodecError::Truncated {
-            needed: len + 1,
-            available: n + 1,
-        }),
-        n if n > len => Err(CodecError::Invalid(format!(
-            "{} bytes after a {len}-byte column body",
-            n - len
-        ))),
+        n if n < len => Err(CodecError::Truncated { needed: len + 1, available: n + 1 }),
+        n if n > len => Err(CodecError::Invalid(format!("{} bytes after a {len}-byte column body", n - len))),
         _ => Ok(()),
     }
 }

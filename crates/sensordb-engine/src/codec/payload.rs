@@ -26,8 +26,7 @@ pub(crate) fn encode(values: &[Bytes], out: &mut Vec<u8>) {
     let len_at = out.len();
     out.extend_from_slice(&[0; 4]);
     integers::encode(&lengths, out);
-    let lengths_len =
-        u32::try_from(out.len() - len_at - 4).expect("lengths column of 16M values fits in 4 GiB");
+    let lengths_len = u32::try_from(out.len() - len_at - 4).expect("lengths column of 16M values fits in 4 GiB");
     out[len_at..len_at + 4].copy_from_slice(&lengths_len.to_le_bytes());
 
     let raw_len: usize = values.iter().map(Bytes::len).sum();
@@ -35,10 +34,7 @@ pub(crate) fn encode(values: &[Bytes], out: &mut Vec<u8>) {
         let mut raw = Vec::with_capacity(raw_len);
         values.iter().for_each(|v| raw.extend_from_slice(v));
         let data_at = out.len();
-        out.resize(
-            data_at + lz4_flex::block::get_maximum_output_size(raw_len),
-            0,
-        );
+        out.resize(data_at + lz4_flex::block::get_maximum_output_size(raw_len), 0);
         if let Ok(n) = lz4_flex::block::compress_into(&raw, &mut out[data_at..]) {
             if n * 10 < raw_len * LZ4_MAX_TENTHS {
                 out.truncate(data_at + n);
@@ -91,24 +87,15 @@ fn lz4_may_pay(values: &[Bytes], raw_len: usize) -> bool {
 }
 
 pub(crate) fn decode(input: &[u8], count: usize) -> Result<Vec<Bytes>, CodecError> {
-    let (&t, body) = input.split_first().ok_or(CodecError::Truncated {
-        needed: 1,
-        available: 0,
-    })?;
+    let (&t, body) = input.split_first().ok_or(CodecError::Truncated { needed: 1, available: 0 })?;
     if t != tag::PAYLOAD_RAW && t != tag::PAYLOAD_LZ4 {
         return Err(CodecError::UnknownEncoding(t));
     }
     if body.len() < 4 {
-        return Err(CodecError::Truncated {
-            needed: 5,
-            available: input.len(),
-        });
+        return Err(CodecError::Truncated { needed: 5, available: input.len() });
     }
     let lengths_len = read_u32(&body[..4]) as usize;
-    let lengths_col = body[4..].get(..lengths_len).ok_or(CodecError::Truncated {
-        needed: 5 + lengths_len,
-        available: input.len(),
-    })?;
+    let lengths_col = body[4..].get(..lengths_len).ok_or(CodecError::Truncated { needed: 5 + lengths_len, available: input.len() })?;
     let data = &body[4 + lengths_len..];
     let lengths = integers::decode::<u64>(lengths_col, count)?;
     let total = lengths
@@ -118,26 +105,17 @@ pub(crate) fn decode(input: &[u8], count: usize) -> Result<Vec<Bytes>, CodecErro
 
     let buffer = if t == tag::PAYLOAD_RAW {
         if data.len() != total {
-            return Err(CodecError::Invalid(format!(
-                "payload data of {} bytes, lengths sum to {total}",
-                data.len()
-            )));
+            return Err(CodecError::Invalid(format!("payload data of {} bytes, lengths sum to {total}", data.len())));
         }
         Bytes::copy_from_slice(data)
     } else {
         if total > data.len().saturating_mul(LZ4_MAX_RATIO) {
-            return Err(CodecError::Invalid(format!(
-                "{} LZ4 bytes cannot hold {total} bytes",
-                data.len()
-            )));
+            return Err(CodecError::Invalid(format!("{} LZ4 bytes cannot hold {total} bytes", data.len())));
         }
         let mut buffer = vec![0u8; total];
-        let n = lz4_flex::block::decompress_into(data, &mut buffer)
-            .map_err(|e| CodecError::Invalid(format!("lz4: {e}")))?;
+        let n = lz4_flex::block::decompress_into(data, &mut buffer).map_err(|e| CodecError::Invalid(format!("lz4: {e}")))?;
         if n != total {
-            return Err(CodecError::Invalid(format!(
-                "lz4 data gave {n} bytes, lengths sum to {total}"
-            )));
+            return Err(CodecError::Invalid(format!("lz4 data gave {n} bytes, lengths sum to {total}")));
         }
         Bytes::from(buffer)
     };
@@ -190,9 +168,7 @@ mod tests {
 
     #[test]
     fn text_is_lz4_compressed() {
-        let values: Vec<Bytes> = (0..1000)
-            .map(|i| Bytes::from(format!("{{\"state\":\"ok\",\"seq\":{i}}}")))
-            .collect();
+        let values: Vec<Bytes> = (0..1000).map(|i| Bytes::from(format!("{{\"state\":\"ok\",\"seq\":{i}}}"))).collect();
         let raw: usize = values.iter().map(Bytes::len).sum();
         let out = encoded(&values);
         assert_eq!(out[0], tag::PAYLOAD_LZ4);
@@ -204,9 +180,7 @@ mod tests {
         let mut state = 5u64;
         let frame: Vec<u8> = (0..1 << 20)
             .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 (state >> 56) as u8
             })
             .collect();
@@ -221,28 +195,18 @@ mod tests {
     fn empty_and_tiny() {
         assert_eq!(encoded(&[]), [tag::PAYLOAD_RAW, 1, 0, 0, 0, tag::RAW]);
         assert_eq!(encoded(&[Bytes::new(), Bytes::new()]).len(), 1 + 4 + 9);
-        encoded(&[
-            Bytes::from_static(b"a"),
-            Bytes::new(),
-            Bytes::from_static(b"bc"),
-        ]);
+        encoded(&[Bytes::from_static(b"a"), Bytes::new(), Bytes::from_static(b"bc")]);
     }
 
     #[test]
     fn rejects_inconsistent_lengths() {
         let mut out = vec![];
-        encode(
-            &[Bytes::from_static(b"hello"), Bytes::from_static(b"world")],
-            &mut out,
-        );
+        encode(&[Bytes::from_static(b"hello"), Bytes::from_static(b"world")], &mut out);
         assert!(decode(&out[..out.len() - 1], 2).is_err());
         assert!(decode(&out, 1).is_err());
         let mut lz = vec![tag::PAYLOAD_LZ4, 9, 0, 0, 0, tag::CONSTANT];
         lz.extend_from_slice(&(1u64 << 40).to_le_bytes());
         lz.extend_from_slice(&[0x1f, 0]);
-        assert!(
-            matches!(decode(&lz, 1), Err(CodecError::Invalid(_))),
-            "huge claimed size refused before allocating"
-        );
+        assert!(matches!(decode(&lz, 1), Err(CodecError::Invalid(_))), "huge claimed size refused before allocating");
     }
 }

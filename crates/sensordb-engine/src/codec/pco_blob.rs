@@ -86,25 +86,15 @@ pub(crate) fn compress<T: Number>(nums: &[T], delta: Delta, out: &mut Vec<u8>) -
 }
 
 /// Decodes exactly `count` numbers from `input`, which must be exactly one [`compress`] output.
-pub(crate) fn decompress<T: Number + Default>(
-    input: &[u8],
-    count: usize,
-) -> Result<Vec<T>, CodecError> {
+pub(crate) fn decompress<T: Number + Default>(input: &[u8], count: usize) -> Result<Vec<T>, CodecError> {
     if count == 0 || count > MAX_N {
         return Err(CodecError::Invalid(format!("pco column of {count} values")));
     }
     let (file, rest) = FileDecompressor::new(input).map_err(pco_err)?;
     match rest.first() {
-        None => {
-            return Err(CodecError::Truncated {
-                needed: input.len() + 1,
-                available: input.len(),
-            })
-        }
+        None => return Err(CodecError::Truncated { needed: input.len() + 1, available: input.len() }),
         Some(b) if b & MODE_VARIANT_MASK == DICT_MODE_VARIANT => {
-            return Err(CodecError::Invalid(
-                "pco dictionary mode is not accepted".into(),
-            ))
+            return Err(CodecError::Invalid("pco dictionary mode is not accepted".into()))
         }
         Some(_) => {}
     }
@@ -113,16 +103,11 @@ pub(crate) fn decompress<T: Number + Default>(
     let mut nums = vec![T::default(); count];
     let progress = page.read(&mut nums).map_err(pco_err)?;
     if progress.n_processed != count || !progress.finished {
-        return Err(CodecError::Invalid(format!(
-            "pco page gave {} of {count} values",
-            progress.n_processed
-        )));
+        return Err(CodecError::Invalid(format!("pco page gave {} of {count} values", progress.n_processed)));
     }
     let trailing = page.into_src().len();
     if trailing != 0 {
-        return Err(CodecError::Invalid(format!(
-            "{trailing} trailing bytes after pco page"
-        )));
+        return Err(CodecError::Invalid(format!("{trailing} trailing bytes after pco page")));
     }
     Ok(nums)
 }
@@ -157,15 +142,18 @@ mod tests {
     #[test]
     fn quick_encoding_round_trips_and_ends_with_its_scope() {
         let walk: Vec<i64> = (0..300i64).map(|i| (i * 7919) % 101 - 50 + i * 3).collect();
-        let noise: Vec<f64> = (0..300u64).map(|i| f64::from_bits(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 12 | 0x3ff0_0000_0000_0000)).collect();
+        let noise: Vec<f64> =
+            (0..300u64).map(|i| f64::from_bits(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 12 | 0x3ff0_0000_0000_0000)).collect();
         let (mut full, mut quick) = (vec![], vec![]);
         assert!(compress(&walk, Delta::Auto, &mut full));
         assert!(super::super::with_quick_encoding(|| {
             assert!(QUICK.with(|q| q.get()));
             let mut floats = vec![];
             assert!(compress(&noise, Delta::Auto, &mut floats));
-            assert_eq!(decompress::<f64>(&floats, noise.len()).expect("decodes").iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-                noise.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+            assert_eq!(
+                decompress::<f64>(&floats, noise.len()).expect("decodes").iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                noise.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            );
             compress(&walk, Delta::Auto, &mut quick)
         }));
         assert!(!QUICK.with(|q| q.get()), "quick encoding outlived its scope");
@@ -180,9 +168,7 @@ mod tests {
     #[test]
     fn dictionary_mode_is_refused() {
         let nums: Vec<u64> = (0..4096).map(|i| [u64::MAX, 3, 1 << 40][i % 3]).collect();
-        let config = ChunkConfig::default()
-            .with_mode_spec(ModeSpec::TryDict)
-            .with_paging_spec(PagingSpec::Exact(vec![nums.len()]));
+        let config = ChunkConfig::default().with_mode_spec(ModeSpec::TryDict).with_paging_spec(PagingSpec::Exact(vec![nums.len()]));
         let file = FileCompressor::default();
         let mut out = vec![];
         file.write_header(&mut out).expect("header");
@@ -190,14 +176,7 @@ mod tests {
         let mut chunk = file.chunk_compressor(&nums, &config).expect("chunk");
         chunk.write_meta(&mut out).expect("meta");
         chunk.write_page(0, &mut out).expect("page");
-        assert_eq!(
-            out[header_len] & MODE_VARIANT_MASK,
-            DICT_MODE_VARIANT,
-            "pco moved its mode bits"
-        );
-        assert!(matches!(
-            decompress::<u64>(&out, nums.len()),
-            Err(CodecError::Invalid(_))
-        ));
+        assert_eq!(out[header_len] & MODE_VARIANT_MASK, DICT_MODE_VARIANT, "pco moved its mode bits");
+        assert!(matches!(decompress::<u64>(&out, nums.len()), Err(CodecError::Invalid(_))));
     }
 }

@@ -25,10 +25,7 @@ fn round_trip(col: &ValueColumn) -> Vec<u8> {
 fn any_f64() -> impl Strategy<Value = f64> {
     prop_oneof![
         any::<u64>().prop_map(f64::from_bits),
-        (
-            0x7ff0_0000_0000_0001u64..=0x7fff_ffff_ffff_ffff,
-            any::<bool>()
-        )
+        (0x7ff0_0000_0000_0001u64..=0x7fff_ffff_ffff_ffff, any::<bool>())
             .prop_map(|(nan, neg)| f64::from_bits(nan | if neg { 1 << 63 } else { 0 })),
         Just(f64::INFINITY),
         Just(f64::NEG_INFINITY),
@@ -44,8 +41,7 @@ fn f64_column() -> impl Strategy<Value = Vec<f64>> {
     prop_oneof![
         prop::collection::vec(any_f64(), 0..600),
         (any_f64(), 1usize..300).prop_map(|(x, n)| vec![x; n]),
-        (prop::collection::vec(-5000i64..5000, 1..600), 0i32..7)
-            .prop_map(|(ks, d)| ks.iter().map(|&k| k as f64 / 10f64.powi(d)).collect()),
+        (prop::collection::vec(-5000i64..5000, 1..600), 0i32..7).prop_map(|(ks, d)| ks.iter().map(|&k| k as f64 / 10f64.powi(d)).collect()),
         (prop::collection::vec(-5000i64..5000, 1..600), any_f64()).prop_map(|(ks, odd)| {
             let mut v: Vec<f64> = ks.iter().map(|&k| k as f64 / 100.0).collect();
             let at = v.len() / 2;
@@ -58,10 +54,7 @@ fn f64_column() -> impl Strategy<Value = Vec<f64>> {
 fn i64_column() -> impl Strategy<Value = Vec<i64>> {
     prop_oneof![
         prop::collection::vec(any::<i64>(), 0..600),
-        prop::collection::vec(
-            prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(0), Just(-1)],
-            0..600
-        ),
+        prop::collection::vec(prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(0), Just(-1)], 0..600),
         (any::<i64>(), 1usize..300).prop_map(|(x, n)| vec![x; n]),
         prop::collection::vec(-3i64..3, 1..600),
     ]
@@ -70,10 +63,7 @@ fn i64_column() -> impl Strategy<Value = Vec<i64>> {
 fn u64_column() -> impl Strategy<Value = Vec<u64>> {
     prop_oneof![
         prop::collection::vec(any::<u64>(), 0..600),
-        prop::collection::vec(
-            prop_oneof![Just(u64::MAX), Just(0), Just(u64::MAX - 1)],
-            0..600
-        ),
+        prop::collection::vec(prop_oneof![Just(u64::MAX), Just(0), Just(u64::MAX - 1)], 0..600),
         prop::collection::vec(0u64..10, 1..600),
     ]
 }
@@ -81,22 +71,17 @@ fn u64_column() -> impl Strategy<Value = Vec<u64>> {
 /// Timestamps: sorted with jitter and gaps, regular, equal, decreasing, arbitrary.
 fn timestamp_column() -> impl Strategy<Value = Vec<i64>> {
     prop_oneof![
-        (
-            any::<i64>(),
-            prop::collection::vec(-1_000_000i64..1_000_000_000, 0..600)
-        )
-            .prop_map(|(start, steps)| {
-                steps
-                    .iter()
-                    .scan(start, |t, s| {
-                        *t = t.wrapping_add(*s);
-                        Some(*t)
-                    })
-                    .collect()
-            }),
-        (any::<i64>(), any::<i64>(), 0usize..600).prop_map(|(start, step, n)| (0..n as i64)
-            .map(|i| start.wrapping_add(i.wrapping_mul(step)))
-            .collect()),
+        (any::<i64>(), prop::collection::vec(-1_000_000i64..1_000_000_000, 0..600)).prop_map(|(start, steps)| {
+            steps
+                .iter()
+                .scan(start, |t, s| {
+                    *t = t.wrapping_add(*s);
+                    Some(*t)
+                })
+                .collect()
+        }),
+        (any::<i64>(), any::<i64>(), 0usize..600)
+            .prop_map(|(start, step, n)| (0..n as i64).map(|i| start.wrapping_add(i.wrapping_mul(step))).collect()),
         (any::<i64>(), 0usize..300).prop_map(|(t, n)| vec![t; n]),
         prop::collection::vec(any::<i64>(), 0..600),
         prop::collection::vec(prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(0)], 0..100),
@@ -105,17 +90,9 @@ fn timestamp_column() -> impl Strategy<Value = Vec<i64>> {
 
 fn bytes_column() -> impl Strategy<Value = Vec<Bytes>> {
     prop_oneof![
-        prop::collection::vec(
-            prop::collection::vec(any::<u8>(), 0..300).prop_map(Bytes::from),
-            0..60
-        ),
+        prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300).prop_map(Bytes::from), 0..60),
         prop::collection::vec("[a-c]{0,40}".prop_map(Bytes::from), 0..200),
-        (prop::collection::vec(any::<u8>(), 0..64), 1usize..100).prop_map(|(v, n)| vec![
-            Bytes::from(
-                v
-            );
-            n
-        ]),
+        (prop::collection::vec(any::<u8>(), 0..64), 1usize..100).prop_map(|(v, n)| vec![Bytes::from(v); n]),
     ]
 }
 
@@ -201,15 +178,10 @@ proptest! {
 #[test]
 fn payload_garbage_is_refused() {
     let mut real = vec![];
-    let frames: Vec<Bytes> = (0..50)
-        .map(|i| Bytes::from(format!("frame {i} ").repeat(i)))
-        .collect();
+    let frames: Vec<Bytes> = (0..50).map(|i| Bytes::from(format!("frame {i} ").repeat(i))).collect();
     encode_values(&ValueColumn::Bytes(frames.clone()), &mut real);
     for cut in 0..real.len() {
-        assert!(
-            decode_values(ValueKind::Bytes, &real[..cut], frames.len()).is_err(),
-            "cut at {cut}"
-        );
+        assert!(decode_values(ValueKind::Bytes, &real[..cut], frames.len()).is_err(), "cut at {cut}");
     }
     for at in 0..real.len() {
         let mut bad = real.clone();
@@ -226,22 +198,12 @@ fn payload_garbage_is_refused() {
 fn encodings_are_frozen() {
     let sec = 1_000_000_000i64;
     let t0 = 1_700_000_000 * sec;
-    let jittered: Vec<i64> = (0..64)
-        .map(|i| t0 + i * sec + (i * 7919 % 13) * 1_000_000)
-        .collect();
-    let walk: Vec<f64> = (0..64)
-        .map(|i| (2000 + (i * 37 % 11) - 5 * (i % 3)) as f64 / 100.0)
-        .collect();
-    let noise: Vec<f64> = (0..64u64)
-        .map(|i| {
-            f64::from_bits(0x4000_0000_0000_0000 ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 12)
-        })
-        .collect();
+    let jittered: Vec<i64> = (0..64).map(|i| t0 + i * sec + (i * 7919 % 13) * 1_000_000).collect();
+    let walk: Vec<f64> = (0..64).map(|i| (2000 + (i * 37 % 11) - 5 * (i % 3)) as f64 / 100.0).collect();
+    let noise: Vec<f64> = (0..64u64).map(|i| f64::from_bits(0x4000_0000_0000_0000 ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 12)).collect();
     let counter: Vec<u64> = (0..64).map(|i| 1000 + i * i).collect();
     let mixed_bools: Vec<bool> = (0..20).map(|i| i % 3 == 0).collect();
-    let text: Vec<Bytes> = (0..20)
-        .map(|i| Bytes::from(format!("status=ok seq={i}")))
-        .collect();
+    let text: Vec<Bytes> = (0..20).map(|i| Bytes::from(format!("status=ok seq={i}"))).collect();
     let binary: Vec<Bytes> = vec![Bytes::from_static(b"\x01\x02"), Bytes::from_static(b"\xff")];
 
     let mut cases: Vec<(&str, Vec<u8>)> = vec![];
@@ -250,10 +212,7 @@ fn encodings_are_frozen() {
         encode_timestamps(v, &mut out);
         cases.push((name, out));
     };
-    ts(
-        "ts constant delta",
-        &(0..64).map(|i| t0 + 10 * i * sec).collect::<Vec<_>>(),
-    );
+    ts("ts constant delta", &(0..64).map(|i| t0 + 10 * i * sec).collect::<Vec<_>>());
     ts("ts pco", &jittered);
     ts("ts raw", &[3, 1, 2]);
     let mut vals = |name, col: ValueColumn| {
@@ -273,17 +232,8 @@ fn encodings_are_frozen() {
     vals("bytes lz4", ValueColumn::Bytes(text));
     vals("bytes raw", ValueColumn::Bytes(binary));
 
-    let got: Vec<String> = cases
-        .iter()
-        .map(|(name, out)| {
-            format!(
-                "{name}: tag {} len {} crc {:08x}",
-                out[0],
-                out.len(),
-                crc32c::crc32c(out)
-            )
-        })
-        .collect();
+    let got: Vec<String> =
+        cases.iter().map(|(name, out)| format!("{name}: tag {} len {} crc {:08x}", out[0], out.len(), crc32c::crc32c(out))).collect();
     let expected = [
         "ts constant delta: tag 2 len 17 crc 1046dcee",
         "ts pco: tag 3 len 62 crc dfb789db",
@@ -316,20 +266,10 @@ fn documented_examples() {
     encode_values(&ValueColumn::F64(vec![1.5; 4]), &mut out);
     assert_eq!(out, [1, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f]);
     out.clear();
-    encode_values(
-        &ValueColumn::Bytes(vec![Bytes::from_static(b"hi"), Bytes::from_static(b"!")]),
-        &mut out,
-    );
-    assert_eq!(
-        out,
-        [6, 17, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, b'h', b'i', b'!']
-    );
+    encode_values(&ValueColumn::Bytes(vec![Bytes::from_static(b"hi"), Bytes::from_static(b"!")]), &mut out);
+    assert_eq!(out, [6, 17, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, b'h', b'i', b'!']);
     out.clear();
     let decimals: Vec<f64> = (0..100).map(|i| f64::from(i % 7) / 10.0).collect();
     encode_values(&ValueColumn::F64(decimals), &mut out);
-    assert_eq!(
-        out[..4],
-        [4, 1, 4, 1],
-        "DECIMAL, d = 1, pco format version 4.1"
-    );
+    assert_eq!(out[..4], [4, 1, 4, 1], "DECIMAL, d = 1, pco format version 4.1");
 }

@@ -21,9 +21,7 @@ pub(crate) fn encode(timestamps: &[i64], out: &mut Vec<u8>) {
     let start = out.len();
     out.push(tag::PCO);
     let raw_len = timestamps.len() * 8;
-    if pco_blob::compress(timestamps, pco_blob::Delta::Consecutive1, out)
-        && out.len() - start - 1 < raw_len
-    {
+    if pco_blob::compress(timestamps, pco_blob::Delta::Consecutive1, out) && out.len() - start - 1 < raw_len {
         return;
     }
     out.truncate(start);
@@ -36,26 +34,18 @@ fn constant_delta(timestamps: &[i64]) -> Option<i64> {
         [a, b, ..] => b.wrapping_sub(*a),
         _ => return Some(0),
     };
-    timestamps
-        .windows(2)
-        .all(|w| w[1].wrapping_sub(w[0]) == delta)
-        .then_some(delta)
+    timestamps.windows(2).all(|w| w[1].wrapping_sub(w[0]) == delta).then_some(delta)
 }
 
 pub(crate) fn decode(input: &[u8], count: usize) -> Result<Vec<i64>, CodecError> {
-    let (&t, body) = input.split_first().ok_or(CodecError::Truncated {
-        needed: 1,
-        available: 0,
-    })?;
+    let (&t, body) = input.split_first().ok_or(CodecError::Truncated { needed: 1, available: 0 })?;
     match t {
         tag::CONSTANT_DELTA => {
             super::expect_len(body, 16)?;
             let (first, delta) = (read_i64(&body[..8]), read_i64(&body[8..]));
             // Multiplying is the repeated wrapping addition (arithmetic mod 2^64) without the
             // loop-carried dependency, so the loop vectorises.
-            Ok((0..count as i64)
-                .map(|i| first.wrapping_add(i.wrapping_mul(delta)))
-                .collect())
+            Ok((0..count as i64).map(|i| first.wrapping_add(i.wrapping_mul(delta))).collect())
         }
         tag::PCO => pco_blob::decompress::<i64>(body, count),
         tag::RAW => super::decode_raw_i64(body, count),
@@ -86,11 +76,7 @@ mod tests {
         assert_eq!(encoded(&[])[0], tag::CONSTANT_DELTA);
         assert_eq!(encoded(&[T0])[0], tag::CONSTANT_DELTA);
         assert_eq!(encoded(&[T0, T0 - 5])[0], tag::CONSTANT_DELTA);
-        assert_eq!(
-            encoded(&[0, i64::MAX, -2])[0],
-            tag::CONSTANT_DELTA,
-            "wrapping deltas"
-        );
+        assert_eq!(encoded(&[0, i64::MAX, -2])[0], tag::CONSTANT_DELTA, "wrapping deltas");
     }
 
     #[test]
@@ -100,9 +86,7 @@ mod tests {
         let ts: Vec<i64> = (0..86_400i64)
             .filter(|i| !(40_000..40_600).contains(i))
             .map(|i| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 T0 + i * SEC + ((state >> 33) % 100_000_000) as i64 - 50_000_000
             })
             .collect();
@@ -124,9 +108,6 @@ mod tests {
         assert!(decode(&[], 0).is_err());
         assert!(decode(&[tag::CONSTANT_DELTA, 0], 1).is_err());
         assert!(decode(&[tag::RAW, 0, 0, 0, 0, 0, 0, 0], 1).is_err());
-        assert_eq!(
-            decode(&[tag::DECIMAL], 0),
-            Err(CodecError::UnknownEncoding(tag::DECIMAL))
-        );
+        assert_eq!(decode(&[tag::DECIMAL], 0), Err(CodecError::UnknownEncoding(tag::DECIMAL)));
     }
 }

@@ -17,15 +17,15 @@
 //!   removes because the output's footer names them.
 
 use crate::catalog::Catalog;
-use crate::index::BlockRef;
 use crate::error::Result;
 use crate::flush::encode_series;
+use crate::index::BlockRef;
 use crate::memtable::ResolvedSeries;
 use crate::model::{last_write_wins, Timestamp, ValueColumn};
 use crate::segment::{GroupBuilder, GroupPart, SegmentWriter, SharedTimestamps};
+use crate::store::{CompactedSegment, SegmentStore, SegmentSummary};
 use std::collections::HashMap;
 use std::sync::Arc;
-use crate::store::{CompactedSegment, SegmentStore, SegmentSummary};
 
 /// Knobs of compaction.
 #[derive(Clone, Copy, Debug)]
@@ -129,7 +129,15 @@ pub fn rewrite(
     let blocks_before = before.iter().map(|s| s.blocks).sum();
     if blocks.is_empty() {
         store.remove_segments(run)?;
-        return Ok(CompactionReport { inputs: run.to_vec(), output: 0, blocks_before, blocks_after: 0, bytes_before, bytes_after: 0, bytes_read: 0 });
+        return Ok(CompactionReport {
+            inputs: run.to_vec(),
+            output: 0,
+            blocks_before,
+            blocks_after: 0,
+            bytes_before,
+            bytes_after: 0,
+            bytes_read: 0,
+        });
     }
     let max_sequence = before.iter().map(|s| s.max_sequence).max().unwrap_or(0);
     let wal_checkpoint = before.iter().map(|s| s.wal_checkpoint).max().unwrap_or(0);
@@ -262,7 +270,13 @@ mod tests {
     }
 
     fn options() -> CompactionOptions {
-        CompactionOptions { small_block_points: 1000, run_bytes_max: 100, block_points_max: 16_384, block_bytes_max: 1 << 20, points_per_group: 1 << 20 }
+        CompactionOptions {
+            small_block_points: 1000,
+            run_bytes_max: 100,
+            block_points_max: 16_384,
+            block_bytes_max: 1 << 20,
+            points_per_group: 1 << 20,
+        }
     }
 
     #[test]

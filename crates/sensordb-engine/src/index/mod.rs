@@ -48,11 +48,8 @@ impl BlockIndex {
     /// Every block in the segments `ids`, grouped by series (series in id order), each series'
     /// blocks by ascending sequence.
     pub fn blocks_of_segments(&self, ids: &[u64]) -> Vec<BlockRef> {
-        let mut out: Vec<BlockRef> = self
-            .series
-            .values()
-            .flat_map(|list| list.iter().filter(|b| ids.contains(&b.segment)).copied())
-            .collect();
+        let mut out: Vec<BlockRef> =
+            self.series.values().flat_map(|list| list.iter().filter(|b| ids.contains(&b.segment)).copied()).collect();
         out.sort_by_key(|b| (b.entry.series, b.entry.sequence, b.entry.min_timestamp));
         out
     }
@@ -125,7 +122,16 @@ mod tests {
     use crate::model::ValueKind;
 
     fn entry(series: u32, min: i64, max: i64, sequence: u64) -> IndexEntry {
-        IndexEntry { series: SeriesId(series), kind: ValueKind::F64, count: 1, length: 70, offset: 4096, min_timestamp: min, max_timestamp: max, sequence }
+        IndexEntry {
+            series: SeriesId(series),
+            kind: ValueKind::F64,
+            count: 1,
+            length: 70,
+            offset: 4096,
+            min_timestamp: min,
+            max_timestamp: max,
+            sequence,
+        }
     }
 
     #[test]
@@ -133,7 +139,8 @@ mod tests {
         let mut index = BlockIndex::default();
         index.insert(1, &[entry(1, 0, 9, 1), entry(1, 10, 19, 2), entry(2, 0, 100, 2)]);
         index.insert(2, &[entry(1, 5, 12, 3)]);
-        let found = |index: &BlockIndex, from, to| index.blocks_in(SeriesId(1), from, to).iter().map(|b| b.entry.sequence).collect::<Vec<_>>();
+        let found =
+            |index: &BlockIndex, from, to| index.blocks_in(SeriesId(1), from, to).iter().map(|b| b.entry.sequence).collect::<Vec<_>>();
         assert_eq!(found(&index, 0, 5), vec![1]);
         assert_eq!(found(&index, 0, 6), vec![1, 3]);
         assert_eq!(found(&index, 13, 100), vec![2]);

@@ -47,13 +47,7 @@ pub struct RangeRead {
 
 impl RangeRead {
     /// `memtables` are ordered oldest first (frozen, then active).
-    pub fn new(
-        store: Arc<dyn BlockStore>,
-        series: SeriesId,
-        from: Timestamp,
-        to: Timestamp,
-        memtables: Vec<ResolvedSeries>,
-    ) -> RangeRead {
+    pub fn new(store: Arc<dyn BlockStore>, series: SeriesId, from: Timestamp, to: Timestamp, memtables: Vec<ResolvedSeries>) -> RangeRead {
         let blocks = if from < to { store.blocks(series, from, to) } else { Vec::new() };
         let memory = merge_sorted_sources(memtables.into_iter().map(|m| Chunk { timestamps: m.timestamps, values: m.values }).collect());
         RangeRead { store, from, to, clusters: clusters(blocks), memory, memory_position: 0 }

@@ -85,11 +85,8 @@ impl Fisherman {
     /// are never taken: rewriting them frees nothing.
     pub fn select(&self, usage: f64, candidates: &[Candidate]) -> Vec<Candidate> {
         let threshold = self.threshold(usage);
-        let mut taken: Vec<Candidate> = candidates
-            .iter()
-            .filter(|c| c.dead_share > 0.0 && (c.dead_share >= 1.0 || c.dead_share >= threshold))
-            .copied()
-            .collect();
+        let mut taken: Vec<Candidate> =
+            candidates.iter().filter(|c| c.dead_share > 0.0 && (c.dead_share >= 1.0 || c.dead_share >= threshold)).copied().collect();
         taken.sort_by(|a, b| b.dead_share.total_cmp(&a.dead_share).then(a.segment.cmp(&b.segment)));
         taken
     }

@@ -328,7 +328,12 @@ impl Reclaimer {
             if dead < needed {
                 if let Some((cutoff, bytes)) = eviction_cutoff(store, &state.class_of, &cutoffs, needed - dead) {
                     if cutoff > state.eviction_cutoff {
-                        tracing::warn!(usage = usage.share, needed, evicted_bytes = bytes, "disk full of live data: evicting the oldest data");
+                        tracing::warn!(
+                            usage = usage.share,
+                            needed,
+                            evicted_bytes = bytes,
+                            "disk full of live data: evicting the oldest data"
+                        );
                         state.eviction_cutoff = cutoff;
                         evicted = bytes;
                         cutoffs = self.compute_cutoffs(&state, store, now);
@@ -362,8 +367,15 @@ impl Reclaimer {
                 .into_iter()
                 .filter(|b| b.entry.max_timestamp >= class_cutoff(&state.class_of, &cutoffs, b.entry.series))
                 .collect();
-            let report = crate::compaction::rewrite(store, catalog, &[best.segment], blocks, compaction, &mut RateLimit::new(rate), BlockCopy::Raw)?;
-            tracing::info!(segment = best.segment, dead_share = best.dead_share, usage = usage.share, ?report, "merged a partly dead segment");
+            let report =
+                crate::compaction::rewrite(store, catalog, &[best.segment], blocks, compaction, &mut RateLimit::new(rate), BlockCopy::Raw)?;
+            tracing::info!(
+                segment = best.segment,
+                dead_share = best.dead_share,
+                usage = usage.share,
+                ?report,
+                "merged a partly dead segment"
+            );
             state.fisherman.ate(best.dead_share);
             merged += 1;
             merge_read += report.bytes_read;

@@ -169,7 +169,8 @@ impl Databases {
         }
         let file = fs.open_read(path).map_err(|e| Error::io(path, e))?;
         let bytes = file.read_all().map_err(|e| Error::io(path, e))?;
-        let text = String::from_utf8(bytes).map_err(|e| Error::corruption(path, e.utf8_error().valid_up_to() as u64, "databases file is not UTF-8"))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| Error::corruption(path, e.utf8_error().valid_up_to() as u64, "databases file is not UTF-8"))?;
         Databases::decode(&text).map_err(|(offset, what)| Error::corruption(path, offset, what))
     }
 

@@ -70,7 +70,9 @@ fn segment_files(engine: &Engine) -> Vec<std::path::PathBuf> {
 fn expired_segments_are_removed_whole_without_being_read() {
     let h = harness(own_capacity(1 << 40));
     let ids: Vec<SeriesId> = (0..4).map(|s| series(&h.engine, "plant", "temp", s)).collect();
-    h.engine.set_database_policy("plant", DatabasePolicy { period: Some(Duration::from_secs(3 * 3600)), ..DatabasePolicy::default() }).expect("policy");
+    h.engine
+        .set_database_policy("plant", DatabasePolicy { period: Some(Duration::from_secs(3 * 3600)), ..DatabasePolicy::default() })
+        .expect("policy");
     for hour in 0..6 {
         write_hour(&h.engine, &ids, hour * 3600, 3600);
     }
@@ -103,7 +105,9 @@ fn a_database_over_capacity_loses_its_oldest_data_in_order_and_others_are_untouc
     // Size of one hour of the small database's data, measured, so the capacity is 3 hours.
     write_hour(&h.engine, &small, 0, 3600);
     let hour_bytes = h.engine.stats().store.bytes;
-    h.engine.set_database_policy("small", DatabasePolicy { capacity_bytes: Some(3 * hour_bytes), ..DatabasePolicy::default() }).expect("policy");
+    h.engine
+        .set_database_policy("small", DatabasePolicy { capacity_bytes: Some(3 * hour_bytes), ..DatabasePolicy::default() })
+        .expect("policy");
     for hour in 1..30 {
         write_hour(&h.engine, &small, hour * 3600, 3600);
         write_hour(&h.engine, &[other], hour * 3600, 3600);
@@ -156,7 +160,12 @@ fn deleted_series_and_overrides_leave_partly_dead_segments_that_are_merged_when_
     assert_eq!(stats.segments_merged, 4, "{stats:?}");
     assert_eq!(stats.dead_bytes, 0, "{stats:?}");
     assert!(stats.merge_bytes_read < stats.usage.own_bytes, "only live blocks were read: {stats:?}");
-    assert!(stats.usage.own_bytes < used * 6 / 10, "over half of the data was dead: {used} → {} {stats:?} {:?}", stats.usage.own_bytes, h2.engine.stats());
+    assert!(
+        stats.usage.own_bytes < used * 6 / 10,
+        "over half of the data was dead: {used} → {} {stats:?} {:?}",
+        stats.usage.own_bytes,
+        h2.engine.stats()
+    );
     assert_eq!(timestamps(&h2.engine, debug[0]).len(), 600, "the live end of an overridden series survives");
     for &id in &keep {
         assert_eq!(timestamps(&h2.engine, id).len(), 4 * 3600, "live series survive the merge intact");

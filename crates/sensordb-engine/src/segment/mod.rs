@@ -178,7 +178,8 @@ pub fn decode_replaced(bytes: &[u8]) -> Result<Vec<u64>, String> {
     let mut ids = Vec::with_capacity(count as usize);
     let mut previous = 0u64;
     for _ in 0..count {
-        previous = previous.checked_add(get_varint(bytes, &mut position).ok_or("replaced list truncated")?).ok_or("replaced id overflow")?;
+        previous =
+            previous.checked_add(get_varint(bytes, &mut position).ok_or("replaced list truncated")?).ok_or("replaced id overflow")?;
         ids.push(previous);
     }
     if position != bytes.len() {

@@ -33,8 +33,7 @@ pub struct SegmentScan {
 /// torn tail is cut off (and reported in `problems`).
 pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
     let io = |e| Error::io(path, e);
-    let id = parse_numbered_file(path, SEGMENT_EXTENSION)
-        .ok_or_else(|| Error::corruption(path, 0, "segment file name is not <id>.seg"))?;
+    let id = parse_numbered_file(path, SEGMENT_EXTENSION).ok_or_else(|| Error::corruption(path, 0, "segment file name is not <id>.seg"))?;
     let file = fs.open_rw(path).map_err(io)?;
     let len = file.len().map_err(io)?;
     let mut scan = SegmentScan {
@@ -195,9 +194,7 @@ fn parse_group(scan: &SegmentScan, header: &[u8; GROUP_HEADER_BYTES], offset: u6
     // Lengths come from the file: a damaged (or hostile) header may hold any value, so every
     // sum is checked rather than trusted to stay in range.
     let index_offset = (offset + GROUP_HEADER_BYTES as u64).checked_add(blocks_bytes);
-    let group_end = index_offset
-        .and_then(|at| at.checked_add(index_len))
-        .and_then(|end| end.checked_next_multiple_of(PAGE_BYTES));
+    let group_end = index_offset.and_then(|at| at.checked_add(index_len)).and_then(|end| end.checked_next_multiple_of(PAGE_BYTES));
     let (Some(index_offset), Some(group_end)) = (index_offset, group_end) else {
         return Ok(None);
     };
@@ -228,12 +225,14 @@ pub fn read_block(path: &Path, file: &dyn StorageFile, entry: &IndexEntry) -> Re
         let start = entry.offset.checked_sub(u64::from(distance)).filter(|&s| s >= FILE_HEADER_BYTES);
         let start = start.ok_or_else(|| block::BlockError::SharedTimestamps(format!("reference {distance} bytes back leaves the file")))?;
         if length > distance {
-            return Err(block::BlockError::SharedTimestamps(format!("record of {length} bytes overlaps the block {distance} bytes after it")));
+            return Err(block::BlockError::SharedTimestamps(format!(
+                "record of {length} bytes overlaps the block {distance} bytes after it"
+            )));
         }
         let mut record = vec![0u8; length as usize];
-        file.read_exact_at(&mut record, start).map_err(|e| block::BlockError::SharedTimestamps(format!("unreadable at offset {start}: {e}")))?;
-        block::decode_shared_timestamps(&record)
-            .map_err(|e| block::BlockError::SharedTimestamps(format!("at offset {start}: {e}")))
+        file.read_exact_at(&mut record, start)
+            .map_err(|e| block::BlockError::SharedTimestamps(format!("unreadable at offset {start}: {e}")))?;
+        block::decode_shared_timestamps(&record).map_err(|e| block::BlockError::SharedTimestamps(format!("at offset {start}: {e}")))
     };
     let block = block::decode_with_shared(&bytes, &mut load_shared).map_err(|e| Error::corruption(path, entry.offset, e.to_string()))?;
     let header = &block.header;
@@ -272,14 +271,19 @@ pub fn read_raw_block(
     file.read_exact_at(&mut bytes, entry.offset).map_err(|e| Error::io(path, e))?;
     let corrupt = |offset: u64, what: String| Error::corruption(path, offset, what);
     let header = block::BlockHeader::verified(&bytes).map_err(|e| corrupt(entry.offset, e.to_string()))?;
-    if header.series != entry.series || header.count != entry.count || header.min_timestamp != entry.min_timestamp || header.max_timestamp != entry.max_timestamp {
+    if header.series != entry.series
+        || header.count != entry.count
+        || header.min_timestamp != entry.min_timestamp
+        || header.max_timestamp != entry.max_timestamp
+    {
         return Err(corrupt(entry.offset, "block does not match its index entry".to_string()));
     }
     let shared = match block::shared_reference(&bytes, &header).map_err(|e| corrupt(entry.offset, e.to_string()))? {
         None => None,
         Some((distance, length)) => {
             let start = entry.offset.checked_sub(u64::from(distance)).filter(|&s| s >= FILE_HEADER_BYTES && length <= distance);
-            let start = start.ok_or_else(|| corrupt(entry.offset, format!("shared timestamp record {distance} bytes back is outside the file")))?;
+            let start =
+                start.ok_or_else(|| corrupt(entry.offset, format!("shared timestamp record {distance} bytes back is outside the file")))?;
             let record = match records.get(&start) {
                 Some(record) if record.len() == length as usize => record.clone(),
                 _ => {

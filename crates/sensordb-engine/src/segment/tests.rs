@@ -177,18 +177,28 @@ mod index_list {
     use proptest::prelude::*;
 
     fn entries() -> impl Strategy<Value = Vec<IndexEntry>> {
-        proptest::collection::vec((any::<u32>(), 1u32.., 0u64..3, 0u64..5000, 1u32..100_000, any::<i64>(), 0u64..(1 << 40)), 0..50).prop_map(|raw| {
-            let (mut sequence, mut end) = (0u64, 4096u64);
-            raw.into_iter()
-                .map(|(series, count, sequence_step, gap, length, min_timestamp, span)| {
-                    sequence += sequence_step;
-                    let offset = end + gap;
-                    end = offset + u64::from(length);
-                    let max_timestamp = min_timestamp.saturating_add(span as i64);
-                    IndexEntry { series: SeriesId(series), kind: ValueKind::F64, count, length, offset, min_timestamp, max_timestamp, sequence }
-                })
-                .collect()
-        })
+        proptest::collection::vec((any::<u32>(), 1u32.., 0u64..3, 0u64..5000, 1u32..100_000, any::<i64>(), 0u64..(1 << 40)), 0..50)
+            .prop_map(|raw| {
+                let (mut sequence, mut end) = (0u64, 4096u64);
+                raw.into_iter()
+                    .map(|(series, count, sequence_step, gap, length, min_timestamp, span)| {
+                        sequence += sequence_step;
+                        let offset = end + gap;
+                        end = offset + u64::from(length);
+                        let max_timestamp = min_timestamp.saturating_add(span as i64);
+                        IndexEntry {
+                            series: SeriesId(series),
+                            kind: ValueKind::F64,
+                            count,
+                            length,
+                            offset,
+                            min_timestamp,
+                            max_timestamp,
+                            sequence,
+                        }
+                    })
+                    .collect()
+            })
     }
 
     proptest! {

@@ -211,7 +211,16 @@ impl SegmentWriter {
             let _ = fs.remove(&path);
             return Err(io(e));
         }
-        Ok(SegmentWriter { id, path, file, end: FILE_HEADER_BYTES, entries: Vec::new(), wal_checkpoint: 0, sync, aligned: AlignedBuffer::default() })
+        Ok(SegmentWriter {
+            id,
+            path,
+            file,
+            end: FILE_HEADER_BYTES,
+            entries: Vec::new(),
+            wal_checkpoint: 0,
+            sync,
+            aligned: AlignedBuffer::default(),
+        })
     }
 
     /// Continues an unsealed segment found at recovery, after its last complete group.
@@ -363,10 +372,7 @@ impl SegmentWriter {
         footer.extend_from_slice(TRAILER_MAGIC);
         let trailer_checksum = crc32c(&footer[trailer_start..]);
         footer.extend_from_slice(&trailer_checksum.to_le_bytes());
-        let written = self
-            .file
-            .write_all_at(&footer, self.end)
-            .and_then(|()| if self.sync { self.file.sync_data() } else { Ok(()) });
+        let written = self.file.write_all_at(&footer, self.end).and_then(|()| if self.sync { self.file.sync_data() } else { Ok(()) });
         if let Err(e) = written {
             let _ = self.file.set_len(self.end);
             return Err(Error::io(&self.path, e));

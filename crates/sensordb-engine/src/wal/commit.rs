@@ -207,11 +207,7 @@ impl Wal {
 
     pub(crate) fn wait_settled(&self, position: WalPosition) -> Result<()> {
         let mut state = self.state.lock();
-        assert!(
-            position.sequence < state.next_sequence,
-            "BUG: waiting for position {} that this log never handed out",
-            position.sequence
-        );
+        assert!(position.sequence < state.next_sequence, "BUG: waiting for position {} that this log never handed out", position.sequence);
         loop {
             if position.sequence <= state.settled_through {
                 return state.outcome(position.sequence);
@@ -296,12 +292,7 @@ impl Wal {
         result
     }
 
-    fn write_group(
-        &self,
-        active: &mut LogFile,
-        group: &[u8],
-        rotate: bool,
-    ) -> Result<(), GroupFailure> {
+    fn write_group(&self, active: &mut LogFile, group: &[u8], rotate: bool) -> Result<(), GroupFailure> {
         if !group.is_empty() {
             if active.end_offset >= self.options.file_bytes_max && !active.is_empty() {
                 self.start_next_file(active)?;
@@ -343,10 +334,7 @@ impl Wal {
         }
         if self.sync {
             if let Err(error) = active.file.sync_data() {
-                return Err(GroupFailure::Poison(format!(
-                    "fsync of {} failed: {error}",
-                    path.display()
-                )));
+                return Err(GroupFailure::Poison(format!("fsync of {} failed: {error}", path.display())));
             }
         }
         active.end_offset = end;
@@ -400,9 +388,7 @@ impl Wal {
             Err(failure) => match failure.error {
                 Error::NoSpace { path } if failure.clean => Err(GroupFailure::NoSpace(path)),
                 Error::Io { path, source } if failure.clean => Err(GroupFailure::Retryable(path, source.to_string())),
-                error => {
-                    Err(GroupFailure::Poison(format!("starting log file {id} failed: {error}")))
-                }
+                error => Err(GroupFailure::Poison(format!("starting log file {id} failed: {error}"))),
             },
         }
     }

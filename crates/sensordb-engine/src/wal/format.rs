@@ -75,10 +75,9 @@ impl fmt::Display for HeaderError {
             }
             HeaderError::BadMagic => write!(f, "bad magic bytes in file header"),
             HeaderError::UnsupportedVersion(found) => write!(f, "unsupported version {found}"),
-            HeaderError::BadChecksum { stored, computed } => write!(
-                f,
-                "file header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
-            ),
+            HeaderError::BadChecksum { stored, computed } => {
+                write!(f, "file header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")
+            }
             HeaderError::BadFlags(flags) => write!(f, "unknown header flags {flags:#06x}"),
         }
     }
@@ -137,9 +136,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<FileHeader, HeaderError> {
     if flags != 0 {
         return Err(HeaderError::BadFlags(flags));
     }
-    let file_id = u64::from_le_bytes([
-        bytes[12], bytes[13], bytes[14], bytes[15], bytes[16], bytes[17], bytes[18], bytes[19],
-    ]);
+    let file_id = u64::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15], bytes[16], bytes[17], bytes[18], bytes[19]]);
     Ok(FileHeader { version, file_id })
 }
 
@@ -197,9 +194,7 @@ pub fn decode_record(data: &[u8], offset: usize) -> RecordStep<'_> {
             return RecordStep::ZeroTail;
         }
         if rest.len() < RECORD_HEADER_LEN {
-            return RecordStep::Bad {
-                reason: format!("torn record header: {} of {RECORD_HEADER_LEN} bytes", rest.len()),
-            };
+            return RecordStep::Bad { reason: format!("torn record header: {} of {RECORD_HEADER_LEN} bytes", rest.len()) };
         }
         return RecordStep::Bad { reason: "zero record header followed by data".to_string() };
     }
@@ -207,20 +202,12 @@ pub fn decode_record(data: &[u8], offset: usize) -> RecordStep<'_> {
     let stored = read_u32(rest, 4);
     let available = rest.len() - RECORD_HEADER_LEN;
     if len > available {
-        return RecordStep::Bad {
-            reason: format!(
-                "record of {len} bytes extends past the end of the file ({available} bytes left)"
-            ),
-        };
+        return RecordStep::Bad { reason: format!("record of {len} bytes extends past the end of the file ({available} bytes left)") };
     }
     let payload = &rest[RECORD_HEADER_LEN..RECORD_HEADER_LEN + len];
     let computed = record_checksum(payload);
     if stored != computed {
-        return RecordStep::Bad {
-            reason: format!(
-                "record checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
-            ),
-        };
+        return RecordStep::Bad { reason: format!("record checksum mismatch: stored {stored:#010x}, computed {computed:#010x}") };
     }
     RecordStep::Record { payload, next: offset + RECORD_HEADER_LEN + len }
 }
@@ -246,10 +233,7 @@ mod tests {
     fn encoding_is_frozen() {
         let header = encode_header(&FileHeader { version: FormatVersion::V1, file_id: 7 });
         assert_eq!(&header[..20], b"\x89SDBWAL\n\x01\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00");
-        assert_eq!(
-            u32::from_le_bytes([header[20], header[21], header[22], header[23]]),
-            0x4ff1_ffe0
-        );
+        assert_eq!(u32::from_le_bytes([header[20], header[21], header[22], header[23]]), 0x4ff1_ffe0);
         let mut record = Vec::new();
         encode_record(b"abc", record_checksum(b"abc"), &mut record);
         assert_eq!(record.len(), record_len(3));

@@ -55,17 +55,10 @@ pub(crate) struct CreateFailure {
 
 /// Creates log file `id` in `dir` and writes its header; with `sync`, makes the header and the
 /// directory entry durable before returning.
-pub(crate) fn create(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    id: u64,
-    sync: bool,
-) -> Result<LogFile, CreateFailure> {
+pub(crate) fn create(fs: &dyn FileSystem, dir: &Path, id: u64, sync: bool) -> Result<LogFile, CreateFailure> {
     let path = numbered_file(dir, id, WAL_EXTENSION);
-    let file =
-        fs.create(&path).map_err(|e| CreateFailure { error: Error::io(&path, e), clean: true })?;
-    let header =
-        format::encode_header(&FileHeader { version: FormatVersion::CURRENT, file_id: id });
+    let file = fs.create(&path).map_err(|e| CreateFailure { error: Error::io(&path, e), clean: true })?;
+    let header = format::encode_header(&FileHeader { version: FormatVersion::CURRENT, file_id: id });
     if let Err(e) = file.write_all_at(&header, 0) {
         // Nothing in the file was ever acknowledged, so removing it restores the old state.
         let clean = fs.remove(&path).is_ok();

@@ -89,12 +89,7 @@ pub struct WalOptions {
 
 impl Default for WalOptions {
     fn default() -> Self {
-        WalOptions {
-            durability: Durability::Fsync,
-            file_bytes_max: 64 << 20,
-            record_bytes_max: 64 << 20,
-            pending_bytes_max: 16 << 20,
-        }
+        WalOptions { durability: Durability::Fsync, file_bytes_max: 64 << 20, record_bytes_max: 64 << 20, pending_bytes_max: 16 << 20 }
     }
 }
 
@@ -161,9 +156,7 @@ impl Wal {
             fs.sync_dir(parent).map_err(|e| Error::io(parent, e))?;
         }
         let (mut recovery, last_file_id) = recovery::recover(&*fs, dir, replay)?;
-        let file_id = last_file_id
-            .checked_add(1)
-            .ok_or_else(|| Error::corruption(dir, 0, "log file ids exhausted"))?;
+        let file_id = last_file_id.checked_add(1).ok_or_else(|| Error::corruption(dir, 0, "log file ids exhausted"))?;
         let active = log_file::create(&*fs, dir, file_id, sync).map_err(|failure| failure.error)?;
         recovery.active_file_id = active.id;
         let wal = Wal {

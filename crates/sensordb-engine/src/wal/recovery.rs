@@ -52,11 +52,7 @@ pub(crate) fn list_files(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<(u64, Pa
 
 /// Replays every intact record of the log files in `dir` through `replay`, repairs the last
 /// file, and returns what it found plus the largest file id seen (0 when there is none).
-pub(crate) fn recover(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    replay: &mut dyn FnMut(&[u8]) -> Result<()>,
-) -> Result<(WalRecovery, u64)> {
+pub(crate) fn recover(fs: &dyn FileSystem, dir: &Path, replay: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<(WalRecovery, u64)> {
     let mut files = list_files(fs, dir)?;
     check_versions(fs, &files)?;
     let max_id = files.last().map_or(0, |(id, _)| *id);
@@ -85,9 +81,7 @@ fn unfinished_file(fs: &dyn FileSystem, path: &Path) -> Result<Option<String>> {
     let data = file.read_all().map_err(|e| Error::io(path, e))?;
     match format::decode_header(&data) {
         Ok(_) => Ok(None),
-        Err(error) if data.len() < HEADER_LEN || data.iter().all(|&b| b == 0) => {
-            Ok(Some(error.to_string()))
-        }
+        Err(error) if data.len() < HEADER_LEN || data.iter().all(|&b| b == 0) => Ok(Some(error.to_string())),
         Err(_) => Ok(None),
     }
 }
@@ -100,11 +94,7 @@ fn check_versions(fs: &dyn FileSystem, files: &[(u64, PathBuf)]) -> Result<()> {
         let mut bytes = vec![0u8; HEADER_LEN.min(usize::try_from(len).unwrap_or(HEADER_LEN))];
         file.read_exact_at(&mut bytes, 0).map_err(|e| Error::io(path, e))?;
         if let Err(HeaderError::UnsupportedVersion(found)) = format::decode_header(&bytes) {
-            return Err(Error::UnsupportedVersion {
-                path: path.clone(),
-                found,
-                supported: format::FormatVersion::CURRENT as u16,
-            });
+            return Err(Error::UnsupportedVersion { path: path.clone(), found, supported: format::FormatVersion::CURRENT as u16 });
         }
     }
     Ok(())
@@ -119,14 +109,11 @@ fn replay_file(
     recovery: &mut WalRecovery,
 ) -> Result<()> {
     // The whole file is read at once: files are bounded by `file_bytes_max` plus one group.
-    let file = if is_last { fs.open_rw(path) } else { fs.open_read(path) }
-        .map_err(|e| Error::io(path, e))?;
+    let file = if is_last { fs.open_rw(path) } else { fs.open_read(path) }.map_err(|e| Error::io(path, e))?;
     let data = file.read_all().map_err(|e| Error::io(path, e))?;
 
     let header_error = match format::decode_header(&data) {
-        Ok(header) if header.file_id != id => {
-            Some(format!("file header names file id {}, the file name {id}", header.file_id))
-        }
+        Ok(header) if header.file_id != id => Some(format!("file header names file id {}, the file name {id}", header.file_id)),
         Ok(_) => None,
         Err(error) => Some(error.to_string()),
     };

@@ -124,7 +124,8 @@ async fn serve_connection(
     };
     let activity = Arc::new(Activity::new());
     let io = ConnectionStream::new(stream, permit, state.clone(), activity.clone());
-    let service = ConnectionService { router, activity: activity.clone(), body: BodyLimits::from_config(&state.config), state: state.clone() };
+    let service =
+        ConnectionService { router, activity: activity.clone(), body: BodyLimits::from_config(&state.config), state: state.clone() };
     let mut builder = hyper::server::conn::http1::Builder::new();
     // Off: the phases below keep the idle and head limits apart (see the module comment).
     builder.header_read_timeout(None);
@@ -320,7 +321,12 @@ struct ConnectionStream {
 }
 
 impl ConnectionStream {
-    fn new(stream: MaybeTlsStream<TcpStream>, permit: OwnedSemaphorePermit, state: Arc<ServerState>, activity: Arc<Activity>) -> ConnectionStream {
+    fn new(
+        stream: MaybeTlsStream<TcpStream>,
+        permit: OwnedSemaphorePermit,
+        state: Arc<ServerState>,
+        activity: Arc<Activity>,
+    ) -> ConnectionStream {
         Metrics::add(&state.metrics.connections_accepted, 1);
         state.metrics.connections_open.fetch_add(1, Ordering::Relaxed);
         ConnectionStream { stream, _permit: permit, state, activity }

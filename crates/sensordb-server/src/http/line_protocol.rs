@@ -149,11 +149,7 @@ impl<'a> Lines<'a> {
         }
         let error = |message: String| LineError { line: number, message };
         if trimmed.len() > self.options.max_line_bytes {
-            return Some(Err(error(format!(
-                "line of {} bytes exceeds the limit of {} bytes",
-                trimmed.len(),
-                self.options.max_line_bytes
-            ))));
+            return Some(Err(error(format!("line of {} bytes exceeds the limit of {} bytes", trimmed.len(), self.options.max_line_bytes))));
         }
         let (series_text, series, timestamp) = match fast::parse_line(trimmed, fields) {
             Some(line) => (line.series_text, None, line.timestamp),

@@ -65,7 +65,13 @@ pub struct HttpState {
 
 impl HttpState {
     pub fn new(server: Arc<ServerState>) -> HttpState {
-        HttpState { server, caches: RwLock::new(HashMap::new()), batches: write::BatchPool::default(), bodies: write::BodyPool::default(), memos: write::MemoPool::default() }
+        HttpState {
+            server,
+            caches: RwLock::new(HashMap::new()),
+            batches: write::BatchPool::default(),
+            bodies: write::BodyPool::default(),
+            memos: write::MemoPool::default(),
+        }
     }
 
     /// The series cache of `database`; the first write to a database creates it (durably) in

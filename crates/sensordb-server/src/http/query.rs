@@ -41,10 +41,8 @@ pub async fn influxql(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let mut params = params;
-    let form = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    let form =
+        headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
     if form {
         let body_params: Vec<(String, String)> =
             serde_urlencoded::from_bytes(&body).map_err(|e| ApiError::bad_request(format!("bad form body: {e}")))?;
@@ -148,7 +146,8 @@ fn parse_drop(statement: &str) -> Result<(Option<String>, Vec<(String, String)>)
                 Some(i) => (&rest[..i], Some(&rest[i + 5..])),
                 None => (rest, None),
             };
-            let (key, value) = clause.split_once('=').ok_or_else(|| format!("only tag = 'value' conditions are supported, got {clause:?}"))?;
+            let (key, value) =
+                clause.split_once('=').ok_or_else(|| format!("only tag = 'value' conditions are supported, got {clause:?}"))?;
             let value = value.trim();
             if !(value.len() >= 2 && value.starts_with('\'') && value.ends_with('\'')) {
                 return Err(format!("tag values are single-quoted strings, got {value}"));
@@ -438,7 +437,10 @@ mod tests {
 
     #[test]
     fn drop_statements_parse_into_measurement_and_tags() {
-        assert_eq!(parse_drop("DROP SERIES FROM cpu WHERE host = 'a' AND region='eu west'"), Ok((Some("cpu".into()), vec![("host".into(), "a".into()), ("region".into(), "eu west".into())])));
+        assert_eq!(
+            parse_drop("DROP SERIES FROM cpu WHERE host = 'a' AND region='eu west'"),
+            Ok((Some("cpu".into()), vec![("host".into(), "a".into()), ("region".into(), "eu west".into())]))
+        );
         assert_eq!(parse_drop("drop series where host='a'"), Ok((None, vec![("host".into(), "a".into())])));
         assert_eq!(parse_drop("DROP MEASUREMENT \"cpu\""), Ok((Some("cpu".into()), vec![])));
         assert!(parse_drop("DROP SERIES").is_err());

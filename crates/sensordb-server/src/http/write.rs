@@ -104,7 +104,8 @@ pub struct MemoPool {
 
 impl MemoPool {
     fn take(&self, cache: &Arc<SeriesCache>) -> SeriesMemo {
-        let mut memo = self.memos.lock().pop().unwrap_or_else(|| SeriesMemo { cache: None, series: hashbrown::HashMap::default(), bodies: 0 });
+        let mut memo =
+            self.memos.lock().pop().unwrap_or_else(|| SeriesMemo { cache: None, series: hashbrown::HashMap::default(), bodies: 0 });
         if !memo.cache.as_ref().is_some_and(|c| Arc::ptr_eq(c, cache)) || memo.series.len() > MEMO_SERIES_MAX {
             // A new map rather than `clear`: a cleared map keeps its largest table.
             memo.series = hashbrown::HashMap::default();
@@ -404,11 +405,7 @@ async fn write_body(
         let len = raw.len();
         (raw, len, false)
     };
-    let options = ReadOptions {
-        precision,
-        default_timestamp: now_ns(),
-        max_line_bytes: http.server.config.max_line_bytes,
-    };
+    let options = ReadOptions { precision, default_timestamp: now_ns(), max_line_bytes: http.server.config.max_line_bytes };
     http.server.wait_for_space().await.map_err(ApiError::from_engine)?;
     let worker = http.clone();
     let report = tokio::task::spawn_blocking(move || {
@@ -491,9 +488,7 @@ fn gunzip(raw: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<usize, ApiError
 
 /// The wall clock in nanoseconds since the Unix epoch.
 pub fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

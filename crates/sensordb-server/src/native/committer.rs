@@ -93,9 +93,8 @@ impl Committer {
         let (queue, jobs) = mpsc::channel(QUEUE_LEN);
         // Answers delayed by the disk-usage throttle wait on the runtime, not on this thread.
         let runtime = tokio::runtime::Handle::current();
-        let thread = std::thread::Builder::new()
-            .name("sensordb-commit".into())
-            .spawn(move || run(&engine, &txlog, &on_stored, &runtime, jobs))?;
+        let thread =
+            std::thread::Builder::new().name("sensordb-commit".into()).spawn(move || run(&engine, &txlog, &on_stored, &runtime, jobs))?;
         Ok((Committer { queue }, thread))
     }
 

@@ -58,7 +58,10 @@ const OUTGOING_FRAMES_MAX: usize = 64;
 enum Incoming {
     Frame(Frame, Option<HeldBytes>),
     /// A frame that cannot be used; `fatal` when the byte stream can no longer be trusted.
-    Bad { error: FrameError, fatal: bool },
+    Bad {
+        error: FrameError,
+        fatal: bool,
+    },
 }
 
 enum Flow {
@@ -402,11 +405,21 @@ impl Connection {
             Frame::Ping { nonce } => self.send(Frame::Pong { nonce }),
             Frame::Create { tx } => {
                 if self.open.contains_key(&tx) || self.completing.contains(&tx) {
-                    self.send(error_frame(ErrorCode::DuplicateTransaction, false, Some(tx), 0,
-                        format!("transaction {tx} is already open on this connection")));
+                    self.send(error_frame(
+                        ErrorCode::DuplicateTransaction,
+                        false,
+                        Some(tx),
+                        0,
+                        format!("transaction {tx} is already open on this connection"),
+                    ));
                 } else if self.open.len() >= MAX_OPEN_TRANSACTIONS {
-                    self.send(error_frame(ErrorCode::TooManyTransactions, false, Some(tx), 0,
-                        format!("at most {MAX_OPEN_TRANSACTIONS} transactions may be open on one connection")));
+                    self.send(error_frame(
+                        ErrorCode::TooManyTransactions,
+                        false,
+                        Some(tx),
+                        0,
+                        format!("at most {MAX_OPEN_TRANSACTIONS} transactions may be open on one connection"),
+                    ));
                 } else {
                     self.open.insert(tx, OpenTransaction::new());
                     let already_completed = self.txlog.lookup(&(client_id, tx.0)).is_some();
@@ -417,7 +430,13 @@ impl Connection {
             Frame::Confirm { tx } => match self.open.get_mut(&tx) {
                 Some(open) if open.has_partial() => {
                     self.roll_back(tx);
-                    self.send(error_frame(ErrorCode::Malformed, false, Some(tx), 0, "CONFIRM with a payload value unfinished; rolled back"));
+                    self.send(error_frame(
+                        ErrorCode::Malformed,
+                        false,
+                        Some(tx),
+                        0,
+                        "CONFIRM with a payload value unfinished; rolled back",
+                    ));
                 }
                 Some(open) => {
                     open.confirmed = true;
@@ -430,26 +449,42 @@ impl Connection {
             Frame::Complete { tx } => self.complete(client_id, tx, None),
             Frame::CompleteChecked { tx, crc, bytes, points } => {
                 if self.version < CHECKED_COMPLETE_VERSION {
-                    self.send(error_frame(ErrorCode::UnknownFrameType, false, Some(tx), 0, format!(
-                        "COMPLETE_CHECKED needs protocol version {CHECKED_COMPLETE_VERSION}; this connection speaks version {}",
-                        self.version
-                    )));
+                    self.send(error_frame(
+                        ErrorCode::UnknownFrameType,
+                        false,
+                        Some(tx),
+                        0,
+                        format!(
+                            "COMPLETE_CHECKED needs protocol version {CHECKED_COMPLETE_VERSION}; this connection speaks version {}",
+                            self.version
+                        ),
+                    ));
                 } else {
                     self.complete(client_id, tx, Some((crc, bytes, points)));
                 }
             }
             Frame::Cancel { tx } => {
                 if self.completing.contains(&tx) {
-                    self.send(error_frame(ErrorCode::WrongState, false, Some(tx), 0,
-                        format!("transaction {tx} is already being completed")));
+                    self.send(error_frame(
+                        ErrorCode::WrongState,
+                        false,
+                        Some(tx),
+                        0,
+                        format!("transaction {tx} is already being completed"),
+                    ));
                 } else {
                     self.roll_back(tx);
                     self.send(Frame::Cancelled { tx });
                 }
             }
             other => {
-                self.send(error_frame(ErrorCode::WrongState, true, None, 0,
-                    format!("{:?} frames go from server to client", other.frame_type())));
+                self.send(error_frame(
+                    ErrorCode::WrongState,
+                    true,
+                    None,
+                    0,
+                    format!("{:?} frames go from server to client", other.frame_type()),
+                ));
                 return Flow::Close;
             }
         }
@@ -467,15 +502,19 @@ impl Connection {
 
     async fn hello(&mut self, frame: Frame) -> Flow {
         let Frame::Hello { min_version, max_version, client_id, token, client_name } = frame else {
-            self.send(error_frame(ErrorCode::WrongState, true, None, 0,
-                format!("expected HELLO, got {:?}", frame.frame_type())));
+            self.send(error_frame(ErrorCode::WrongState, true, None, 0, format!("expected HELLO, got {:?}", frame.frame_type())));
             return Flow::Close;
         };
         // The highest version both ends speak.
         let version = max_version.min(VERSION);
         if version < min_version.max(MIN_VERSION) {
-            self.send(error_frame(ErrorCode::UnsupportedVersion, true, None, 0,
-                format!("client speaks versions {min_version}..={max_version}, this server speaks {MIN_VERSION}..={VERSION}")));
+            self.send(error_frame(
+                ErrorCode::UnsupportedVersion,
+                true,
+                None,
+                0,
+                format!("client speaks versions {min_version}..={max_version}, this server speaks {MIN_VERSION}..={VERSION}"),
+            ));
             return Flow::Close;
         }
         let presented = (!token.is_empty()).then_some(token.as_str());
@@ -539,8 +578,13 @@ impl Connection {
         }
         if self.open_bytes + len > limit {
             self.roll_back(tx);
-            return self.send(error_frame(ErrorCode::TransactionTooLarge, false, Some(tx), 0,
-                format!("open transactions on this connection would hold more than {limit} bytes; rolled back")));
+            return self.send(error_frame(
+                ErrorCode::TransactionTooLarge,
+                false,
+                Some(tx),
+                0,
+                format!("open transactions on this connection would hold more than {limit} bytes; rolled back"),
+            ));
         }
         match open.add(records, &self.series) {
             Ok(()) => {
@@ -565,15 +609,26 @@ impl Connection {
                 if let Some(expected) = expected.filter(|&expected| expected != received) {
                     self.roll_back(tx);
                     let ((crc, bytes, points), (their_crc, their_bytes, their_points)) = (received, expected);
-                    return self.send(error_frame(ErrorCode::ChecksumMismatch, false, Some(tx), 0, format!(
-                        "transaction {tx} rolled back: received crc32c {crc:#010x}, {bytes} bytes, {points} points; \
+                    return self.send(error_frame(
+                        ErrorCode::ChecksumMismatch,
+                        false,
+                        Some(tx),
+                        0,
+                        format!(
+                            "transaction {tx} rolled back: received crc32c {crc:#010x}, {bytes} bytes, {points} points; \
                          the client sent crc32c {their_crc:#010x}, {their_bytes} bytes, {their_points} points"
-                    )));
+                        ),
+                    ));
                 }
             }
             Some((false, _)) => {
-                return self.send(error_frame(ErrorCode::WrongState, false, Some(tx), 0,
-                    format!("COMPLETE for transaction {tx} before CONFIRM")));
+                return self.send(error_frame(
+                    ErrorCode::WrongState,
+                    false,
+                    Some(tx),
+                    0,
+                    format!("COMPLETE for transaction {tx} before CONFIRM"),
+                ));
             }
             None => {
                 // A retry may go straight to COMPLETE for an id that was completed before.
@@ -656,8 +711,9 @@ async fn finish(
         Ok(())
     });
     let path = state.engine.data_dir().to_path_buf();
-    let written: Outcome =
-        task.await.unwrap_or_else(|error| Err(Arc::new(EngineError::Io { path, source: std::io::Error::other(format!("write task: {error}")) })));
+    let written: Outcome = task
+        .await
+        .unwrap_or_else(|error| Err(Arc::new(EngineError::Io { path, source: std::io::Error::other(format!("write task: {error}")) })));
     drop(held);
     answer.deliver(written, None);
 }

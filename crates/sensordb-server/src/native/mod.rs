@@ -17,11 +17,11 @@ pub mod transaction;
 pub mod txlog;
 
 use crate::server::{ServerState, ShutdownSignal};
+use committer::Committer;
 use sensordb_engine::Durability;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
-use committer::Committer;
 use txlog::{TxLog, TxLogOptions};
 
 /// Serves the native protocol on `listener` until `shutdown`.

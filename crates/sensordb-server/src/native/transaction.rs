@@ -90,7 +90,10 @@ impl OpenTransaction {
                 }
                 Appended::PayloadPart { short_id, timestamp, last, bytes } => {
                     let Some(&(id, _)) = series.get(&short_id) else {
-                        return Err(SendError { code: ErrorCode::UnknownSeries, message: format!("short series id {short_id} is not defined") });
+                        return Err(SendError {
+                            code: ErrorCode::UnknownSeries,
+                            message: format!("short series id {short_id} is not defined"),
+                        });
                     };
                     let partial = self.partial.get_or_insert_with(|| Partial { short_id, series: id, timestamp, bytes: BytesMut::new() });
                     if partial.short_id != short_id || partial.timestamp != timestamp {

@@ -379,7 +379,12 @@ impl TxLog {
         let mut file = self.file.lock();
         let records: Vec<[u8; RECORD_LEN]> = {
             let state = self.state.lock();
-            state.order.iter().filter(|(at, key)| state.known.get(key).is_some_and(|e| e.at_ns == *at)).map(|(_, key)| encode_record(key, state.known[key])).collect()
+            state
+                .order
+                .iter()
+                .filter(|(at, key)| state.known.get(key).is_some_and(|e| e.at_ns == *at))
+                .map(|(_, key)| encode_record(key, state.known[key]))
+                .collect()
         };
         let temporary = self.path.with_extension("log.tmp");
         let mut out = File::create(&temporary)?;

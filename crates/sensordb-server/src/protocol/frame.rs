@@ -184,30 +184,89 @@ impl ErrorCode {
 /// One decoded frame.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Frame {
-    Hello { min_version: u16, max_version: u16, client_id: [u8; 16], token: String, client_name: String },
-    DefineSeries { short_id: u32, kind: ValueKind, key: String },
-    Create { tx: TxId },
+    Hello {
+        min_version: u16,
+        max_version: u16,
+        client_id: [u8; 16],
+        token: String,
+        client_name: String,
+    },
+    DefineSeries {
+        short_id: u32,
+        kind: ValueKind,
+        key: String,
+    },
+    Create {
+        tx: TxId,
+    },
     /// `records`: point records (see [`super::points`]).
-    Send { tx: TxId, records: Bytes },
-    Confirm { tx: TxId },
-    Complete { tx: TxId },
+    Send {
+        tx: TxId,
+        records: Bytes,
+    },
+    Confirm {
+        tx: TxId,
+    },
+    Complete {
+        tx: TxId,
+    },
     /// COMPLETE that stores the transaction only if the server received exactly what the
     /// client sent: `crc`, `bytes` and `points` as in CONFIRMED, computed by the client.
-    CompleteChecked { tx: TxId, crc: u32, bytes: u64, points: u64 },
-    Cancel { tx: TxId },
-    Ping { nonce: u64 },
-    HelloOk { version: u16, max_frame_bytes: u32, max_transaction_bytes: u64, transaction_timeout_ms: u32, server: String },
-    SeriesOk { short_id: u32, series_id: u32 },
+    CompleteChecked {
+        tx: TxId,
+        crc: u32,
+        bytes: u64,
+        points: u64,
+    },
+    Cancel {
+        tx: TxId,
+    },
+    Ping {
+        nonce: u64,
+    },
+    HelloOk {
+        version: u16,
+        max_frame_bytes: u32,
+        max_transaction_bytes: u64,
+        transaction_timeout_ms: u32,
+        server: String,
+    },
+    SeriesOk {
+        short_id: u32,
+        series_id: u32,
+    },
     /// `already_completed`: the id is in the completed-transaction window (informational).
-    Created { tx: TxId, already_completed: bool },
+    Created {
+        tx: TxId,
+        already_completed: bool,
+    },
     /// `crc`: CRC32C of the concatenated record bytes of every SEND of the transaction.
-    Confirmed { tx: TxId, crc: u32, bytes: u64, points: u64 },
+    Confirmed {
+        tx: TxId,
+        crc: u32,
+        bytes: u64,
+        points: u64,
+    },
     /// `duplicate`: completed earlier; nothing was written this time.
-    Completed { tx: TxId, duplicate: bool, points: u64 },
-    Cancelled { tx: TxId },
-    Pong { nonce: u64 },
+    Completed {
+        tx: TxId,
+        duplicate: bool,
+        points: u64,
+    },
+    Cancelled {
+        tx: TxId,
+    },
+    Pong {
+        nonce: u64,
+    },
     /// `context`: the short series id a DEFINE_SERIES error is about, else 0.
-    Error { code: ErrorCode, fatal: bool, tx: Option<TxId>, context: u32, message: String },
+    Error {
+        code: ErrorCode,
+        fatal: bool,
+        tx: Option<TxId>,
+        context: u32,
+        message: String,
+    },
 }
 
 /// Why bytes are not a valid frame.
@@ -457,10 +516,7 @@ impl Frame {
                 let server = utf8(text(&mut r))?;
                 Frame::HelloOk { version, max_frame_bytes, max_transaction_bytes, transaction_timeout_ms, server }
             }
-            FrameType::SeriesOk => Frame::SeriesOk {
-                short_id: r.u32().ok_or_else(truncated)?,
-                series_id: r.u32().ok_or_else(truncated)?,
-            },
+            FrameType::SeriesOk => Frame::SeriesOk { short_id: r.u32().ok_or_else(truncated)?, series_id: r.u32().ok_or_else(truncated)? },
             FrameType::Created => {
                 let tx = tx_id(&mut r).ok_or_else(truncated)?;
                 let flag = r.u8().ok_or_else(truncated)?;
@@ -541,13 +597,7 @@ mod tests {
     }
 
     fn kind_strategy() -> impl Strategy<Value = ValueKind> {
-        prop_oneof![
-            Just(ValueKind::F64),
-            Just(ValueKind::I64),
-            Just(ValueKind::U64),
-            Just(ValueKind::Bool),
-            Just(ValueKind::Bytes)
-        ]
+        prop_oneof![Just(ValueKind::F64), Just(ValueKind::I64), Just(ValueKind::U64), Just(ValueKind::Bool), Just(ValueKind::Bytes)]
     }
 
     fn code_strategy() -> impl Strategy<Value = ErrorCode> {
@@ -565,11 +615,15 @@ mod tests {
             }),
             (any::<u32>(), kind_strategy(), ".{0,40}").prop_map(|(short_id, kind, key)| Frame::DefineSeries { short_id, kind, key }),
             tx_strategy().prop_map(|tx| Frame::Create { tx }),
-            (tx_strategy(), proptest::collection::vec(any::<u8>(), 0..64))
-                .prop_map(|(tx, r)| Frame::Send { tx, records: Bytes::from(r) }),
+            (tx_strategy(), proptest::collection::vec(any::<u8>(), 0..64)).prop_map(|(tx, r)| Frame::Send { tx, records: Bytes::from(r) }),
             tx_strategy().prop_map(|tx| Frame::Confirm { tx }),
             tx_strategy().prop_map(|tx| Frame::Complete { tx }),
-            (tx_strategy(), any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(tx, crc, bytes, points)| Frame::CompleteChecked { tx, crc, bytes, points }),
+            (tx_strategy(), any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(tx, crc, bytes, points)| Frame::CompleteChecked {
+                tx,
+                crc,
+                bytes,
+                points
+            }),
             tx_strategy().prop_map(|tx| Frame::Cancel { tx }),
             any::<u64>().prop_map(|nonce| Frame::Ping { nonce }),
             (any::<u16>(), any::<u32>(), any::<u64>(), any::<u32>(), ".{0,20}").prop_map(|(v, f, t, ms, s)| Frame::HelloOk {
@@ -581,8 +635,12 @@ mod tests {
             }),
             (any::<u32>(), any::<u32>()).prop_map(|(short_id, series_id)| Frame::SeriesOk { short_id, series_id }),
             (tx_strategy(), any::<bool>()).prop_map(|(tx, already_completed)| Frame::Created { tx, already_completed }),
-            (tx_strategy(), any::<u32>(), any::<u64>(), any::<u64>())
-                .prop_map(|(tx, crc, bytes, points)| Frame::Confirmed { tx, crc, bytes, points }),
+            (tx_strategy(), any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(tx, crc, bytes, points)| Frame::Confirmed {
+                tx,
+                crc,
+                bytes,
+                points
+            }),
             (tx_strategy(), any::<bool>(), any::<u64>()).prop_map(|(tx, duplicate, points)| Frame::Completed { tx, duplicate, points }),
             tx_strategy().prop_map(|tx| Frame::Cancelled { tx }),
             any::<u64>().prop_map(|nonce| Frame::Pong { nonce }),

@@ -9,7 +9,5 @@
 pub mod frame;
 pub mod points;
 
-pub use frame::{
-    read_frame, write_frame, ErrorCode, Frame, FrameError, FrameType, TxId, HEADER_LEN, HELLO_MAGIC, VERSION,
-};
+pub use frame::{read_frame, write_frame, ErrorCode, Frame, FrameError, FrameType, TxId, HEADER_LEN, HELLO_MAGIC, VERSION};
 pub use points::{PointRecord, PointsDecoder, PointsEncoder};

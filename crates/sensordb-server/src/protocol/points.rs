@@ -16,8 +16,8 @@
 //! the value. The series kind comes from the connection's DEFINE_SERIES.
 
 use bytes::Bytes;
-use sensordb_engine::checksum::{get_varint, put_varint, unzigzag, zigzag};
 use sensordb_engine::batch::WriteBatch;
+use sensordb_engine::checksum::{get_varint, put_varint, unzigzag, zigzag};
 use sensordb_engine::{SeriesId, Timestamp, ValueColumn, ValueKind};
 
 const RECORD_POINTS: u8 = 1;
@@ -171,8 +171,16 @@ impl PointsDecoder {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Appended {
     /// A POINTS record's `count` points went into the batch.
-    Points { short_id: u32, count: usize },
-    PayloadPart { short_id: u32, timestamp: Timestamp, last: bool, bytes: Bytes },
+    Points {
+        short_id: u32,
+        count: usize,
+    },
+    PayloadPart {
+        short_id: u32,
+        timestamp: Timestamp,
+        last: bool,
+        bytes: Bytes,
+    },
 }
 
 enum Head {
@@ -182,7 +190,13 @@ enum Head {
 
 /// Appends a POINTS record's `count` timestamps and values, from `position`, to the columns
 /// (`values` has the series' kind).
-fn decode_points(body: &[u8], position: &mut usize, count: usize, timestamps: &mut Vec<Timestamp>, values: &mut ValueColumn) -> Result<(), DecodeError> {
+fn decode_points(
+    body: &[u8],
+    position: &mut usize,
+    count: usize,
+    timestamps: &mut Vec<Timestamp>,
+    values: &mut ValueColumn,
+) -> Result<(), DecodeError> {
     let malformed = |what: &str| DecodeError::Malformed(what.to_string());
     let varint = |position: &mut usize| get_varint(body, position).ok_or_else(|| malformed("truncated varint"));
     timestamps.reserve(count);

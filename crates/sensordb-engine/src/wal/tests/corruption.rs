@@ -51,10 +51,7 @@ fn build(dir: &Path) -> Image {
             .collect()
     };
     Image {
-        files: [
-            std::fs::read(wal_path(dir, 1)).expect("read"),
-            std::fs::read(wal_path(dir, 2)).expect("read"),
-        ],
+        files: [std::fs::read(wal_path(dir, 1)).expect("read"), std::fs::read(wal_path(dir, 2)).expect("read")],
         starts: [starts(&records[..5]), starts(&records[5..])],
     }
 }
@@ -242,13 +239,9 @@ fn corruption_cases() {
         let (wal, recovery, replayed) = open(&fs, dir.path(), options(Durability::Fsync, 1 << 20));
         let expected: Vec<Vec<u8>> = case.survivors.iter().map(|&i| records[i].clone()).collect();
         assert_eq!(replayed, expected, "{}", case.name);
-        let reported: Vec<(PathBuf, u64)> =
-            recovery.truncated.iter().map(|(path, offset, _)| (path.clone(), *offset)).collect();
-        let wanted: Vec<(PathBuf, u64)> = case
-            .reports
-            .iter()
-            .map(|(id, offset)| (wal_path(dir.path(), *id), offset(&image) as u64))
-            .collect();
+        let reported: Vec<(PathBuf, u64)> = recovery.truncated.iter().map(|(path, offset, _)| (path.clone(), *offset)).collect();
+        let wanted: Vec<(PathBuf, u64)> =
+            case.reports.iter().map(|(id, offset)| (wal_path(dir.path(), *id), offset(&image) as u64)).collect();
         assert_eq!(reported, wanted, "{}: {:?}", case.name, recovery.truncated);
         assert_eq!(!wal_path(dir.path(), 2).exists(), case.last_file_removed, "{}", case.name);
         assert_eq!(recovery.active_file_id, 3, "{}", case.name);
@@ -258,12 +251,7 @@ fn corruption_cases() {
         drop(wal);
         let (_wal, again, replayed) = open(&fs, dir.path(), options(Durability::Fsync, 1 << 20));
         // Repairs hold: only damage in files that were skipped, not cut, is reported again.
-        assert!(
-            again.truncated.iter().all(|cut| recovery.truncated.contains(cut)),
-            "{}: {:?}",
-            case.name,
-            again.truncated
-        );
+        assert!(again.truncated.iter().all(|cut| recovery.truncated.contains(cut)), "{}: {:?}", case.name, again.truncated);
         let mut expected = expected;
         expected.push(record(99, 9));
         assert_eq!(replayed, expected, "{} (second recovery)", case.name);

@@ -25,11 +25,7 @@ pub(super) fn real_fs() -> Arc<dyn FileSystem> {
 }
 
 /// Opens the log and returns it with everything it replayed.
-pub(super) fn open(
-    fs: &Arc<dyn FileSystem>,
-    dir: &Path,
-    options: WalOptions,
-) -> (Wal, WalRecovery, Vec<Vec<u8>>) {
+pub(super) fn open(fs: &Arc<dyn FileSystem>, dir: &Path, options: WalOptions) -> (Wal, WalRecovery, Vec<Vec<u8>>) {
     let mut replayed = Vec::new();
     let (wal, recovery) = Wal::open(fs.clone(), dir, options, &mut |record| {
         replayed.push(record.to_vec());
@@ -62,9 +58,7 @@ pub(super) fn wal_path(dir: &Path, id: u64) -> PathBuf {
 pub(super) fn file_ids(dir: &Path) -> Vec<u64> {
     let mut ids: Vec<u64> = std::fs::read_dir(dir)
         .expect("read dir")
-        .filter_map(|entry| {
-            crate::filenames::parse_numbered_file(&entry.expect("entry").path(), WAL_EXTENSION)
-        })
+        .filter_map(|entry| crate::filenames::parse_numbered_file(&entry.expect("entry").path(), WAL_EXTENSION))
         .collect();
     ids.sort_unstable();
     ids

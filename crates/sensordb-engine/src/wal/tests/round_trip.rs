@@ -36,14 +36,7 @@ fn records_round_trip_across_rotations_and_reopens() {
 fn empty_tiny_and_large_records_round_trip_under_fsync() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fs = real_fs();
-    let records = vec![
-        Vec::new(),
-        vec![7],
-        record(2, (1 << 20) + 17),
-        Vec::new(),
-        record(4, 3 << 20),
-        vec![0],
-    ];
+    let records = vec![Vec::new(), vec![7], record(2, (1 << 20) + 17), Vec::new(), record(4, 3 << 20), vec![0]];
     {
         let (wal, _, replayed) = open(&fs, dir.path(), options(Durability::Fsync, 1 << 20));
         assert!(replayed.is_empty());

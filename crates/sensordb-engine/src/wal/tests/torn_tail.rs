@@ -10,8 +10,7 @@ fn a_torn_last_record_is_cut_off_at_every_offset() {
     let fs = real_fs();
     // The last record's length (300 = 0x12c) has a non-zero low byte, so no cut leaves only
     // zeros behind (which would read as a zero-filled tail, not a tear).
-    let records: Vec<Vec<u8>> =
-        (0..20).map(|i| record(i, if i == 19 { 300 } else { i * 5 })).collect();
+    let records: Vec<Vec<u8>> = (0..20).map(|i| record(i, if i == 19 { 300 } else { i * 5 })).collect();
     {
         let (wal, _, _) = open(&fs, source.path(), options(Durability::Os, 1 << 20));
         append_durably(&wal, &records);
@@ -21,9 +20,7 @@ fn a_torn_last_record_is_cut_off_at_every_offset() {
     assert_eq!(image.len(), last_start + record_len(300));
 
     // Every offset in the record header, a sample of the payload, and the very last byte.
-    let cuts = (last_start + 1..last_start + 9)
-        .chain((last_start + 9..image.len()).step_by(23))
-        .chain([image.len() - 1]);
+    let cuts = (last_start + 1..last_start + 9).chain((last_start + 9..image.len()).step_by(23)).chain([image.len() - 1]);
     for cut in cuts {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = wal_path(dir.path(), 1);

@@ -344,10 +344,8 @@ fn unescape_string(raw: &str) -> String {
 }
 
 /// Powers of ten exactly representable as `f64`.
-const POW10: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21,
-    1e22,
-];
+const POW10: [f64; 23] =
+    [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22];
 
 fn parse_number(line: &str, start: usize) -> Option<(FieldValue<'_>, usize)> {
     let b = line.as_bytes();
@@ -554,8 +552,7 @@ mod tests {
             (-100000i64..100000, 0u32..6).prop_map(|(m, k)| format!("{}", m as f64 / 10f64.powi(k as i32))),
             (-99999i64..99999, 0u32..12, -30i32..30).prop_map(|(m, d, e)| format!("{m}.{d}e{e}")),
             proptest::string::string_regex("[0-9]{1,25}(\\.[0-9]{1,25})?").expect("regex"),
-            proptest::sample::select(vec!["t", "T", "true", "True", "TRUE", "f", "F", "false", "False", "FALSE"])
-                .prop_map(str::to_string),
+            proptest::sample::select(vec!["t", "T", "true", "True", "TRUE", "f", "F", "false", "False", "FALSE"]).prop_map(str::to_string),
             proptest::string::string_regex("[a-z \",=\\\\é]{0,8}")
                 .expect("regex")
                 .prop_map(|s| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))),
@@ -592,8 +589,34 @@ mod tests {
     /// Lines made of fragments that are often invalid or odd.
     fn soup() -> impl Strategy<Value = String> {
         let piece = proptest::sample::select(vec![
-            "m", "a", ",", " ", "  ", "=", "\\", "\"", "1", "-", ".", "e", "E", "+", "i", "u", "t", "true", "F", "x", "\t", "\n", "\0",
-            "\r", "é", "9223372036854775808", "18446744073709551616", "#",
+            "m",
+            "a",
+            ",",
+            " ",
+            "  ",
+            "=",
+            "\\",
+            "\"",
+            "1",
+            "-",
+            ".",
+            "e",
+            "E",
+            "+",
+            "i",
+            "u",
+            "t",
+            "true",
+            "F",
+            "x",
+            "\t",
+            "\n",
+            "\0",
+            "\r",
+            "é",
+            "9223372036854775808",
+            "18446744073709551616",
+            "#",
         ]);
         proptest::collection::vec(piece, 1..24).prop_map(|pieces| pieces.concat())
     }
@@ -643,7 +666,8 @@ mod tests {
         ] {
             assert!(check(line).expect("agrees"), "{line:?} should be taken by the fast reader");
         }
-        for line in ["m", "m f", "m f=", "m f=1 ", "m f=1x", "m f=1.", "m f=.5", "m f=-5u", "m,t= f=1", "m\\ f=1", "m,t=a\\\\ f=1", "m f=\"x"]
+        for line in
+            ["m", "m f", "m f=", "m f=1 ", "m f=1x", "m f=1.", "m f=.5", "m f=-5u", "m,t= f=1", "m\\ f=1", "m,t=a\\\\ f=1", "m f=\"x"]
         {
             assert!(ours(line).is_none(), "{line:?}");
             assert!(reference(line).is_none(), "{line:?} crate");
