@@ -54,14 +54,15 @@ pub fn fixture(name: &str) -> PathBuf {
 }
 
 /// The path of `tool`, or `None` after a loud notice when it is not installed. With
-/// `SENSORDB_REQUIRE_CLIENTS=1` (as `scripts/test` sets it) a missing tool fails the test instead.
+/// `SENSORDB_REQUIRE_CLIENTS=1` (as `scripts/test` sets it) or `CI=true` a missing tool fails the
+/// test instead.
 pub fn find(tool: Tool, test: &str) -> Option<PathBuf> {
     let path = clients_dir().join(tool.relative_path());
     if path.is_file() {
         return Some(path);
     }
     let why = format!("{tool:?} is not installed at {}; run scripts/install-clients", path.display());
-    if std::env::var("SENSORDB_REQUIRE_CLIENTS").as_deref() == Ok("1") {
+    if std::env::var("SENSORDB_REQUIRE_CLIENTS").as_deref() == Ok("1") || std::env::var("CI").as_deref() == Ok("true") {
         panic!("{test}: {why} (SENSORDB_REQUIRE_CLIENTS=1 makes a missing client a failure)");
     }
     // Straight to stderr: the test harness captures eprintln! of passing tests, and a skip must
