@@ -1,0 +1,31 @@
+//! InfluxQL, the query language of InfluxDB 1.x: a hand-written lexer and recursive-descent
+//! parser modelled on InfluxDB 1.8's own (`influxql` package), a typed syntax tree for an
+//! executor to work from, and a `Display` that renders any parsed statement back as canonical
+//! InfluxQL that parses to the same tree.
+//!
+//! ```
+//! use sensordb_influxql::{parse, Statement};
+//!
+//! let query = parse(r#"SELECT mean("value") FROM "cpu" WHERE time > now() - 1h GROUP BY time(10s), "host" fill(none)"#).unwrap();
+//! let Statement::Select(select) = &query.statements[0] else { panic!() };
+//! assert_eq!(select.group_by.len(), 2);
+//! assert_eq!(query.to_string(), r#"SELECT mean(value) FROM cpu WHERE time > now() - 1h GROUP BY time(10s), host fill(none)"#);
+//!
+//! let error = parse("SELECT * FROMM m").unwrap_err();
+//! assert_eq!(error.to_string(), "found FROMM, expected FROM at line 1, char 10");
+//! ```
+//!
+//! Parsing only: no name resolution, no type checking beyond what InfluxDB's parser (and, for
+//! GROUP BY, its compiler) refuses, no evaluation. Time conditions keep their literals as
+//! written (`'2016-01-01T00:00:00Z'`, `1700000000000ms`, `now() - 1h`) for the executor.
+
+pub mod ast;
+mod display;
+mod error;
+mod lexer;
+mod parser;
+
+pub use ast::*;
+pub use display::{QuotedIdent, QuotedString};
+pub use error::{ParseError, ParseErrorKind};
+pub use parser::{parse, parse_statement};
