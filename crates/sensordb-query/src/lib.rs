@@ -15,3 +15,7 @@ pub mod value;
 pub mod window;
 
 pub use value::{Column, ColumnSlice, FieldValue};
+pub mod error;
+pub mod eval;
+pub mod storage;
+pub mod time;

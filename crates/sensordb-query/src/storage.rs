@@ -1,0 +1,57 @@
+//! What query execution needs from a store: the series of a database and the points of one
+//! series over a time range. The engine implements it in the server; tests implement it over
+//! plain vectors, so every query is checked without a disk.
+
+use crate::value::ColumnSlice;
+use std::sync::Arc;
+
+/// The type of a field's values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FieldKind {
+    Float,
+    Integer,
+    Unsigned,
+    Boolean,
+    String,
+}
+
+impl FieldKind {
+    /// The name `SHOW FIELD KEYS` gives the type.
+    pub fn influx_name(self) -> &'static str {
+        match self {
+            FieldKind::Float => "float",
+            FieldKind::Integer => "integer",
+            FieldKind::Unsigned => "unsigned",
+            FieldKind::Boolean => "boolean",
+            FieldKind::String => "string",
+        }
+    }
+}
+
+/// One stored series: one field of a measurement under one tag set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredSeries {
+    /// The store's own handle, passed back to [`Storage::read`].
+    pub handle: u64,
+    pub measurement: Arc<str>,
+    /// Sorted by key, keys distinct.
+    pub tags: Arc<[(String, String)]>,
+    pub field: Arc<str>,
+    pub kind: FieldKind,
+}
+
+/// A store could not deliver points.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StorageError(pub String);
+
+/// The store a query reads from.
+pub trait Storage: Send + Sync {
+    /// Names of the databases, sorted.
+    fn databases(&self) -> Vec<String>;
+    /// The series of `database`, of one measurement when `measurement` is given.
+    fn series(&self, database: &str, measurement: Option<&str>) -> Vec<StoredSeries>;
+    /// Hands the points of `series` in `[from, to]` (both inclusive) to `sink` in ascending
+    /// time order, in runs of any length.
+    fn read(&self, series: &StoredSeries, from: i64, to: i64, sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>)) -> Result<(), StorageError>;
+}

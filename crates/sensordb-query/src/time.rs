@@ -1,0 +1,196 @@
+//! Time in queries: the literals of time conditions (`'2016-01-01T00:00:00Z'`, `1700000000000ms`,
+//! `now() - 1h`), the range a WHERE clause selects, and timestamps rendered as InfluxDB renders
+//! them (RFC 3339 with the fraction's trailing zeros cut, or integers in an epoch unit).
+//!
+//! Dates use `jiff` (a kept crate with its own time-zone database, which `tz()` needs too).
+
+use crate::error::QueryError;
+use sensordb_influxql::{BinaryOp, Expr};
+
+/// An inclusive range of nanosecond timestamps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeRange {
+    pub from: i64,
+    pub to: i64,
+}
+
+impl TimeRange {
+    pub const ALL: TimeRange = TimeRange { from: i64::MIN, to: i64::MAX };
+
+    pub fn is_empty(&self) -> bool {
+        self.from > self.to
+    }
+
+    pub fn intersect(self, other: TimeRange) -> TimeRange {
+        TimeRange { from: self.from.max(other.from), to: self.to.min(other.to) }
+    }
+
+    pub fn has_lower_bound(&self) -> bool {
+        self.from != i64::MIN
+    }
+
+    pub fn has_upper_bound(&self) -> bool {
+        self.to != i64::MAX
+    }
+}
+
+/// Parses a time string as InfluxDB accepts it in conditions: RFC 3339 with or without a
+/// fraction and offset, `2006-01-02 15:04:05[.fraction]` (UTC) or a bare date.
+pub fn parse_time_string(text: &str) -> Option<i64> {
+    if let Ok(ts) = text.parse::<jiff::Timestamp>() {
+        return i64::try_from(ts.as_nanosecond()).ok();
+    }
+    let civil = text
+        .parse::<jiff::civil::DateTime>()
+        .ok()
+        .or_else(|| text.parse::<jiff::civil::Date>().ok().map(|d| d.to_datetime(jiff::civil::Time::midnight())))?;
+    let ts = civil.to_zoned(jiff::tz::TimeZone::UTC).ok()?.timestamp();
+    i64::try_from(ts.as_nanosecond()).ok()
+}
+
+/// RFC 3339 in UTC with nanoseconds, trailing zeros of the fraction removed (Go's RFC3339Nano).
+pub fn format_time(nanos: i64) -> String {
+    let ts = jiff::Timestamp::from_nanosecond(i128::from(nanos)).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    let seconds = ts.strftime("%Y-%m-%dT%H:%M:%S").to_string();
+    let fraction = nanos.rem_euclid(1_000_000_000);
+    if fraction == 0 {
+        format!("{seconds}Z")
+    } else {
+        let digits = format!("{fraction:09}");
+        format!("{seconds}.{}Z", digits.trim_end_matches('0'))
+    }
+}
+
+/// The nanosecond value of a time operand: a time string, an integer (nanoseconds), a duration
+/// literal (`1700000000000ms`), `now()`, and sums and differences of those.
+pub fn time_value(expr: &Expr, now: i64) -> Result<i64, QueryError> {
+    match expr {
+        Expr::String(s) => parse_time_string(s).ok_or_else(|| QueryError::invalid(format!("invalid time string {s:?}"))),
+        Expr::Integer(n) => Ok(*n),
+        Expr::Float(x) => Ok(*x as i64),
+        Expr::Duration(d) => Ok(d.nanos()),
+        Expr::Paren(inner) => time_value(inner, now),
+        Expr::Call(call) if call.name == "now" && call.args.is_empty() => Ok(now),
+        Expr::Binary(b) if matches!(b.op, BinaryOp::Add | BinaryOp::Sub) => {
+            let (lhs, rhs) = (time_value(&b.lhs, now)?, time_value(&b.rhs, now)?);
+            Ok(if b.op == BinaryOp::Add { lhs.saturating_add(rhs) } else { lhs.saturating_sub(rhs) })
+        }
+        other => Err(QueryError::invalid(format!("invalid time expression {other}"))),
+    }
+}
+
+fn is_time_ref(expr: &Expr) -> bool {
+    matches!(expr, Expr::VarRef(v) if v.name.eq_ignore_ascii_case("time"))
+}
+
+/// Splits a WHERE clause into the time range it selects and the rest of the condition. Time
+/// conditions must be joined to the rest by AND, as InfluxDB requires.
+pub fn split_condition(condition: Option<&Expr>, now: i64) -> Result<(TimeRange, Option<Expr>), QueryError> {
+    let Some(condition) = condition else { return Ok((TimeRange::ALL, None)) };
+    let mut range = TimeRange::ALL;
+    let rest = strip_time(condition, now, &mut range)?;
+    Ok((range, rest))
+}
+
+fn strip_time(expr: &Expr, now: i64, range: &mut TimeRange) -> Result<Option<Expr>, QueryError> {
+    match expr {
+        Expr::Paren(inner) => strip_time(inner, now, range),
+        Expr::Binary(b) if b.op == BinaryOp::And => {
+            let lhs = strip_time(&b.lhs, now, range)?;
+            let rhs = strip_time(&b.rhs, now, range)?;
+            Ok(match (lhs, rhs) {
+                (Some(l), Some(r)) => Some(Expr::Binary(Box::new(sensordb_influxql::BinaryExpr { op: BinaryOp::And, lhs: l, rhs: r }))),
+                (one, None) | (None, one) => one,
+            })
+        }
+        Expr::Binary(b) if is_time_ref(&b.lhs) || is_time_ref(&b.rhs) => {
+            let (op, value) = if is_time_ref(&b.lhs) { (b.op, &b.rhs) } else { (mirror(b.op), &b.lhs) };
+            let t = time_value(value, now)?;
+            let bound = match op {
+                BinaryOp::Gt => TimeRange { from: t.saturating_add(1), to: i64::MAX },
+                BinaryOp::GtEq => TimeRange { from: t, to: i64::MAX },
+                BinaryOp::Lt => TimeRange { from: i64::MIN, to: t.saturating_sub(1) },
+                BinaryOp::LtEq => TimeRange { from: i64::MIN, to: t },
+                BinaryOp::Eq => TimeRange { from: t, to: t },
+                other => return Err(QueryError::invalid(format!("invalid time comparison operator: {}", other.as_str()))),
+            };
+            *range = range.intersect(bound);
+            Ok(None)
+        }
+        Expr::Binary(b) if b.op == BinaryOp::Or && (mentions_time(&b.lhs) || mentions_time(&b.rhs)) => {
+            Err(QueryError::invalid("invalid time condition: time ranges joined by OR are not supported"))
+        }
+        other => Ok(Some(other.clone())),
+    }
+}
+
+fn mentions_time(expr: &Expr) -> bool {
+    match expr {
+        Expr::Binary(b) => mentions_time(&b.lhs) || mentions_time(&b.rhs),
+        Expr::Paren(inner) | Expr::Negate(inner) => mentions_time(inner),
+        other => is_time_ref(other),
+    }
+}
+
+/// `x op time` as `time op' x`.
+fn mirror(op: BinaryOp) -> BinaryOp {
+    match op {
+        BinaryOp::Gt => BinaryOp::Lt,
+        BinaryOp::GtEq => BinaryOp::LtEq,
+        BinaryOp::Lt => BinaryOp::Gt,
+        BinaryOp::LtEq => BinaryOp::GtEq,
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sensordb_influxql::{parse, Statement};
+
+    fn condition(query: &str) -> Expr {
+        let parsed = parse(query).expect("parses");
+        let Statement::Select(select) = &parsed.statements[0] else { panic!("select") };
+        select.condition.clone().expect("has WHERE")
+    }
+
+    #[test]
+    fn time_strings_in_the_forms_influxdb_accepts() {
+        assert_eq!(parse_time_string("2016-01-01T00:00:00Z"), Some(1_451_606_400_000_000_000));
+        assert_eq!(parse_time_string("2016-01-01T01:00:00+01:00"), Some(1_451_606_400_000_000_000));
+        assert_eq!(parse_time_string("2016-01-01 00:00:00.5"), Some(1_451_606_400_500_000_000));
+        assert_eq!(parse_time_string("2016-01-01"), Some(1_451_606_400_000_000_000));
+        assert_eq!(parse_time_string("yesterday"), None);
+    }
+
+    #[test]
+    fn formatting_cuts_trailing_zeros_of_the_fraction() {
+        assert_eq!(format_time(1_451_606_400_000_000_000), "2016-01-01T00:00:00Z");
+        assert_eq!(format_time(1_451_606_400_500_000_000), "2016-01-01T00:00:00.5Z");
+        assert_eq!(format_time(1), "1970-01-01T00:00:00.000000001Z");
+        assert_eq!(format_time(-1_000_000_000), "1969-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn a_where_clause_gives_its_range_and_keeps_the_rest() {
+        let now = 10_000_000_000_000;
+        let c = condition("SELECT a FROM m WHERE \"host\" = 'x' AND time >= 1700000000000ms and time <= 1700003600000ms");
+        let (range, rest) = split_condition(Some(&c), now).expect("valid");
+        assert_eq!(range, TimeRange { from: 1_700_000_000_000_000_000, to: 1_700_003_600_000_000_000 });
+        assert_eq!(rest.expect("tag condition remains").to_string(), "host = 'x'");
+        let c = condition("SELECT a FROM m WHERE time > now() - 1h");
+        let (range, rest) = split_condition(Some(&c), now).expect("valid");
+        assert_eq!(range, TimeRange { from: now - 3_600_000_000_000 + 1, to: i64::MAX });
+        assert!(rest.is_none());
+        let c = condition("SELECT a FROM m WHERE time < '2016-01-01T00:00:00Z' AND (a > 1 AND time > 5)");
+        let (range, rest) = split_condition(Some(&c), now).expect("valid");
+        assert_eq!(range, TimeRange { from: 6, to: 1_451_606_399_999_999_999 });
+        assert_eq!(rest.expect("rest").to_string(), "a > 1");
+    }
+
+    #[test]
+    fn time_under_or_is_refused() {
+        let c = condition("SELECT a FROM m WHERE time > 5 OR a > 1");
+        assert!(split_condition(Some(&c), 0).is_err());
+    }
+}
