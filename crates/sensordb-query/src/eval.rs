@@ -92,6 +92,9 @@ pub fn eval(expr: &Expr, row: &dyn Row, regexes: &Regexes) -> FieldValue {
             _ => FieldValue::Null,
         },
         Expr::Binary(b) => binary(b.op, &b.lhs, &b.rhs, row, regexes),
+        Expr::Call(call) if call.args.len() == 1 => {
+            crate::select::plan::apply_math(&call.name, &eval(&call.args[0], row, regexes)).unwrap_or(FieldValue::Null)
+        }
         Expr::Call(_) | Expr::Regex(_) | Expr::Wildcard(_) | Expr::Distinct(_) => FieldValue::Null,
     }
 }

@@ -1,0 +1,73 @@
+//! A [`Storage`] over vectors in memory: the executor's tests run every query against it, and
+//! tools can answer queries over data they hold.
+
+use crate::storage::{FieldKind, Storage, StorageError, StoredSeries};
+use crate::value::{Column, ColumnSlice};
+use std::sync::Arc;
+
+/// Series and their points, kept sorted by time.
+#[derive(Default)]
+pub struct MemoryStorage {
+    series: Vec<(String, StoredSeries, Vec<i64>, Column)>,
+}
+
+impl MemoryStorage {
+    /// Adds points of `measurement,tags field` in `database`; `points` need not be sorted.
+    pub fn insert(&mut self, database: &str, measurement: &str, tags: &[(&str, &str)], field: &str, points: Vec<(i64, crate::FieldValue)>) {
+        let mut tags: Vec<(String, String)> = tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        tags.sort();
+        let mut points = points;
+        points.sort_by_key(|p| p.0);
+        let kind = match points.first().map(|p| &p.1) {
+            Some(crate::FieldValue::Integer(_)) => FieldKind::Integer,
+            Some(crate::FieldValue::Unsigned(_)) => FieldKind::Unsigned,
+            Some(crate::FieldValue::Boolean(_)) => FieldKind::Boolean,
+            Some(crate::FieldValue::String(_)) => FieldKind::String,
+            _ => FieldKind::Float,
+        };
+        let times = points.iter().map(|p| p.0).collect();
+        let column = match kind {
+            FieldKind::Float => Column::Float(points.iter().map(|p| p.1.as_f64().unwrap_or(f64::NAN)).collect()),
+            FieldKind::Integer => Column::Integer(points.iter().map(|p| p.1.as_f64().unwrap_or(0.0) as i64).collect()),
+            FieldKind::Unsigned => Column::Unsigned(points.iter().map(|p| p.1.as_f64().unwrap_or(0.0) as u64).collect()),
+            FieldKind::Boolean => Column::Boolean(points.iter().map(|p| p.1 == crate::FieldValue::Boolean(true)).collect()),
+            FieldKind::String => Column::String(points.iter().map(|p| p.1.to_string()).collect()),
+        };
+        let stored = StoredSeries {
+            handle: self.series.len() as u64,
+            measurement: Arc::from(measurement),
+            tags: Arc::from(tags),
+            field: Arc::from(field),
+            kind,
+        };
+        self.series.push((database.to_string(), stored, times, column));
+    }
+}
+
+impl Storage for MemoryStorage {
+    fn databases(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.series.iter().map(|s| s.0.clone()).collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    fn series(&self, database: &str, measurement: Option<&str>) -> Vec<StoredSeries> {
+        self.series
+            .iter()
+            .filter(|(db, s, _, _)| db == database && measurement.is_none_or(|m| &*s.measurement == m))
+            .map(|(_, s, _, _)| s.clone())
+            .collect()
+    }
+
+    fn read(&self, series: &StoredSeries, from: i64, to: i64, sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>)) -> Result<(), StorageError> {
+        let (_, _, times, column) =
+            self.series.get(series.handle as usize).ok_or_else(|| StorageError(format!("no series {}", series.handle)))?;
+        let lo = times.partition_point(|&t| t < from);
+        let hi = times.partition_point(|&t| t <= to);
+        if lo < hi {
+            sink(&times[lo..hi], column.slice(lo..hi));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,34 @@
+//! What a statement returns: series of rows in InfluxDB 1.x's result model (a name, the tags
+//! the rows were grouped by, column names with `time` first, and rows of values).
+
+use crate::value::FieldValue;
+
+/// One row: its time (nanoseconds) and one value per column after `time`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResultRow {
+    pub time: i64,
+    pub values: Vec<FieldValue>,
+}
+
+/// One series of a statement's result.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ResultSeries {
+    pub name: String,
+    /// The GROUP BY tags and their values, sorted by key; empty without GROUP BY tags.
+    pub tags: Vec<(String, String)>,
+    /// Column names; `time` first when the rows carry times.
+    pub columns: Vec<String>,
+    pub rows: Vec<ResultRow>,
+    /// Whether the rows have a time column (SHOW statements' rows have none).
+    pub has_time: bool,
+}
+
+/// The result of one statement: its series, or an error message (InfluxDB reports a failed
+/// statement inside the result, beside the others).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct StatementResult {
+    pub series: Vec<ResultSeries>,
+    pub error: Option<String>,
+    /// Set when a limit cut the result short (points returned).
+    pub partial: bool,
+}

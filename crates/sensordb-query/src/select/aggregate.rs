@@ -1,0 +1,292 @@
+//! Aggregate queries: every SELECT field computed per time bucket (or over the whole range
+//! without `GROUP BY time`), empty buckets filled, transformations run over the bucket series.
+
+use super::plan::{compile, dedupe_names, Agg};
+use super::table::Table;
+use super::{merged_rows, Context};
+use crate::error::QueryError;
+use crate::eval::{apply, Regexes};
+use crate::fill::{fill_column, Fill};
+use crate::reduce::reduce;
+use crate::result::{ResultRow, ResultSeries};
+use crate::time::TimeRange;
+use crate::transform;
+use crate::value::{Column, FieldValue};
+use crate::window::Windows;
+use sensordb_influxql::{Expr, SelectStatement, TimeOffset};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One computed value of a field: its row time, the value, whether its bucket had no points
+/// for it, and a selector's own point time.
+#[derive(Clone, Debug)]
+struct Cell {
+    time: i64,
+    value: FieldValue,
+    empty: bool,
+    point_time: Option<i64>,
+}
+
+/// A bucket: its start and the rows `lo..hi` of the merged rows.
+struct Bucket {
+    start: i64,
+    lo: usize,
+    hi: usize,
+}
+
+type Rows<'t> = [(i64, &'t Table, usize)];
+
+pub(super) fn run(
+    statement: &SelectStatement,
+    members: &[&Table],
+    range: TimeRange,
+    interval: Option<(i64, Option<TimeOffset>)>,
+    context: &Context<'_>,
+    _regexes: &Regexes,
+) -> Result<ResultSeries, QueryError> {
+    let rows = merged_rows(members);
+    let Some(&(first, _, _)) = rows.first() else { return Ok(ResultSeries::default()) };
+    let last = rows.last().map_or(first, |r| r.0);
+    let (projections, mut names) = expand(statement, members, interval.map(|i| i.0))?;
+    dedupe_names(&mut names);
+    let buckets = buckets(&rows, range, interval, context, first, last)?;
+    let fill = match statement.fill {
+        sensordb_influxql::Fill::Null => Fill::Null,
+        sensordb_influxql::Fill::None => Fill::None,
+        sensordb_influxql::Fill::Previous => Fill::Previous,
+        sensordb_influxql::Fill::Linear => Fill::Linear,
+        sensordb_influxql::Fill::Integer(n) => Fill::Value(FieldValue::Integer(n)),
+        sensordb_influxql::Fill::Float(x) => Fill::Value(FieldValue::Float(x)),
+    };
+    let mut columns: Vec<Vec<Cell>> = Vec::with_capacity(projections.len());
+    for agg in &projections {
+        columns.push(cells(agg, &rows, &buckets, &fill)?);
+    }
+    let any_transform = projections.iter().any(Agg::is_transform);
+    let single_selector = interval.is_none() && projections.len() == 1 && projections[0].selector().is_some();
+    let mut out_rows = Vec::new();
+    if any_transform || columns.iter().any(|c| c.len() != buckets.len()) {
+        // Columns of their own lengths (transformations, distinct): joined on time.
+        let mut by_time: BTreeMap<i64, Vec<FieldValue>> = BTreeMap::new();
+        let mut multi: Vec<ResultRow> = Vec::new();
+        if columns.len() == 1 {
+            for cell in &columns[0] {
+                if !(cell.empty && fill == Fill::None) {
+                    multi.push(ResultRow { time: cell.time, values: vec![cell.value.clone()] });
+                }
+            }
+            out_rows = multi;
+        } else {
+            for (c, column) in columns.iter().enumerate() {
+                for cell in column.iter().filter(|cell| !cell.empty || fill != Fill::None) {
+                    by_time.entry(cell.time).or_insert_with(|| vec![FieldValue::Null; columns.len()])[c] = cell.value.clone();
+                }
+            }
+            out_rows = by_time.into_iter().map(|(time, values)| ResultRow { time, values }).collect();
+        }
+    } else {
+        for column in &mut columns {
+            fill_cells(&fill, column);
+        }
+        for b in 0..buckets.len() {
+            if fill == Fill::None && columns.iter().all(|c| c[b].empty) {
+                continue;
+            }
+            let time = if single_selector { columns[0][b].point_time.unwrap_or(buckets[b].start) } else { buckets[b].start };
+            out_rows.push(ResultRow { time, values: columns.iter().map(|c| c[b].value.clone()).collect() });
+        }
+    }
+    let mut column_names = vec!["time".to_string()];
+    column_names.extend(names);
+    Ok(ResultSeries { columns: column_names, rows: out_rows, has_time: true, ..ResultSeries::default() })
+}
+
+/// The SELECT fields compiled, `f(*)` expanded to one field per column (`f_<column>`, or
+/// `<alias>_<column>`), with their names.
+fn expand(statement: &SelectStatement, members: &[&Table], interval: Option<i64>) -> Result<(Vec<Agg>, Vec<String>), QueryError> {
+    let mut projections = Vec::new();
+    let mut names = Vec::new();
+    for field in &statement.fields {
+        if let Expr::Call(call) = &field.expr {
+            if matches!(call.args.first(), Some(Expr::Wildcard(_))) {
+                let all: BTreeSet<String> = members.iter().flat_map(|t| t.columns.iter().map(|c| c.to_string())).collect();
+                for column in all {
+                    let mut expanded = call.clone();
+                    expanded.args[0] = Expr::VarRef(sensordb_influxql::VarRef { name: column.clone(), data_type: None });
+                    projections.push(compile(&Expr::Call(expanded), interval)?);
+                    names.push(format!("{}_{column}", field.alias.as_deref().unwrap_or(&call.name)));
+                }
+                continue;
+            }
+        }
+        projections.push(compile(&field.expr, interval)?);
+        names.push(field.alias.clone().unwrap_or_else(|| super::plan::column_name(&field.expr)));
+    }
+    Ok((projections, names))
+}
+
+fn buckets(
+    rows: &Rows<'_>,
+    range: TimeRange,
+    interval: Option<(i64, Option<TimeOffset>)>,
+    context: &Context<'_>,
+    first: i64,
+    last: i64,
+) -> Result<Vec<Bucket>, QueryError> {
+    let Some((length, offset)) = interval else {
+        let start = if range.has_lower_bound() { range.from } else { 0 };
+        return Ok(vec![Bucket { start, lo: 0, hi: rows.len() }]);
+    };
+    let offset = match offset {
+        None => 0,
+        Some(TimeOffset::Duration(d)) => d.nanos(),
+        Some(TimeOffset::Now) => context.now.rem_euclid(length),
+    };
+    let windows = Windows::new(length, offset);
+    let from = if range.has_lower_bound() { range.from } else { first };
+    let to = if range.has_upper_bound() { range.to } else { context.now.max(last) };
+    let starts = windows.starts(from, to, context.limits.max_buckets).ok_or_else(|| {
+        QueryError::Limit(format!(
+            "GROUP BY time gives more than {} buckets (max_buckets); use a longer interval",
+            context.limits.max_buckets
+        ))
+    })?;
+    let mut buckets = Vec::with_capacity(starts.len());
+    let mut lo = 0;
+    for start in starts {
+        let end = start.saturating_add(length);
+        lo += rows[lo..].partition_point(|r| r.0 < start);
+        let hi = lo + rows[lo..].partition_point(|r| r.0 < end);
+        buckets.push(Bucket { start, lo, hi });
+        lo = hi;
+    }
+    Ok(buckets)
+}
+
+/// The non-null values of `field` over `rows`, as one typed column (numbers of mixed types
+/// become floats) with their times.
+fn gather(rows: &Rows<'_>, field: &str) -> (Vec<i64>, Option<Column>) {
+    let mut times = Vec::new();
+    let mut values = Vec::new();
+    for (time, table, index) in rows {
+        if let Some(c) = table.column(field) {
+            let v = &table.rows[*index][c];
+            if !v.is_null() {
+                times.push(*time);
+                values.push(v.clone());
+            }
+        }
+    }
+    (times, column_of(values))
+}
+
+fn column_of(values: Vec<FieldValue>) -> Option<Column> {
+    let first = values.first()?;
+    let same = |f: fn(&FieldValue) -> bool| values.iter().all(f);
+    Some(match first {
+        FieldValue::Integer(_) if same(|v| matches!(v, FieldValue::Integer(_))) => {
+            Column::Integer(values.iter().map(|v| if let FieldValue::Integer(x) = v { *x } else { 0 }).collect())
+        }
+        FieldValue::Unsigned(_) if same(|v| matches!(v, FieldValue::Unsigned(_))) => {
+            Column::Unsigned(values.iter().map(|v| if let FieldValue::Unsigned(x) = v { *x } else { 0 }).collect())
+        }
+        FieldValue::Boolean(_) => Column::Boolean(values.iter().map(|v| matches!(v, FieldValue::Boolean(true))).collect()),
+        FieldValue::String(_) => {
+            Column::String(values.into_iter().map(|v| if let FieldValue::String(s) = v { s } else { v.to_string() }).collect())
+        }
+        _ => Column::Float(values.iter().map(|v| v.as_f64().unwrap_or(f64::NAN)).collect()),
+    })
+}
+
+/// The cells of one compiled field, one per bucket (or, for transformations and `distinct`,
+/// one per result).
+fn cells(agg: &Agg, rows: &Rows<'_>, buckets: &[Bucket], fill: &Fill) -> Result<Vec<Cell>, QueryError> {
+    Ok(match agg {
+        Agg::Reduce { reducer, field } => {
+            let mut out = Vec::with_capacity(buckets.len());
+            for bucket in buckets {
+                let (times, column) = gather(&rows[bucket.lo..bucket.hi], field);
+                let reduced = match &column {
+                    Some(column) => reduce(*reducer, &times, column.as_slice()).map_err(|e| QueryError::invalid(e.to_string()))?,
+                    None => Vec::new(),
+                };
+                if reduced.is_empty() {
+                    out.push(Cell { time: bucket.start, value: reducer.empty_value(), empty: column.is_none(), point_time: None });
+                }
+                for r in reduced {
+                    out.push(Cell { time: bucket.start, value: r.value, empty: false, point_time: r.time });
+                }
+            }
+            out
+        }
+        Agg::Literal(value) => {
+            buckets.iter().map(|b| Cell { time: b.start, value: value.clone(), empty: true, point_time: None }).collect()
+        }
+        Agg::Math { math, arg } => {
+            cells(arg, rows, buckets, fill)?.into_iter().map(|c| Cell { value: math.apply(&c.value), ..c }).collect()
+        }
+        Agg::Binary { op, lhs, rhs } => {
+            let (left, right) = (cells(lhs, rows, buckets, fill)?, cells(rhs, rows, buckets, fill)?);
+            if left.len() != right.len() {
+                return Err(QueryError::invalid("cannot combine a multi-valued function with another field in one expression"));
+            }
+            left.into_iter()
+                .zip(right)
+                .map(|(l, r)| {
+                    let literal_right = matches!(**rhs, Agg::Literal(_));
+                    let literal_left = matches!(**lhs, Agg::Literal(_));
+                    let empty = match (literal_left, literal_right) {
+                        (true, false) => r.empty,
+                        (false, true) => l.empty,
+                        _ => l.empty && r.empty,
+                    };
+                    Cell { time: l.time, value: apply(*op, &l.value, &r.value), empty, point_time: None }
+                })
+                .collect()
+        }
+        Agg::Field(field) => {
+            let all = Bucket { start: 0, lo: 0, hi: rows.len() };
+            let (times, column) = gather(&rows[all.lo..all.hi], field);
+            let column = column.unwrap_or(Column::Float(Vec::new()));
+            times.iter().enumerate().map(|(i, &t)| Cell { time: t, value: column.get(i), empty: false, point_time: None }).collect()
+        }
+        Agg::Elapsed { field, unit } => {
+            let (times, _) = gather(rows, field);
+            times
+                .windows(2)
+                .filter(|w| w[1] != w[0])
+                .map(|w| Cell { time: w[1], value: FieldValue::Integer((w[1] - w[0]) / unit), empty: false, point_time: None })
+                .collect()
+        }
+        Agg::Transform { transform: t, inner } => {
+            let mut inner_cells = cells(inner, rows, buckets, fill)?;
+            if !matches!(**inner, Agg::Field(_)) {
+                let times: Vec<i64> = inner_cells.iter().map(|c| c.time).collect();
+                let empty: Vec<bool> = inner_cells.iter().map(|c| c.empty).collect();
+                let mut values: Vec<FieldValue> = inner_cells.iter().map(|c| c.value.clone()).collect();
+                fill_column(fill, &times, &mut values, &empty);
+                if *fill == Fill::None {
+                    values.iter_mut().zip(&empty).filter(|(_, e)| **e).for_each(|(v, _)| *v = FieldValue::Null);
+                }
+                for (cell, value) in inner_cells.iter_mut().zip(values) {
+                    cell.value = value;
+                }
+            }
+            let points: Vec<(i64, FieldValue)> = inner_cells.into_iter().map(|c| (c.time, c.value)).collect();
+            transform::apply(*t, &points, false)
+                .into_iter()
+                .map(|(time, value)| Cell { time, value, empty: false, point_time: None })
+                .collect()
+        }
+    })
+}
+
+/// Fills the empty cells of one per-bucket column.
+fn fill_cells(fill: &Fill, column: &mut [Cell]) {
+    let times: Vec<i64> = column.iter().map(|c| c.time).collect();
+    let empty: Vec<bool> = column.iter().map(|c| c.empty).collect();
+    let mut values: Vec<FieldValue> = column.iter().map(|c| c.value.clone()).collect();
+    fill_column(fill, &times, &mut values, &empty);
+    for (cell, value) in column.iter_mut().zip(values) {
+        cell.value = value;
+    }
+}

@@ -1,0 +1,248 @@
+//! `SELECT`: reads the tables of its sources (measurements or subqueries), keeps the rows its
+//! WHERE clause holds for, groups them by the GROUP BY tags and either projects rows (a raw
+//! query) or computes each field over time buckets (an aggregate query), then fills, orders and
+//! limits the series as InfluxDB 1.x does.
+
+mod aggregate;
+pub(crate) mod plan;
+mod raw;
+pub(crate) mod table;
+
+use crate::error::QueryError;
+use crate::eval::{holds, Regexes};
+use crate::result::ResultSeries;
+use crate::storage::Storage;
+use crate::time::{split_condition, TimeRange};
+use sensordb_influxql::{Dimension, Expr, MeasurementName, SelectStatement, SortOrder, Source};
+use std::collections::BTreeMap;
+use table::{read_measurement, tables_of_result, Budget, Table, TableRow};
+
+/// Bounds on what one query may cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Points read from storage over the whole query.
+    pub max_points_scanned: u64,
+    /// GROUP BY time buckets per series.
+    pub max_buckets: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { max_points_scanned: 100_000_000, max_buckets: 1_000_000 }
+    }
+}
+
+/// What a statement runs against.
+pub struct Context<'a> {
+    pub storage: &'a dyn Storage,
+    /// The `db` of the request; a source naming its own database overrides it.
+    pub database: &'a str,
+    /// The query's `now()`, nanoseconds.
+    pub now: i64,
+    pub limits: Limits,
+}
+
+/// Runs a SELECT statement.
+pub fn select(context: &Context<'_>, statement: &SelectStatement) -> Result<Vec<ResultSeries>, QueryError> {
+    let budget = Budget { max_points: context.limits.max_points_scanned, used: std::cell::Cell::new(0) };
+    run(context, statement, TimeRange::ALL, &budget)
+}
+
+fn run(
+    context: &Context<'_>,
+    statement: &SelectStatement,
+    outer_range: TimeRange,
+    budget: &Budget,
+) -> Result<Vec<ResultSeries>, QueryError> {
+    if statement.into.is_some() {
+        return Err(QueryError::invalid("SELECT ... INTO is not supported"));
+    }
+    let (mut range, condition) = split_condition(statement.condition.as_ref(), context.now)?;
+    range = range.intersect(outer_range);
+    let interval = statement.group_by.iter().find_map(|d| match d {
+        Dimension::Time { interval, offset } => Some((interval.nanos(), *offset)),
+        _ => None,
+    });
+    for field in &statement.fields {
+        plan::check_functions(&field.expr)?;
+    }
+    let aggregate = statement.fields.iter().any(|f| plan::is_aggregate(&f.expr));
+    if interval.is_some() && !aggregate {
+        return Err(QueryError::invalid("GROUP BY requires at least one aggregate function"));
+    }
+    let mut regex_sources: Vec<&Expr> = statement.fields.iter().map(|f| &f.expr).collect();
+    regex_sources.extend(condition.as_ref());
+    let regexes = Regexes::compile(regex_sources)?;
+    let wanted = wanted_columns(statement, condition.as_ref());
+    let mut tables = Vec::new();
+    for source in &statement.sources {
+        match source {
+            Source::Subquery(inner) => tables.extend(tables_of_result(run(context, inner, range, budget)?)),
+            Source::Measurement(m) => {
+                let database = m.database.as_deref().unwrap_or(context.database);
+                let names: Vec<String> = match &m.name {
+                    MeasurementName::Name(name) => vec![name.clone()],
+                    MeasurementName::Regex(pattern) => {
+                        let re = Regexes::one(pattern.as_str())?;
+                        measurements(context.storage, database).into_iter().filter(|n| re.is_match(n)).collect()
+                    }
+                };
+                for name in names {
+                    tables.extend(read_measurement(
+                        context.storage,
+                        database,
+                        &name,
+                        wanted.as_deref(),
+                        condition.as_ref(),
+                        &regexes,
+                        range,
+                        budget,
+                    )?);
+                }
+            }
+        }
+    }
+    // Rows outside the range (a subquery's bucket times) and rows the condition rejects go.
+    for table in &mut tables {
+        keep_rows(table, range, condition.as_ref(), &regexes);
+    }
+    tables.retain(|t| !t.times.is_empty());
+    let groups = group(&tables, &statement.group_by)?;
+    let mut series = Vec::new();
+    for ((name, tags), members) in groups {
+        let mut out = if aggregate {
+            aggregate::run(statement, &members, range, interval, context, &regexes)?
+        } else {
+            raw::run(statement, &members, &regexes)?
+        };
+        if out.rows.is_empty() {
+            continue;
+        }
+        out.name = name;
+        out.tags = tags;
+        if statement.order == SortOrder::Descending {
+            out.rows.reverse();
+        }
+        let offset = statement.offset.unwrap_or(0) as usize;
+        out.rows.drain(..offset.min(out.rows.len()));
+        if let Some(limit) = statement.limit {
+            out.rows.truncate(limit as usize);
+        }
+        if !out.rows.is_empty() {
+            series.push(out);
+        }
+    }
+    let series_offset = statement.series_offset.unwrap_or(0) as usize;
+    series.drain(..series_offset.min(series.len()));
+    if let Some(limit) = statement.series_limit {
+        series.truncate(limit as usize);
+    }
+    Ok(series)
+}
+
+/// The measurements of a database, sorted.
+pub(crate) fn measurements(storage: &dyn Storage, database: &str) -> Vec<String> {
+    let mut names: Vec<String> = storage.series(database, None).iter().map(|s| s.measurement.to_string()).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The field columns a statement needs from storage: every name it mentions (tags among them
+/// are simply not found), or `None` for all of them (`SELECT *`).
+fn wanted_columns(statement: &SelectStatement, condition: Option<&Expr>) -> Option<Vec<String>> {
+    let mut names = Vec::new();
+    for field in &statement.fields {
+        if !collect_names(&field.expr, &mut names) {
+            return None;
+        }
+    }
+    if let Some(condition) = condition {
+        collect_names(condition, &mut names);
+    }
+    Some(names)
+}
+
+/// Adds the names `expr` refers to; false on a wildcard.
+fn collect_names(expr: &Expr, out: &mut Vec<String>) -> bool {
+    match expr {
+        Expr::VarRef(v) => {
+            out.push(v.name.clone());
+            true
+        }
+        Expr::Distinct(name) => {
+            out.push(name.clone());
+            true
+        }
+        Expr::Wildcard(_) | Expr::Regex(_) => false,
+        Expr::Call(call) => call.args.iter().all(|a| collect_names(a, out)),
+        Expr::Binary(b) => collect_names(&b.lhs, out) & collect_names(&b.rhs, out),
+        Expr::Paren(inner) | Expr::Negate(inner) => collect_names(inner, out),
+        _ => true,
+    }
+}
+
+fn keep_rows(table: &mut Table, range: TimeRange, condition: Option<&Expr>, regexes: &Regexes) {
+    let keep: Vec<bool> = (0..table.times.len())
+        .map(|i| {
+            let t = table.times[i];
+            t >= range.from && t <= range.to && condition.is_none_or(|c| holds(c, &TableRow { table, index: i }, regexes))
+        })
+        .collect();
+    if keep.iter().all(|&k| k) {
+        return;
+    }
+    let mut i = 0;
+    table.times.retain(|_| {
+        i += 1;
+        keep[i - 1]
+    });
+    let mut i = 0;
+    table.rows.retain(|_| {
+        i += 1;
+        keep[i - 1]
+    });
+}
+
+type GroupKey = (String, Vec<(String, String)>);
+
+/// Tables by measurement name and GROUP BY tag values, in InfluxDB's output order.
+fn group<'t>(tables: &'t [Table], dimensions: &[Dimension]) -> Result<BTreeMap<GroupKey, Vec<&'t Table>>, QueryError> {
+    let mut regexes = Vec::new();
+    for d in dimensions {
+        if let Dimension::Regex(r) = d {
+            regexes.push(Regexes::one(r.as_str())?);
+        }
+    }
+    let mut groups: BTreeMap<GroupKey, Vec<&Table>> = BTreeMap::new();
+    for table in tables {
+        let mut key: Vec<(String, String)> = Vec::new();
+        for d in dimensions {
+            match d {
+                Dimension::Tag(k) => key.push((k.clone(), table.tag(k).unwrap_or("").to_string())),
+                Dimension::Wildcard => key.extend(table.tags.iter().cloned()),
+                Dimension::Regex(_) | Dimension::Time { .. } => {}
+            }
+        }
+        for re in &regexes {
+            key.extend(table.tags.iter().filter(|(k, _)| re.is_match(k)).cloned());
+        }
+        key.sort();
+        key.dedup_by(|a, b| a.0 == b.0);
+        groups.entry((table.name.to_string(), key)).or_default().push(table);
+    }
+    Ok(groups)
+}
+
+/// The rows of a group's tables merged by time (a tie keeps the tables' order).
+pub(crate) fn merged_rows<'t>(members: &[&'t Table]) -> Vec<(i64, &'t Table, usize)> {
+    let mut rows: Vec<(i64, &Table, usize)> = Vec::with_capacity(members.iter().map(|t| t.times.len()).sum());
+    for table in members {
+        rows.extend(table.times.iter().enumerate().map(|(i, &t)| (t, *table, i)));
+    }
+    rows.sort_by_key(|(t, _, _)| *t);
+    rows
+}
+
+#[cfg(test)]
+mod tests;

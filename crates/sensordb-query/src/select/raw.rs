@@ -1,0 +1,91 @@
+//! Raw queries: rows projected through the SELECT fields, one output row per stored row that has
+//! a value in at least one selected field.
+
+use super::merged_rows;
+use super::plan::{column_name, dedupe_names};
+use super::table::{Table, TableRow};
+use crate::error::QueryError;
+use crate::eval::{eval, Regexes};
+use crate::result::{ResultRow, ResultSeries};
+use crate::value::FieldValue;
+use sensordb_influxql::{Dimension, Expr, SelectStatement, VarRef, WildcardType};
+use std::collections::BTreeSet;
+
+pub(super) fn run(statement: &SelectStatement, members: &[&Table], regexes: &Regexes) -> Result<ResultSeries, QueryError> {
+    let (exprs, mut names) = expand(statement, members);
+    dedupe_names(&mut names);
+    let mut rows = Vec::new();
+    for (time, table, index) in merged_rows(members) {
+        let row = TableRow { table, index };
+        let values: Vec<FieldValue> = exprs.iter().map(|e| eval(e, &row, regexes)).collect();
+        // A row exists where a selected field has a value; selecting only tags, where any field
+        // the query reads has one.
+        let mut selects_field = false;
+        let mut has_value = false;
+        for (expr, value) in exprs.iter().zip(&values) {
+            if refers_to_field(expr, table) {
+                selects_field = true;
+                has_value |= !value.is_null();
+            }
+        }
+        if !selects_field {
+            has_value = table.rows[index].iter().any(|v| !v.is_null());
+        }
+        if has_value {
+            rows.push(ResultRow { time, values });
+        }
+    }
+    let mut columns = vec!["time".to_string()];
+    columns.extend(names);
+    Ok(ResultSeries { columns, rows, has_time: true, ..ResultSeries::default() })
+}
+
+/// The SELECT fields with wildcards replaced by the fields and tags they stand for (sorted by
+/// name, GROUP BY tags left out), and their column names.
+fn expand(statement: &SelectStatement, members: &[&Table]) -> (Vec<Expr>, Vec<String>) {
+    let grouped: BTreeSet<&str> = statement
+        .group_by
+        .iter()
+        .filter_map(|d| match d {
+            Dimension::Tag(k) => Some(k.as_str()),
+            _ => None,
+        })
+        .collect();
+    let group_all = statement.group_by.iter().any(|d| matches!(d, Dimension::Wildcard));
+    let mut exprs = Vec::new();
+    let mut names = Vec::new();
+    for field in &statement.fields {
+        match &field.expr {
+            Expr::Wildcard(kind) => {
+                let mut all: BTreeSet<String> = BTreeSet::new();
+                for table in members {
+                    if *kind != Some(WildcardType::Tag) {
+                        all.extend(table.columns.iter().map(|c| c.to_string()));
+                    }
+                    if *kind != Some(WildcardType::Field) && !group_all {
+                        all.extend(table.tags.iter().map(|(k, _)| k.clone()).filter(|k| !grouped.contains(k.as_str())));
+                    }
+                }
+                for name in all {
+                    exprs.push(Expr::VarRef(VarRef { name: name.clone(), data_type: None }));
+                    names.push(name);
+                }
+            }
+            expr => {
+                exprs.push(expr.clone());
+                names.push(field.alias.clone().unwrap_or_else(|| column_name(expr)));
+            }
+        }
+    }
+    (exprs, names)
+}
+
+fn refers_to_field(expr: &Expr, table: &Table) -> bool {
+    match expr {
+        Expr::VarRef(v) => table.column(&v.name).is_some(),
+        Expr::Binary(b) => refers_to_field(&b.lhs, table) || refers_to_field(&b.rhs, table),
+        Expr::Paren(inner) | Expr::Negate(inner) => refers_to_field(inner, table),
+        Expr::Call(call) => call.args.iter().any(|a| refers_to_field(a, table)),
+        _ => false,
+    }
+}

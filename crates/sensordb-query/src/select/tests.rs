@@ -1,0 +1,153 @@
+//! SELECT over a small store whose answers are worked out by hand.
+
+use super::*;
+use crate::memory::MemoryStorage;
+use crate::value::FieldValue::{self, Float as F, Integer as I, Null as N};
+use sensordb_influxql::{parse, Statement};
+
+const S: i64 = 1_000_000_000;
+
+fn store() -> MemoryStorage {
+    let mut m = MemoryStorage::default();
+    let eu_a = [("host", "a"), ("region", "eu")];
+    let eu_b = [("host", "b"), ("region", "eu")];
+    m.insert("iot", "cpu", &eu_a, "usage", vec![(0, F(1.0)), (10 * S, F(2.0)), (20 * S, F(4.0)), (30 * S, F(8.0))]);
+    m.insert("iot", "cpu", &eu_a, "count", vec![(0, I(1)), (10 * S, I(2))]);
+    m.insert("iot", "cpu", &eu_b, "usage", vec![(0, F(10.0)), (20 * S, F(30.0))]);
+    m.insert("iot", "mem", &[("host", "a")], "free", vec![(5 * S, I(100))]);
+    m
+}
+
+fn query(text: &str) -> Result<Vec<ResultSeries>, QueryError> {
+    let storage = store();
+    let parsed = parse(text).expect("parses");
+    let Statement::Select(statement) = &parsed.statements[0] else { panic!("a SELECT") };
+    let context = Context { storage: &storage, database: "iot", now: 1_000 * S, limits: Limits::default() };
+    select(&context, statement)
+}
+
+type Rows = Vec<(i64, Vec<FieldValue>)>;
+
+/// Each series as (tags, rows of (time, values)).
+fn rows(text: &str) -> Vec<(Vec<(String, String)>, Rows)> {
+    query(text).expect("runs").into_iter().map(|s| (s.tags, s.rows.into_iter().map(|r| (r.time, r.values)).collect())).collect()
+}
+
+fn only(text: &str) -> Rows {
+    let mut all = rows(text);
+    assert_eq!(all.len(), 1, "one series for {text}");
+    all.remove(0).1
+}
+
+fn tags(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+#[test]
+fn raw_rows_of_one_series_and_of_all_series_merged_by_time() {
+    assert_eq!(only("SELECT usage FROM cpu WHERE host = 'b'"), vec![(0, vec![F(10.0)]), (20 * S, vec![F(30.0)])]);
+    let merged = only("SELECT usage FROM cpu");
+    let times: Vec<i64> = merged.iter().map(|r| r.0).collect();
+    assert_eq!(times, vec![0, 0, 10 * S, 20 * S, 20 * S, 30 * S]);
+    assert_eq!(merged[0].1, vec![F(1.0)]);
+    assert_eq!(merged[1].1, vec![F(10.0)]);
+}
+
+#[test]
+fn a_wildcard_selects_fields_and_tags_sorted_by_name() {
+    let series = query("SELECT * FROM cpu WHERE host = 'a'").expect("runs");
+    assert_eq!(series[0].columns, vec!["time", "count", "host", "region", "usage"]);
+    assert_eq!(series[0].rows[0].values, vec![I(1), FieldValue::String("a".into()), FieldValue::String("eu".into()), F(1.0)]);
+    assert_eq!(series[0].rows[2].values[0], N);
+    assert_eq!(series[0].rows.len(), 4);
+}
+
+#[test]
+fn means_per_bucket_and_host() {
+    let out = rows("SELECT mean(usage) FROM cpu WHERE time >= 0 AND time < 40s GROUP BY time(20s), host");
+    assert_eq!(
+        out,
+        vec![
+            (tags(&[("host", "a")]), vec![(0, vec![F(1.5)]), (20 * S, vec![F(6.0)])]),
+            (tags(&[("host", "b")]), vec![(0, vec![F(10.0)]), (20 * S, vec![F(30.0)])]),
+        ]
+    );
+}
+
+#[test]
+fn empty_buckets_are_filled_as_asked() {
+    let q =
+        |fill: &str| only(&format!("SELECT mean(usage) FROM cpu WHERE host = 'b' AND time >= 0 AND time < 40s GROUP BY time(10s) {fill}"));
+    assert_eq!(q(""), vec![(0, vec![F(10.0)]), (10 * S, vec![N]), (20 * S, vec![F(30.0)]), (30 * S, vec![N])]);
+    assert_eq!(q("fill(none)"), vec![(0, vec![F(10.0)]), (20 * S, vec![F(30.0)])]);
+    assert_eq!(q("fill(previous)"), vec![(0, vec![F(10.0)]), (10 * S, vec![F(10.0)]), (20 * S, vec![F(30.0)]), (30 * S, vec![F(30.0)])]);
+    assert_eq!(q("fill(linear)"), vec![(0, vec![F(10.0)]), (10 * S, vec![F(20.0)]), (20 * S, vec![F(30.0)]), (30 * S, vec![N])]);
+    assert_eq!(q("fill(-1)"), vec![(0, vec![F(10.0)]), (10 * S, vec![I(-1)]), (20 * S, vec![F(30.0)]), (30 * S, vec![I(-1)])]);
+    // count reports 0 for an empty bucket; fill(none) drops it.
+    let counts = only("SELECT count(usage) FROM cpu WHERE host = 'b' AND time >= 0 AND time < 40s GROUP BY time(10s)");
+    assert_eq!(counts.iter().map(|r| r.1[0].clone()).collect::<Vec<_>>(), vec![I(1), I(0), I(1), I(0)]);
+}
+
+#[test]
+fn a_lone_selector_keeps_its_points_time_and_several_take_the_range_start() {
+    assert_eq!(only("SELECT max(usage) FROM cpu"), vec![(20 * S, vec![F(30.0)])]);
+    assert_eq!(only("SELECT max(usage), min(usage) FROM cpu"), vec![(0, vec![F(30.0), F(1.0)])]);
+    assert_eq!(only("SELECT mean(usage) FROM cpu WHERE time >= 5s"), vec![(5 * S, vec![F(44.0 / 4.0)])]);
+}
+
+#[test]
+fn subqueries_feed_their_series_to_the_outer_query() {
+    let inner = "SELECT mean(usage) AS m FROM cpu WHERE time >= 0 AND time < 40s GROUP BY time(20s), host";
+    assert_eq!(only(&format!("SELECT max(m) FROM ({inner})")), vec![(20 * S, vec![F(30.0)])]);
+    let series = query(&format!("SELECT count(*) FROM ({inner})")).expect("runs");
+    assert_eq!(series[0].columns, vec!["time", "count_m"]);
+    assert_eq!(series[0].rows[0].values, vec![I(4)]);
+    // A condition on the subquery's field, selecting its group tag.
+    let out = only("SELECT host FROM (SELECT mean(usage) AS m FROM cpu WHERE time >= 0 AND time < 40s GROUP BY host) WHERE m < 5");
+    assert_eq!(out, vec![(0, vec![FieldValue::String("a".into())])]);
+}
+
+#[test]
+fn derivative_of_bucket_means() {
+    let out = only("SELECT derivative(mean(usage), 10s) FROM cpu WHERE host = 'a' AND time >= 0 AND time < 40s GROUP BY time(10s)");
+    assert_eq!(out, vec![(10 * S, vec![F(1.0)]), (20 * S, vec![F(2.0)]), (30 * S, vec![F(4.0)])]);
+    let raw = only("SELECT difference(usage) FROM cpu WHERE host = 'a'");
+    assert_eq!(raw, vec![(10 * S, vec![F(1.0)]), (20 * S, vec![F(2.0)]), (30 * S, vec![F(4.0)])]);
+}
+
+#[test]
+fn order_limit_offset_and_series_limits() {
+    assert_eq!(only("SELECT usage FROM cpu WHERE host = 'a' ORDER BY time DESC LIMIT 1"), vec![(30 * S, vec![F(8.0)])]);
+    assert_eq!(only("SELECT usage FROM cpu WHERE host = 'a' LIMIT 2 OFFSET 1"), vec![(10 * S, vec![F(2.0)]), (20 * S, vec![F(4.0)])]);
+    let out = rows("SELECT usage FROM cpu GROUP BY host SLIMIT 1 SOFFSET 1");
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, tags(&[("host", "b")]));
+    let all = rows("SELECT last(usage) FROM cpu GROUP BY *");
+    assert_eq!(all[0].0, tags(&[("host", "a"), ("region", "eu")]));
+}
+
+#[test]
+fn arithmetic_over_aggregates_and_fields() {
+    assert_eq!(only("SELECT sum(usage) / count(usage) AS avg FROM cpu WHERE host = 'b'"), vec![(0, vec![F(20.0)])]);
+    assert_eq!(only("SELECT usage * 2 FROM cpu WHERE host = 'b' AND usage > 20"), vec![(20 * S, vec![F(60.0)])]);
+    assert_eq!(only("SELECT floor(usage / 3) FROM cpu WHERE host = 'b'"), vec![(0, vec![F(3.0)]), (20 * S, vec![F(10.0)])]);
+    assert_eq!(only("SELECT floor(mean(usage) / 3) FROM cpu WHERE host = 'b'"), vec![(0, vec![F(6.0)])]);
+    let names = query("SELECT mean(usage), mean(usage) FROM cpu").expect("runs");
+    assert_eq!(names[0].columns, vec!["time", "mean", "mean_1"]);
+}
+
+#[test]
+fn measurements_by_regex_are_separate_series() {
+    let series = query("SELECT last(*) FROM /^(cpu|mem)$/").expect("runs");
+    let names: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, vec!["cpu", "mem"]);
+    assert_eq!(series[1].columns, vec!["time", "last_free"]);
+}
+
+#[test]
+fn mistakes_get_errors_not_answers() {
+    assert!(matches!(query("SELECT usage FROM cpu GROUP BY time(10s)"), Err(QueryError::Invalid(_))));
+    assert!(matches!(query("SELECT mean(usage), usage FROM cpu"), Err(QueryError::Invalid(_))));
+    assert!(matches!(query("SELECT nosuch(usage) FROM cpu"), Err(QueryError::Invalid(_))));
+    assert!(matches!(query("SELECT mean(usage) FROM cpu WHERE time >= 0 GROUP BY time(1ns)"), Err(QueryError::Limit(_))));
+}
