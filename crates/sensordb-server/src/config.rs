@@ -18,6 +18,10 @@
 //! http_body_read_timeout_ms = 20000
 //! http_body_min_bytes_per_second = 500
 //! memtable_bytes_max = 33554432   # points buffered in memory before flushing, active + frozen
+//! query_concurrency = 4          # /query statements running at once; more wait their turn
+//! query_timeout_ms = 60000       # a query running longer is answered with an error
+//! query_points_scanned_max = 100000000  # points one query may read
+//! query_buckets_max = 1000000    # GROUP BY time buckets per series
 //! [[tokens]]
 //! token = "secret"
 //! scopes = ["write", "read"]
@@ -68,6 +72,16 @@ pub struct ServerConfig {
     /// on the server's resident memory; smaller values flush more often, and background
     /// compaction merges the resulting short blocks.
     pub memtable_bytes_max: usize,
+    /// Queries (`/query` requests) running at once; more wait for a turn, so reads never take
+    /// every thread from ingest.
+    pub query_concurrency: usize,
+    /// A query still running after this long is answered with an error (its work stops at the
+    /// next series it reads).
+    pub query_timeout_ms: u64,
+    /// Points one query may read from storage before it fails with a clear error.
+    pub query_points_scanned_max: u64,
+    /// `GROUP BY time` buckets one series of a result may have.
+    pub query_buckets_max: usize,
     pub tokens: Vec<TokenConfig>,
     /// TLS certificate chain and private key (PEM); both or neither.
     pub tls_cert: Option<PathBuf>,
@@ -174,6 +188,10 @@ impl Default for ServerConfig {
             http_body_read_timeout_ms: 20_000,
             http_body_min_bytes_per_second: 500,
             memtable_bytes_max: 32 << 20,
+            query_concurrency: 4,
+            query_timeout_ms: 60_000,
+            query_points_scanned_max: 100_000_000,
+            query_buckets_max: 1_000_000,
             tokens: Vec::new(),
             tls_cert: None,
             tls_key: None,
@@ -223,6 +241,9 @@ impl ServerConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.query_concurrency == 0 {
+            return Err(ConfigError::Invalid("query_concurrency must be at least 1".into()));
+        }
         if self.memtable_bytes_max < 1 << 20 {
             return Err(ConfigError::Invalid("memtable_bytes_max must be at least 1 MiB".into()));
         }

@@ -5,129 +5,18 @@
 //! several over one kept-alive connection), so what is tested is exactly the bytes a client sends.
 //! Every test is bounded by a timeout.
 
-use sensordb_engine::{Durability, Engine};
+mod common;
+
+use common::{bounded, get, gzip, post, request, TestServer};
 use sensordb_server::auth::{Scope, TokenConfig};
-use sensordb_server::{RunningServer, Server, ServerConfig};
-use std::io::Write as _;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const TEST_TIMEOUT: Duration = Duration::from_secs(60);
-
-struct TestServer {
-    server: Option<RunningServer>,
-    addr: SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl TestServer {
-    async fn start(adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut config = ServerConfig {
-            data_dir: dir.path().to_path_buf(),
-            durability: Durability::Os,
-            http_listen: "127.0.0.1:0".parse().expect("addr"),
-            native_listen: "127.0.0.1:0".parse().expect("addr"),
-            ..Default::default()
-        };
-        adjust(&mut config);
-        let mut options = config.engine_options();
-        // Usage counts sensordb's own bytes only: the host disk's must not throttle tests.
-        options.reclaim.file_system_usage = false;
-        let engine = Engine::open(dir.path(), options).expect("engine");
-        let server = Server::start(config, Arc::new(engine)).await.expect("server starts");
-        let addr = server.http_addr;
-        TestServer { server: Some(server), addr, _dir: dir }
-    }
-
-    async fn stop(mut self) {
-        if let Some(server) = self.server.take() {
-            tokio::time::timeout(Duration::from_secs(10), server.shutdown()).await.expect("shutdown drains in time");
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-    fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
-    }
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-}
-
-/// One request on a fresh connection (`Connection: close`).
-async fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await.expect("send head");
-    // The server may answer (413) before taking the whole body: ignore write errors.
-    let _ = stream.write_all(body).await;
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw).await;
-    parse_reply(&raw).unwrap_or_else(|| panic!("bad reply: {:?}", String::from_utf8_lossy(&raw)))
-}
-
-fn parse_reply(raw: &[u8]) -> Option<Reply> {
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&raw[..end]).ok()?;
-    let mut lines = head.split("\r\n");
-    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
-    let headers: Vec<(String, String)> =
-        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
-    let mut body = raw[end + 4..].to_vec();
-    let chunked = headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-    if chunked {
-        let mut out = Vec::new();
-        let mut rest = &body[..];
-        loop {
-            let line_end = rest.windows(2).position(|w| w == b"\r\n")?;
-            let size = usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).ok()?.trim(), 16).ok()?;
-            if size == 0 {
-                break;
-            }
-            out.extend_from_slice(&rest[line_end + 2..line_end + 2 + size]);
-            rest = &rest[line_end + 2 + size + 2..];
-        }
-        body = out;
-    }
-    Some(Reply { status, headers, body })
-}
-
-async fn post(addr: SocketAddr, path: &str, body: &str) -> Reply {
-    request(addr, "POST", path, &[], body.as_bytes()).await
-}
-
-async fn get(addr: SocketAddr, path: &str) -> Reply {
-    request(addr, "GET", path, &[], b"").await
-}
-
-fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    encoder.write_all(data).expect("gzip");
-    encoder.finish().expect("gzip")
-}
-
-/// The points of `/api/v1/query?<query>` as (key, [[ts, value]]).
+/// The points of `/sensordb/points?<query>` as (key, [[ts, value]]).
 async fn points(addr: SocketAddr, query: &str) -> Vec<(String, Vec<serde_json::Value>)> {
-    let reply = get(addr, &format!("/api/v1/query?{query}")).await;
+    let reply = get(addr, &format!("/sensordb/points?{query}")).await;
     assert_eq!(reply.status, 200, "{}", reply.text());
     reply.json()["series"]
         .as_array()
@@ -135,10 +24,6 @@ async fn points(addr: SocketAddr, query: &str) -> Vec<(String, Vec<serde_json::V
         .iter()
         .map(|s| (s["key"].as_str().expect("key").to_string(), s["points"].as_array().expect("points").clone()))
         .collect()
-}
-
-async fn bounded<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(TEST_TIMEOUT, f).await.expect("test finished in time")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,15 +76,15 @@ async fn v1_write_then_read_back_exactly_with_precision() {
         // Time range [from, to), RFC 3339 and CSV.
         let got = points(addr, "measurement=cpu&field=usage&from=1700000000000000002&to=2023-11-14T22:13:21Z").await;
         assert_eq!(got[0].1, vec![serde_json::json!([1700000000000000002i64, -0.25])]);
-        let csv = get(addr, "/api/v1/query?measurement=cpu&field=count&format=csv").await;
+        let csv = get(addr, "/sensordb/points?measurement=cpu&field=count&format=csv").await;
         assert_eq!(csv.status, 200);
         assert_eq!(csv.text(), "series,timestamp,value\n\"cpu,host=a,region=eu count\",1700000000000000001,7\n\"cpu,host=a,region=eu count\",1700000000000000002,-3\n");
-        let limited = get(addr, "/api/v1/query?measurement=cpu&field=count&limit=1").await;
+        let limited = get(addr, "/sensordb/points?measurement=cpu&field=count&limit=1").await;
         assert_eq!(limited.json()["truncated"], serde_json::json!(true));
         assert_eq!(limited.header("x-sensordb-truncated"), Some("true"));
 
         // The series list.
-        let list = get(addr, "/api/v1/series?measurement=cpu&tag.region=eu").await;
+        let list = get(addr, "/sensordb/series?measurement=cpu&tag.region=eu").await;
         assert_eq!(list.status, 200);
         let list = list.json();
         let series = list["series"].as_array().expect("list");
@@ -249,12 +134,12 @@ async fn tokens_and_scopes_give_401_and_403() {
         assert_eq!(post(addr, "/write?db=d", "m,t=3 v=3 3").await.status, 401);
         assert_eq!(request(addr, "POST", "/write?db=d", &[("Authorization", "Basic eDp3cml0ZXI=")], b"m,t=4 v=4 4").await.status, 204);
         // Reads need the read scope.
-        assert_eq!(get(addr, "/api/v1/query?measurement=m").await.status, 401);
-        assert_eq!(get(addr, "/api/v1/query?measurement=m&p=writer").await.status, 403);
-        let read = request(addr, "GET", "/api/v1/query?measurement=m&tag.t=2", &[("Authorization", "Token reader")], b"").await;
+        assert_eq!(get(addr, "/sensordb/points?measurement=m").await.status, 401);
+        assert_eq!(get(addr, "/sensordb/points?measurement=m&p=writer").await.status, 403);
+        let read = request(addr, "GET", "/sensordb/points?measurement=m&tag.t=2", &[("Authorization", "Token reader")], b"").await;
         assert_eq!(read.status, 200);
         assert_eq!(read.json()["series"][0]["points"], serde_json::json!([[2_000_000_000i64, 2.0]]), "v2 precision s");
-        assert_eq!(get(addr, "/api/v1/series?p=writer").await.status, 403);
+        assert_eq!(get(addr, "/sensordb/series?p=writer").await.status, 403);
         // Open endpoints stay open.
         assert_eq!(get(addr, "/ping").await.status, 204);
         assert_eq!(get(addr, "/health").await.status, 200);
@@ -294,7 +179,7 @@ async fn gzip_bodies_and_size_limits() {
         assert_eq!(reply.status, 400, "{}", reply.text());
         assert_eq!(request(addr, "POST", "/write?db=d", &[("Content-Encoding", "br")], b"x v=1").await.status, 415);
         // Nothing of the refused bodies was stored and the server still serves.
-        assert_eq!(get(addr, "/api/v1/series?measurement=big").await.json()["series"], serde_json::json!([]));
+        assert_eq!(get(addr, "/sensordb/series?measurement=big").await.json()["series"], serde_json::json!([]));
         assert_eq!(get(addr, "/ping").await.status, 204);
         assert_eq!(post(addr, "/write?db=d", "after v=1 1").await.status, 204);
         server.stop().await;
@@ -368,9 +253,14 @@ async fn influxql_subset_ping_health_and_metrics() {
             reply.json(),
             serde_json::json!({"results":[{"statement_id":0,"series":[{"name":"databases","columns":["name"],"values":[["benchmark"],["other"]]}]}]})
         );
+        // A statement that fails is reported inside its result, as InfluxDB does.
         let reply = get(addr, "/query?q=SELECT%20*%20FROM%20cpu").await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.json(), serde_json::json!({"results":[{"statement_id":0,"error":"database name required"}]}));
+        // A query that does not parse is refused whole, with the position of the problem.
+        let reply = get(addr, "/query?db=benchmark&q=SELECT%20*%20FROMM%20cpu").await;
         assert_eq!(reply.status, 400);
-        assert!(reply.json()["error"].as_str().expect("error").contains("unsupported InfluxQL"));
+        assert_eq!(reply.json()["error"], "error parsing query: found FROMM, expected FROM at line 1, char 10");
         assert_eq!(get(addr, "/query").await.status, 400);
 
         let ping = get(addr, "/ping").await;
@@ -423,7 +313,7 @@ async fn two_hundred_concurrent_clients_are_all_stored_exactly_once() {
         for task in tasks {
             task.await.expect("client task");
         }
-        let reply = get(addr, "/api/v1/query?measurement=conc&field=w").await;
+        let reply = get(addr, "/sensordb/points?measurement=conc&field=w").await;
         let json = reply.json();
         let series = json["series"].as_array().expect("series");
         assert_eq!(series.len(), clients);

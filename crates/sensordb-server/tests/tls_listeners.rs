@@ -113,7 +113,7 @@ async fn http_write_and_query_over_tls() {
         let addr = server.http_addr;
         let (status, body) = https(addr, &ca, "POST", "/write?db=tls", "cpu,host=a usage=1.5 1700000000000000001\n").await;
         assert_eq!(status, 204, "{body}");
-        let (status, body) = https(addr, &ca, "GET", "/api/v1/query?measurement=cpu&field=usage", "").await;
+        let (status, body) = https(addr, &ca, "GET", "/sensordb/points?measurement=cpu&field=usage", "").await;
         assert_eq!(status, 200, "{body}");
         let json: serde_json::Value = serde_json::from_str(&body).expect("JSON body");
         assert_eq!(json["series"][0]["points"], serde_json::json!([[1700000000000000001i64, 1.5]]), "{body}");

@@ -73,7 +73,7 @@ fn a_server_that_cannot_write_its_log_keeps_serving() {
             assert_eq!(status, 400, "{reply}");
         }
         let (status, reply) =
-            http(http_addr, "GET", "/api/v1/query?db=plant&measurement=temp&tag.sensor=s7", b"").map_err(|e| e.to_string())?;
+            http(http_addr, "GET", "/sensordb/points?db=plant&measurement=temp&tag.sensor=s7", b"").map_err(|e| e.to_string())?;
         assert_eq!(status, 200, "{reply}");
         assert!(reply.contains("7.5"), "the point written is read back: {reply}");
         if let Some(status) = server.try_wait().map_err(|e| e.to_string())? {

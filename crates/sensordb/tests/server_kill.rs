@@ -8,7 +8,7 @@
 //! bodies, while the server is killed with SIGKILL at seeded random moments and restarted on the
 //! same directory, [`KILLS`] times (on the same ports when they are free again, so the client
 //! library's own retries reach the new process). Then every point is read back through
-//! `GET /api/v1/query` and checked against the writers' ledgers:
+//! `GET /sensordb/points` and checked against the writers' ledgers:
 //! - every acknowledged write (COMPLETED, 204) is present, each point once and with its value
 //!   (the reader gives one value per series and timestamp, so "once" is: no timestamp twice in a
 //!   series, and the value the writer sent, which a retry sends again unchanged);
@@ -110,7 +110,7 @@ fn payload_value(p: u64) -> Vec<u8> {
     (0..PAYLOAD_BYTES).map(|i| (p as usize).wrapping_mul(31).wrapping_add(i) as u8 ^ (i >> 8) as u8).collect()
 }
 
-/// Base64, as `/api/v1/query` gives byte values.
+/// Base64, as `/sensordb/points` gives byte values.
 fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
@@ -232,7 +232,7 @@ impl NativeWriter {
         }
     }
 
-    /// What a reader finds of this writer: its series as keyed by `/api/v1/query`, each with the
+    /// What a reader finds of this writer: its series as keyed by `/sensordb/points`, each with the
     /// value of point `p`.
     fn expected(&self) -> Expected<'_> {
         let w = self.index;
@@ -588,7 +588,7 @@ fn serving_addresses(line: &str) -> Option<(SocketAddr, SocketAddr)> {
 /// Points of every series of `measurement` in `db`: series key → (timestamp, value) in the
 /// order returned.
 fn read_back(addr: SocketAddr, db: &str, measurement: &str, context: &str) -> Vec<(String, Vec<(i64, serde_json::Value)>)> {
-    let path = format!("/api/v1/query?db={db}&measurement={measurement}&limit=10000000");
+    let path = format!("/sensordb/points?db={db}&measurement={measurement}&limit=10000000");
     let (status, body) = http_request(addr, "GET", &path, b"").unwrap_or_else(|e| panic!("{context}: GET {path}: {e}"));
     assert_eq!(status, 200, "{context}: GET {path}: {body}");
     let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{context}: GET {path}: not JSON ({e})"));
@@ -628,7 +628,7 @@ struct Expected<'a> {
     ledger: &'a [Status],
     /// Points of each series in one write.
     points_per_write: u64,
-    /// Its series (keyed as `/api/v1/query` gives them), each with the value of point `p`.
+    /// Its series (keyed as `/sensordb/points` gives them), each with the value of point `p`.
     series: Vec<(String, ValueOf)>,
 }
 

@@ -4,9 +4,9 @@
 //! |---|---|---|
 //! | `POST /write` (v1) | write | 204; 400 bad parameter / bad line (partial write) / field type conflict; 401/403; 413; 415; 503 disk full |
 //! | `POST /api/v2/write` | write | as `/write` |
-//! | `GET`/`POST /query` | read (`SHOW`), write (`CREATE`) | 200; 400 unsupported InfluxQL |
-//! | `GET /api/v1/query` | read | 200 JSON or CSV points; 400; 404 no such series |
-//! | `GET /api/v1/series` | read | 200 JSON series list |
+//! | `GET`/`POST /query` | read (`SELECT`, `SHOW`), write (`CREATE`, `DROP`) | 200 (a failed statement's error inside its result); 400 parse error |
+//! | `GET /sensordb/points` | read | 200 JSON or CSV points; 400 |
+//! | `GET /sensordb/series` | read | 200 JSON series list |
 //! | `GET`/`HEAD /ping` | open | 204 |
 //! | `GET /health` | open | 200 `{"status":"pass"}` |
 //! | `GET /metrics` | open | 200 Prometheus text |
@@ -28,6 +28,7 @@
 
 pub mod body_deadline;
 pub mod connection;
+pub mod influxql;
 pub mod line_protocol;
 pub mod query;
 pub mod series_cache;
@@ -61,16 +62,19 @@ pub struct HttpState {
     bodies: write::BodyPool,
     /// Resolved series texts, kept between write requests.
     memos: write::MemoPool,
+    /// Turns for `/query` (`query_concurrency` of them).
+    queries: Arc<tokio::sync::Semaphore>,
 }
 
 impl HttpState {
     pub fn new(server: Arc<ServerState>) -> HttpState {
         HttpState {
-            server,
             caches: RwLock::new(HashMap::new()),
             batches: write::BatchPool::default(),
             bodies: write::BodyPool::default(),
             memos: write::MemoPool::default(),
+            queries: Arc::new(tokio::sync::Semaphore::new(server.config.query_concurrency)),
+            server,
         }
     }
 
@@ -96,9 +100,9 @@ pub fn router(http: Arc<HttpState>) -> Router {
     Router::new()
         .route("/write", post(write::write_v1))
         .route("/api/v2/write", post(write::write_v2))
-        .route("/query", get(query::influxql).post(query::influxql))
-        .route("/api/v1/query", get(query::points))
-        .route("/api/v1/series", get(query::series))
+        .route("/query", get(influxql::query).post(influxql::query))
+        .route("/sensordb/points", get(query::points))
+        .route("/sensordb/series", get(query::series))
         .route("/ping", get(ping))
         .route("/health", get(health))
         .route("/metrics", get(metrics))

@@ -1,12 +1,9 @@
-//! The read side: the InfluxQL subset clients need (`/query`), points by series and time
-//! (`/api/v1/query`) and the series list (`/api/v1/series`).
+//! sensordb's own raw read API: points by series and time (`/sensordb/points`) and the series
+//! list (`/sensordb/series`). (InfluxQL's `/query` is in [`super::influxql`]. These paths were
+//! `/api/v1/query` and `/api/v1/series` before, which are Prometheus' paths: Grafana's Prometheus
+//! data source would have taken sensordb for a Prometheus.)
 //!
-//! `/query` (GET or POST, `q` in the URL or a form body) answers `CREATE DATABASE <name>` (write
-//! scope) with `{"results":[{"statement_id":0}]}` and `SHOW DATABASES` (read scope) with the names
-//! seen; several statements separated by `;` get one result each. Any other InfluxQL is refused
-//! with 400 and `{"error": "unsupported InfluxQL statement ..."}`.
-//!
-//! `/api/v1/query?measurement=M[&field=F][&tag.<k>=<v>...][&from=T][&to=T][&format=json|csv][&limit=N]`
+//! `/sensordb/points?measurement=M[&field=F][&tag.<k>=<v>...][&from=T][&to=T][&format=json|csv][&limit=N]`
 //! returns the points in `[from, to)` (nanoseconds or RFC 3339; the default range is everything)
 //! of every series of measurement M (and field F, when given) carrying all the given tags:
 //! JSON `{"series":[{"key":"m,t=v f","kind":"float","points":[[ts,value],...]}],"truncated":false}`
@@ -15,12 +12,11 @@
 //! series (default 1,000,000, at most 10,000,000): when more match, the answer carries
 //! `"truncated":true` (JSON) or the header `X-Sensordb-Truncated: true` (both formats).
 //!
-//! `/api/v1/series[?measurement=M][&tag.<k>=<v>...]` lists matching series:
+//! `/sensordb/series[?measurement=M][&tag.<k>=<v>...]` lists matching series:
 //! `{"series":[{"key":..., "measurement":..., "tags":{...}, "field":..., "kind":...}]}`.
 
 use super::{json_response, v1_token, ApiError, HttpState};
 use crate::auth::Scope;
-use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -29,159 +25,15 @@ use sensordb_engine::{Value, ValueColumn};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-/// Default and largest `limit` of `/api/v1/query`.
+/// Default and largest `limit` of `/sensordb/points`.
 pub const DEFAULT_POINT_LIMIT: usize = 1_000_000;
 pub const MAX_POINT_LIMIT: usize = 10_000_000;
 
-/// `GET`/`POST /query?q=...`.
-pub async fn influxql(
-    State(http): State<Arc<HttpState>>,
-    Query(params): Query<Vec<(String, String)>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let mut params = params;
-    let form =
-        headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
-    if form {
-        let body_params: Vec<(String, String)> =
-            serde_urlencoded::from_bytes(&body).map_err(|e| ApiError::bad_request(format!("bad form body: {e}")))?;
-        params.extend(body_params);
-    }
-    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    let token = v1_token(&headers, param("p"));
-    let q = param("q").ok_or_else(|| ApiError::bad_request("missing required parameter \"q\""))?;
-    let mut results = Vec::new();
-    for (statement_id, statement) in q.split(';').map(str::trim).filter(|s| !s.is_empty()).enumerate() {
-        let words: Vec<&str> = statement.split_whitespace().collect();
-        let upper: Vec<String> = words.iter().take(2).map(|w| w.to_ascii_uppercase()).collect();
-        match upper.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-            ["CREATE", "DATABASE"] => {
-                http.server.tokens.check(token.as_deref(), Scope::Write)?;
-                let name = words.get(2).map(|n| unquote(n)).filter(|n| !n.is_empty());
-                let name = name.ok_or_else(|| ApiError::bad_request("CREATE DATABASE needs a name"))?;
-                http.server.engine.create_database(&name).map_err(ApiError::from_engine)?;
-                // `CREATE DATABASE x WITH DURATION 30d`: the storage period, as in InfluxDB.
-                let rest: Vec<String> = words[3..].iter().map(|w| w.to_ascii_uppercase()).collect();
-                if let Some(at) = rest.iter().position(|w| w == "DURATION") {
-                    let text = words.get(3 + at + 1).ok_or_else(|| ApiError::bad_request("DURATION needs a value"))?;
-                    let period = parse_influx_duration(text).ok_or_else(|| ApiError::bad_request(format!("bad duration {text:?}")))?;
-                    let mut policy = http.server.engine.databases().policies.get(&name).cloned().unwrap_or_default();
-                    policy.period = period;
-                    http.server.engine.set_database_policy(&name, policy).map_err(ApiError::from_engine)?;
-                }
-                results.push(serde_json::json!({ "statement_id": statement_id }));
-            }
-            ["SHOW", "DATABASES"] if words.len() == 2 => {
-                http.server.tokens.check(token.as_deref(), Scope::Read)?;
-                let names: Vec<serde_json::Value> =
-                    http.server.engine.databases().policies.keys().map(|n| serde_json::json!([n])).collect();
-                let mut series = serde_json::json!({ "name": "databases", "columns": ["name"] });
-                if !names.is_empty() {
-                    series["values"] = names.into();
-                }
-                results.push(serde_json::json!({ "statement_id": statement_id, "series": [series] }));
-            }
-            ["DROP", "SERIES"] | ["DROP", "MEASUREMENT"] => {
-                http.server.tokens.check(token.as_deref(), Scope::Write)?;
-                let db = param("db").filter(|d| !d.is_empty()).ok_or_else(|| ApiError::bad_request("DROP needs the db parameter"))?;
-                let (measurement, tags) = parse_drop(statement).map_err(ApiError::bad_request)?;
-                let filter: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                http.server.engine.delete_series(db, measurement.as_deref(), &filter).map_err(ApiError::from_engine)?;
-                // Cached ids may name the deleted series: later writes must register new ones.
-                http.clear_caches();
-                results.push(serde_json::json!({ "statement_id": statement_id }));
-            }
-            _ => {
-                return Err(ApiError::bad_request(format!(
-                    "unsupported InfluxQL statement {statement:?}: only CREATE DATABASE [WITH DURATION d], SHOW DATABASES, DROP SERIES [FROM m] [WHERE tag='v' AND ...] and DROP MEASUREMENT m are supported; read points with GET /api/v1/query"
-                )))
-            }
-        }
-    }
-    if results.is_empty() {
-        return Err(ApiError::bad_request("empty query"));
-    }
-    Ok(json_response(StatusCode::OK, serde_json::json!({ "results": results }).to_string()))
-}
-
-/// An InfluxQL duration (`30d`, `12h`, `90m`, `3600s`, `2w`, `INF`); `Some(None)` is infinite.
-fn parse_influx_duration(text: &str) -> Option<Option<std::time::Duration>> {
-    if text.eq_ignore_ascii_case("inf") {
-        return Some(None);
-    }
-    crate::config::parse_period(text).map(Some)
-}
-
-/// `DROP SERIES [FROM m] [WHERE k = 'v' [AND ...]]` or `DROP MEASUREMENT m`: the measurement
-/// and tag equalities.
-#[allow(clippy::type_complexity)] // a pair of plain parts
-fn parse_drop(statement: &str) -> Result<(Option<String>, Vec<(String, String)>), String> {
-    let words: Vec<&str> = statement.split_whitespace().collect();
-    if words[1].eq_ignore_ascii_case("MEASUREMENT") {
-        let name = words.get(2).map(|w| unquote(w)).filter(|w| !w.is_empty()).ok_or("DROP MEASUREMENT needs a name")?;
-        if words.len() > 3 {
-            return Err("DROP MEASUREMENT takes only a name".into());
-        }
-        return Ok((Some(name), Vec::new()));
-    }
-    let upper = statement.to_ascii_uppercase();
-    let where_at = upper.find(" WHERE ");
-    let head = &statement[..where_at.unwrap_or(statement.len())];
-    let head_words: Vec<&str> = head.split_whitespace().collect();
-    let measurement = match head_words.get(2) {
-        Some(w) if w.eq_ignore_ascii_case("FROM") => {
-            Some(head_words.get(3).map(|m| unquote(m)).filter(|m| !m.is_empty()).ok_or("FROM needs a measurement")?)
-        }
-        None => None,
-        Some(other) => return Err(format!("unexpected {other:?} after DROP SERIES")),
-    };
-    let mut tags = Vec::new();
-    if let Some(at) = where_at {
-        let condition = &statement[at + 7..];
-        let mut rest = condition;
-        loop {
-            let upper_rest = rest.to_ascii_uppercase();
-            let (clause, next) = match upper_rest.find(" AND ") {
-                Some(i) => (&rest[..i], Some(&rest[i + 5..])),
-                None => (rest, None),
-            };
-            let (key, value) =
-                clause.split_once('=').ok_or_else(|| format!("only tag = 'value' conditions are supported, got {clause:?}"))?;
-            let value = value.trim();
-            if !(value.len() >= 2 && value.starts_with('\'') && value.ends_with('\'')) {
-                return Err(format!("tag values are single-quoted strings, got {value}"));
-            }
-            tags.push((unquote(key), unquote(value)));
-            match next {
-                Some(next) => rest = next,
-                None => break,
-            }
-        }
-    }
-    if measurement.is_none() && tags.is_empty() {
-        return Err("DROP SERIES needs FROM or WHERE".into());
-    }
-    Ok((measurement, tags))
-}
-
-/// A database name as written in InfluxQL: bare, `"double"` or `` `back` `` quoted.
-fn unquote(name: &str) -> String {
-    let trimmed = name.trim();
-    for quote in ['"', '`', '\''] {
-        if let Some(inner) = trimmed.strip_prefix(quote).and_then(|s| s.strip_suffix(quote)) {
-            return inner.replace(&format!("\\{quote}"), &quote.to_string());
-        }
-    }
-    trimmed.to_string()
-}
-
-/// The `tag.<k>=<v>` parameters.
 fn tag_filter(params: &[(String, String)]) -> Vec<(&str, &str)> {
     params.iter().filter_map(|(k, v)| k.strip_prefix("tag.").map(|k| (k, v.as_str()))).collect()
 }
 
-/// `GET /api/v1/series`.
+/// `GET /sensordb/series`.
 pub async fn series(
     State(http): State<Arc<HttpState>>,
     Query(params): Query<Vec<(String, String)>>,
@@ -210,7 +62,7 @@ pub async fn series(
     Ok(json_response(StatusCode::OK, serde_json::json!({ "series": list }).to_string()))
 }
 
-/// `GET /api/v1/query`.
+/// `GET /sensordb/points`.
 pub async fn points(
     State(http): State<Arc<HttpState>>,
     Query(params): Query<Vec<(String, String)>>,
@@ -436,21 +288,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn drop_statements_parse_into_measurement_and_tags() {
-        assert_eq!(
-            parse_drop("DROP SERIES FROM cpu WHERE host = 'a' AND region='eu west'"),
-            Ok((Some("cpu".into()), vec![("host".into(), "a".into()), ("region".into(), "eu west".into())]))
-        );
-        assert_eq!(parse_drop("drop series where host='a'"), Ok((None, vec![("host".into(), "a".into())])));
-        assert_eq!(parse_drop("DROP MEASUREMENT \"cpu\""), Ok((Some("cpu".into()), vec![])));
-        assert!(parse_drop("DROP SERIES").is_err());
-        assert!(parse_drop("DROP SERIES FROM cpu WHERE host > 'a'").is_err());
-        assert_eq!(parse_influx_duration("30d"), Some(Some(std::time::Duration::from_secs(30 * 86_400))));
-        assert_eq!(parse_influx_duration("INF"), Some(None));
-        assert_eq!(parse_influx_duration("5y"), None);
-    }
-
-    #[test]
     fn times_parse() {
         assert_eq!(parse_time("1451606400000000000"), Some(1_451_606_400_000_000_000));
         assert_eq!(parse_time("2016-01-01T00:00:00Z"), Some(1_451_606_400_000_000_000));
@@ -459,12 +296,5 @@ mod tests {
         assert_eq!(parse_time("2016-02-29T00:00:00Z"), Some(1_456_704_000_000_000_000));
         assert_eq!(parse_time("yesterday"), None);
         assert_eq!(parse_time("2016-01-01T00:00:00"), None);
-    }
-
-    #[test]
-    fn names_unquote() {
-        assert_eq!(unquote("\"my db\""), "my db");
-        assert_eq!(unquote("`x`"), "x");
-        assert_eq!(unquote("plain"), "plain");
     }
 }

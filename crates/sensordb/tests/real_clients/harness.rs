@@ -1,6 +1,6 @@
 //! What every real-client test needs: finding the clients `scripts/install-clients` installed,
 //! starting the real `sensordb serve` binary, running a client under a time limit, and reading
-//! points back through sensordb's own `GET /api/v1/query`.
+//! points back through sensordb's own `GET /sensordb/points`.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -165,10 +165,10 @@ impl Sensordb {
         parse_reply(&raw).unwrap_or_else(|| panic!("bad HTTP reply: {:?}", String::from_utf8_lossy(&raw)))
     }
 
-    /// Every series of `measurement` in database `db`, with its points, as `/api/v1/query`
+    /// Every series of `measurement` in database `db`, with its points, as `/sensordb/points`
     /// returns them (series sorted by key, points by time).
     pub fn read(&self, db: &str, measurement: &str, token: Option<&str>) -> Vec<Series> {
-        let path = format!("/api/v1/query?db={}&measurement={}", encode(db), encode(measurement));
+        let path = format!("/sensordb/points?db={}&measurement={}", encode(db), encode(measurement));
         let (status, body) = self.get(&path, token);
         assert_eq!(status, 200, "GET {path}: {body}");
         let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {body}"));
@@ -203,7 +203,7 @@ impl Drop for Sensordb {
 }
 
 /// One series as read back: canonical key, kind, and (timestamp ns, value) points. Byte values
-/// are base64 strings, as `/api/v1/query` gives them.
+/// are base64 strings, as `/sensordb/points` gives them.
 #[derive(Debug, PartialEq)]
 pub struct Series {
     pub key: String,

@@ -2,7 +2,7 @@
 //!
 //! Each test starts `sensordb serve` on 127.0.0.1 (a port of its own, a temporary data directory,
 //! durability `os`), drives one client the way its users do, then reads every point back
-//! through sensordb's own `GET /api/v1/query` (always naming the database written) and compares
+//! through sensordb's own `GET /sensordb/points` (always naming the database written) and compares
 //! series, timestamps and values exactly, so a point lost or stored twice fails the test.
 //!
 //! - `python_v1`: the InfluxDB 1.x Python client `influxdb` (`/write`, `/query`, `/ping`), on an

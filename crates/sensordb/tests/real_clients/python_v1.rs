@@ -131,7 +131,7 @@ fn influxdb_v1_client_authenticates_with_username_and_password() {
     assert_eq!(seen["reader_databases"], json!([{ "name": db }]));
 
     let t = 1_700_000_000_000_000_000i64;
-    let (status, body) = server.get(&format!("/api/v1/query?db={db}&measurement=v1_auth"), None);
+    let (status, body) = server.get(&format!("/sensordb/points?db={db}&measurement=v1_auth"), None);
     assert_eq!(status, 401, "reading back needs a token too: {body}");
     assert_stored(
         &server,

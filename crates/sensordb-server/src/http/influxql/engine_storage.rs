@@ -1,0 +1,68 @@
+//! The engine as a query's [`Storage`]: series from the catalog, points from range reads, and
+//! the query's deadline checked before each series is read.
+
+use sensordb_engine::{Engine, SeriesId, ValueColumn, ValueKind};
+use sensordb_query::{ColumnSlice, FieldKind, Storage, StorageError, StoredSeries};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub struct EngineStorage<'a> {
+    pub engine: &'a Engine,
+    /// Reads after this instant fail: the query has run out of time.
+    pub deadline: Instant,
+}
+
+fn kind(kind: ValueKind) -> FieldKind {
+    match kind {
+        ValueKind::F64 => FieldKind::Float,
+        ValueKind::I64 => FieldKind::Integer,
+        ValueKind::U64 => FieldKind::Unsigned,
+        ValueKind::Bool => FieldKind::Boolean,
+        ValueKind::Bytes => FieldKind::String,
+    }
+}
+
+impl Storage for EngineStorage<'_> {
+    fn databases(&self) -> Vec<String> {
+        self.engine.databases().policies.keys().cloned().collect()
+    }
+
+    fn series(&self, database: &str, measurement: Option<&str>) -> Vec<StoredSeries> {
+        self.engine
+            .select_series(Some(database), measurement, &[])
+            .into_iter()
+            .map(|entry| StoredSeries {
+                handle: u64::from(entry.id.0),
+                measurement: Arc::from(entry.key.measurement()),
+                tags: Arc::from(entry.key.tags().to_vec()),
+                field: Arc::from(entry.key.field()),
+                kind: kind(entry.kind),
+            })
+            .collect()
+    }
+
+    fn read(&self, series: &StoredSeries, from: i64, to: i64, sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>)) -> Result<(), StorageError> {
+        if Instant::now() > self.deadline {
+            return Err(StorageError("query timeout: the query ran longer than query_timeout_ms".into()));
+        }
+        let id = u32::try_from(series.handle).map_err(|_| StorageError(format!("bad series handle {}", series.handle)))?;
+        // The engine reads [from, to); a point at i64::MAX itself is beyond every query.
+        let mut read = self.engine.read(SeriesId(id), from, to.saturating_add(1));
+        let mut strings = Vec::new();
+        while let Some(chunk) = read.next_chunk() {
+            let chunk = chunk.map_err(|e| StorageError(format!("reading {}: {e}", series.measurement)))?;
+            match &chunk.values {
+                ValueColumn::F64(v) => sink(&chunk.timestamps, ColumnSlice::Float(v)),
+                ValueColumn::I64(v) => sink(&chunk.timestamps, ColumnSlice::Integer(v)),
+                ValueColumn::U64(v) => sink(&chunk.timestamps, ColumnSlice::Unsigned(v)),
+                ValueColumn::Bool(v) => sink(&chunk.timestamps, ColumnSlice::Boolean(v)),
+                ValueColumn::Bytes(v) => {
+                    strings.clear();
+                    strings.extend(v.iter().map(|b| String::from_utf8_lossy(b).into_owned()));
+                    sink(&chunk.timestamps, ColumnSlice::String(&strings));
+                }
+            }
+        }
+        Ok(())
+    }
+}

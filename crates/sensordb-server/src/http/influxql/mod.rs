@@ -1,0 +1,241 @@
+//! `/query`: InfluxQL as InfluxDB 1.x answers it. Statements are parsed by `sensordb-influxql`
+//! (an error names its line and character), SELECT and the descriptive SHOWs run in
+//! `sensordb-query` over the engine, and the statements that change databases run here.
+//!
+//! Parameters: `q` (in the URL or a form body), `db`, `epoch` (`ns`, `u`, `ms`, `s`, `m`, `h`;
+//! RFC 3339 times without it), `chunked=true` with `chunk_size` (rows per chunk, default
+//! 10,000: one JSON object per line, `"partial":true` on all but a statement's last), `p`/`u`
+//! (v1 credentials).
+//!
+//! Bounds: at most `query_concurrency` queries run at once (others wait); a query longer than
+//! `query_timeout_ms`, reading more than `query_points_scanned_max` points or making more than
+//! `query_buckets_max` buckets per series ends with an error in its statement's result. Queries
+//! run on blocking threads, never on the ones that accept writes.
+
+mod admin;
+mod engine_storage;
+pub mod render;
+
+use super::{json_response, v1_token, ApiError, HttpState};
+use crate::auth::Scope;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::Response;
+use engine_storage::EngineStorage;
+use render::Epoch;
+use sensordb_influxql::Statement;
+use sensordb_query::{Context, Limits, QueryError, StatementResult};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Rows per chunk of a `chunked=true` answer when `chunk_size` is not given (InfluxDB's).
+const DEFAULT_CHUNK_SIZE: usize = 10_000;
+
+/// Whether a statement only reads.
+fn reads_only(statement: &Statement) -> bool {
+    !matches!(
+        statement,
+        Statement::CreateDatabase(_)
+            | Statement::DropDatabase(_)
+            | Statement::DropSeries(_)
+            | Statement::DropMeasurement(_)
+            | Statement::Delete(_)
+    )
+}
+
+/// `GET`/`POST /query`.
+pub async fn query(
+    State(http): State<Arc<HttpState>>,
+    Query(mut params): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let form =
+        headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    if form {
+        let body_params: Vec<(String, String)> =
+            serde_urlencoded::from_bytes(&body).map_err(|e| ApiError::bad_request(format!("bad form body: {e}")))?;
+        params.extend(body_params);
+    }
+    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let token = v1_token(&headers, param("p").as_deref());
+    let text = param("q").ok_or_else(|| ApiError::bad_request("missing required parameter \"q\""))?;
+    let parsed = sensordb_influxql::parse(&text).map_err(|e| ApiError::bad_request(format!("error parsing query: {e}")))?;
+    if parsed.statements.is_empty() {
+        return Err(ApiError::bad_request("error parsing query: empty query"));
+    }
+    for statement in &parsed.statements {
+        http.server.tokens.check(token.as_deref(), if reads_only(statement) { Scope::Read } else { Scope::Write })?;
+    }
+    let database = param("db").unwrap_or_default();
+    let epoch = Epoch::from_param(param("epoch").as_deref());
+    let chunk_size = (param("chunked").as_deref() == Some("true"))
+        .then(|| param("chunk_size").and_then(|s| s.parse::<usize>().ok()).filter(|&n| n > 0).unwrap_or(DEFAULT_CHUNK_SIZE));
+
+    let config = &http.server.config;
+    let timeout = Duration::from_millis(config.query_timeout_ms);
+    let _turn = http.queries.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("server is shutting down"))?;
+    let limits = Limits { max_points_scanned: config.query_points_scanned_max, max_buckets: config.query_buckets_max };
+    let worker_http = http.clone();
+    let work = tokio::task::spawn_blocking(move || run_statements(&worker_http, &parsed.statements, &database, limits, timeout));
+    let results = match tokio::time::timeout(timeout + Duration::from_millis(100), work).await {
+        Ok(joined) => joined.map_err(ApiError::join)?,
+        Err(_) => {
+            return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "query timeout: the query ran longer than query_timeout_ms"));
+        }
+    };
+    if results.iter().any(|r| r.1) {
+        http.clear_caches();
+    }
+    let results: Vec<StatementResult> = results.into_iter().map(|r| r.0).collect();
+    let mut out = String::new();
+    match chunk_size {
+        None => {
+            out.push_str("{\"results\":[");
+            for (id, result) in results.iter().enumerate() {
+                if id > 0 {
+                    out.push(',');
+                }
+                render::statement(&mut out, id, result, epoch);
+            }
+            out.push_str("]}");
+        }
+        Some(size) => chunked(&mut out, &results, epoch, size),
+    }
+    Ok(json_response(StatusCode::OK, out))
+}
+
+/// Runs each statement in turn, stopping after the first that fails (as InfluxDB does). The
+/// flag says the statement deleted series (so cached series ids must go).
+fn run_statements(
+    http: &HttpState,
+    statements: &[Statement],
+    database: &str,
+    limits: Limits,
+    timeout: Duration,
+) -> Vec<(StatementResult, bool)> {
+    let storage = EngineStorage { engine: &http.server.engine, deadline: Instant::now() + timeout };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+    let context = Context { storage: &storage, database, now, limits };
+    let mut results = Vec::with_capacity(statements.len());
+    for statement in statements {
+        let deletes = !reads_only(statement);
+        let outcome = run_one(http, &context, statement);
+        let failed = outcome.is_err();
+        results.push(match outcome {
+            Ok(series) => (StatementResult { series, ..StatementResult::default() }, deletes),
+            Err(e) => (StatementResult { error: Some(e.to_string()), ..StatementResult::default() }, deletes),
+        });
+        if failed {
+            break;
+        }
+    }
+    results
+}
+
+fn run_one(http: &HttpState, context: &Context<'_>, statement: &Statement) -> Result<Vec<sensordb_query::ResultSeries>, QueryError> {
+    let needs_database = || {
+        if context.database.is_empty() {
+            Err(QueryError::invalid("database name required"))
+        } else {
+            Ok(())
+        }
+    };
+    let storage = context.storage;
+    let db = context.database;
+    match statement {
+        Statement::Select(select) => {
+            let names_database =
+                select.sources.iter().all(|s| matches!(s, sensordb_influxql::Source::Measurement(m) if m.database.is_some()));
+            if !names_database {
+                needs_database()?;
+            }
+            sensordb_query::select::select(context, select)
+        }
+        Statement::ShowMeasurements(s) => {
+            if s.database.is_none() {
+                needs_database()?;
+            }
+            sensordb_query::show::measurements(storage, db, s)
+        }
+        Statement::ShowTagKeys(s) => {
+            if s.database.is_none() {
+                needs_database()?;
+            }
+            sensordb_query::show::tag_keys(storage, db, s)
+        }
+        Statement::ShowTagValues(s) => {
+            if s.database.is_none() {
+                needs_database()?;
+            }
+            sensordb_query::show::tag_values(storage, db, s)
+        }
+        Statement::ShowFieldKeys(s) => {
+            if s.database.is_none() {
+                needs_database()?;
+            }
+            sensordb_query::show::field_keys(storage, db, s)
+        }
+        Statement::ShowSeries(s) => {
+            if s.database.is_none() {
+                needs_database()?;
+            }
+            sensordb_query::show::series(storage, db, s)
+        }
+        Statement::ShowDatabases => Ok(admin::show_databases(&http.server.engine)),
+        Statement::ShowRetentionPolicies(s) => {
+            let database = s.database.as_deref().unwrap_or(db);
+            if database.is_empty() {
+                return Err(QueryError::invalid("database name required"));
+            }
+            admin::show_retention_policies(&http.server.engine, database)
+        }
+        Statement::CreateDatabase(create) => admin::create_database(&http.server.engine, create),
+        Statement::DropSeries(drop) => {
+            needs_database()?;
+            admin::drop_series(&http.server.engine, db, drop)
+        }
+        Statement::DropMeasurement(drop) => {
+            needs_database()?;
+            admin::drop_measurement(&http.server.engine, db, &drop.name)
+        }
+        Statement::DropDatabase(drop) => admin::drop_database(&http.server.engine, &drop.name),
+        Statement::Delete(_) => Err(QueryError::invalid("DELETE is not supported; use DROP SERIES or a storage period")),
+    }
+}
+
+/// `chunked=true`: one `{"results":[...]}` object per line, each series cut into `size` rows.
+fn chunked(out: &mut String, results: &[StatementResult], epoch: Epoch, size: usize) {
+    for (id, result) in results.iter().enumerate() {
+        if result.error.is_some() || result.series.is_empty() {
+            out.push_str("{\"results\":[");
+            render::statement(out, id, result, epoch);
+            out.push_str("]}\n");
+            continue;
+        }
+        let pieces: Vec<(usize, std::ops::Range<usize>)> = result
+            .series
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| {
+                let n = s.rows.len().max(1);
+                (0..n.div_ceil(size)).map(move |c| (i, c * size..((c + 1) * size).min(s.rows.len())))
+            })
+            .collect();
+        for (p, (i, rows)) in pieces.iter().enumerate() {
+            let series = &result.series[*i];
+            let series_continues = rows.end < series.rows.len();
+            let more = p + 1 < pieces.len();
+            out.push_str("{\"results\":[{\"statement_id\":");
+            out.push_str(&id.to_string());
+            out.push_str(",\"series\":[");
+            render::series(out, series, rows.clone(), epoch, series_continues);
+            out.push(']');
+            if more {
+                out.push_str(",\"partial\":true");
+            }
+            out.push_str("}]}\n");
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Results as InfluxDB 1.x writes them: `{"results":[{"statement_id":0,"series":[{"name":...,
+//! "tags":{...},"columns":[...],"values":[[...]]}]}]}`, numbers formatted as Go's encoding/json
+//! formats them (so `2.0` is `2` and `1e-7` is `1e-7`), times as RFC 3339 or in an epoch unit.
+
+use sensordb_query::time::format_time;
+use sensordb_query::{FieldValue, ResultSeries, StatementResult};
+use std::fmt::Write as _;
+
+/// How times are written (the `epoch` parameter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Epoch {
+    Rfc3339,
+    /// Integer times divided by this many nanoseconds.
+    Divisor(i64),
+}
+
+impl Epoch {
+    /// `epoch=ns|n|u|µ|ms|s|m|h`; anything else (or none) is RFC 3339, as in InfluxDB.
+    pub fn from_param(param: Option<&str>) -> Epoch {
+        match param {
+            Some("ns" | "n") => Epoch::Divisor(1),
+            Some("u" | "µ") => Epoch::Divisor(1_000),
+            Some("ms") => Epoch::Divisor(1_000_000),
+            Some("s") => Epoch::Divisor(1_000_000_000),
+            Some("m") => Epoch::Divisor(60_000_000_000),
+            Some("h") => Epoch::Divisor(3_600_000_000_000),
+            _ => Epoch::Rfc3339,
+        }
+    }
+}
+
+/// A float as Go's encoding/json writes it.
+pub fn go_float(out: &mut String, x: f64) {
+    if !x.is_finite() {
+        // JSON has no NaN or infinity; InfluxDB fails the whole response, we write null.
+        out.push_str("null");
+        return;
+    }
+    let abs = x.abs();
+    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+        let text = format!("{x:e}");
+        // Rust writes 1e21 and 1.5e-7; Go writes 1e+21 and 1.5e-07, then trims e-07 to e-7.
+        match text.split_once('e') {
+            Some((mantissa, exponent)) if !exponent.starts_with('-') => {
+                let _ = write!(out, "{mantissa}e+{exponent}");
+            }
+            _ => out.push_str(&text),
+        }
+    } else {
+        let _ = write!(out, "{x}");
+    }
+}
+
+fn value(out: &mut String, v: &FieldValue) {
+    match v {
+        FieldValue::Null => out.push_str("null"),
+        FieldValue::Float(x) => go_float(out, *x),
+        FieldValue::Integer(n) => {
+            let _ = write!(out, "{n}");
+        }
+        FieldValue::Unsigned(n) => {
+            let _ = write!(out, "{n}");
+        }
+        FieldValue::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
+        FieldValue::String(s) => string(out, s),
+    }
+}
+
+fn string(out: &mut String, s: &str) {
+    out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string()));
+}
+
+fn time(out: &mut String, nanos: i64, epoch: Epoch) {
+    match epoch {
+        Epoch::Rfc3339 => string(out, &format_time(nanos)),
+        Epoch::Divisor(d) => {
+            let _ = write!(out, "{}", nanos / d);
+        }
+    }
+}
+
+/// One series object; `rows` picks which of its rows (chunks write a series in parts).
+pub fn series(out: &mut String, s: &ResultSeries, rows: std::ops::Range<usize>, epoch: Epoch, partial: bool) {
+    out.push('{');
+    let mut comma = false;
+    if !s.name.is_empty() {
+        out.push_str("\"name\":");
+        string(out, &s.name);
+        comma = true;
+    }
+    if !s.tags.is_empty() {
+        if comma {
+            out.push(',');
+        }
+        out.push_str("\"tags\":{");
+        for (i, (k, v)) in s.tags.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            string(out, k);
+            out.push(':');
+            string(out, v);
+        }
+        out.push('}');
+        comma = true;
+    }
+    if comma {
+        out.push(',');
+    }
+    out.push_str("\"columns\":[");
+    for (i, c) in s.columns.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        string(out, c);
+    }
+    out.push(']');
+    if !rows.is_empty() {
+        out.push_str(",\"values\":[");
+        for (i, row) in s.rows[rows].iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push('[');
+            if s.has_time {
+                time(out, row.time, epoch);
+            }
+            for (j, v) in row.values.iter().enumerate() {
+                if j > 0 || s.has_time {
+                    out.push(',');
+                }
+                value(out, v);
+            }
+            out.push(']');
+        }
+        out.push(']');
+    }
+    if partial {
+        out.push_str(",\"partial\":true");
+    }
+    out.push('}');
+}
+
+/// One statement's result object.
+pub fn statement(out: &mut String, id: usize, result: &StatementResult, epoch: Epoch) {
+    let _ = write!(out, "{{\"statement_id\":{id}");
+    if !result.series.is_empty() {
+        out.push_str(",\"series\":[");
+        for (i, s) in result.series.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            series(out, s, 0..s.rows.len(), epoch, false);
+        }
+        out.push(']');
+    }
+    if let Some(error) = &result.error {
+        out.push_str(",\"error\":");
+        string(out, error);
+    }
+    if result.partial {
+        out.push_str(",\"partial\":true");
+    }
+    out.push('}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sensordb_query::ResultRow;
+
+    fn float(x: f64) -> String {
+        let mut out = String::new();
+        go_float(&mut out, x);
+        out
+    }
+
+    #[test]
+    fn floats_are_written_as_go_writes_them() {
+        assert_eq!(float(2.0), "2");
+        assert_eq!(float(1.5), "1.5");
+        assert_eq!(float(0.1 + 0.2), "0.30000000000000004");
+        assert_eq!(float(1e-7), "1e-7");
+        assert_eq!(float(1.5e-7), "1.5e-7");
+        assert_eq!(float(1e21), "1e+21");
+        assert_eq!(float(123456789012345680000.0), "123456789012345680000");
+        assert_eq!(float(-0.000001), "-0.000001");
+        assert_eq!(float(f64::NAN), "null");
+    }
+
+    #[test]
+    fn a_series_in_influxdbs_shape() {
+        let s = ResultSeries {
+            name: "cpu".into(),
+            tags: vec![("host".into(), "a".into())],
+            columns: vec!["time".into(), "mean".into()],
+            rows: vec![ResultRow { time: 1_451_606_400_000_000_000, values: vec![FieldValue::Float(1.5)] }],
+            has_time: true,
+        };
+        let mut out = String::new();
+        series(&mut out, &s, 0..1, Epoch::Rfc3339, false);
+        assert_eq!(out, r#"{"name":"cpu","tags":{"host":"a"},"columns":["time","mean"],"values":[["2016-01-01T00:00:00Z",1.5]]}"#);
+        let mut out = String::new();
+        series(&mut out, &s, 0..1, Epoch::from_param(Some("ms")), false);
+        assert!(out.contains("[[1451606400000,1.5]]"), "{out}");
+    }
+}

@@ -1,0 +1,154 @@
+//! `/query` end to end: line protocol written over HTTP, read back with InfluxQL the way Grafana
+//! and TSBS send it, answers compared with InfluxDB 1.x's result JSON worked out by hand.
+
+mod common;
+
+use common::{bounded, get, post, request, TestServer};
+use serde_json::json;
+
+/// `q` percent-encoded for a URL.
+fn url(db: &str, q: &str, extra: &str) -> String {
+    let encoded: String = serde_urlencoded::to_string([("q", q)]).expect("encodes");
+    format!("/query?db={db}&{encoded}{extra}")
+}
+
+/// Two hosts of one measurement at 10 s spacing, seconds 1,700,000,000 to 1,700,000,030.
+const DATA: &str = "cpu,host=a,dc=x usage=1,n=1i 1700000000\n\
+cpu,host=a,dc=x usage=2,n=2i 1700000010\n\
+cpu,host=a,dc=x usage=4 1700000020\n\
+cpu,host=a,dc=x usage=8 1700000030\n\
+cpu,host=b,dc=y usage=10 1700000000\n\
+cpu,host=b,dc=y usage=30 1700000020\n\
+mem,host=a free=100i 1700000005\n";
+
+async fn loaded() -> TestServer {
+    let server = TestServer::start(|_| {}).await;
+    let reply = post(server.addr, "/write?db=telegraf&precision=s", DATA).await;
+    assert_eq!(reply.status, 204, "{}", reply.text());
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grafana_graph_query_with_time_buckets_per_tag() {
+    bounded(async {
+        let server = loaded().await;
+        let q = "SELECT mean(\"usage\") FROM \"cpu\" WHERE (\"dc\" =~ /^(x|y)$/) AND time >= 1700000000000ms and time <= 1700000039999ms GROUP BY time(20s), \"host\" fill(null)";
+        let reply = get(server.addr, &url("telegraf", q, "&epoch=ms")).await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(
+            reply.json(),
+            json!({"results":[{"statement_id":0,"series":[
+                {"name":"cpu","tags":{"host":"a"},"columns":["time","mean"],"values":[[1700000000000i64,1.5],[1700000020000i64,6]]},
+                {"name":"cpu","tags":{"host":"b"},"columns":["time","mean"],"values":[[1700000000000i64,10],[1700000020000i64,30]]}
+            ]}]})
+        );
+        // Without epoch, times are RFC 3339; fill(0) fills the empty 10 s bucket of host b.
+        let q = "SELECT max(usage) FROM cpu WHERE host = 'b' AND time >= '2023-11-14T22:13:20Z' AND time < '2023-11-14T22:13:40Z' GROUP BY time(10s) fill(0)";
+        let reply = get(server.addr, &url("telegraf", q, "")).await;
+        assert_eq!(
+            reply.json()["results"][0]["series"][0]["values"],
+            json!([["2023-11-14T22:13:20Z", 10], ["2023-11-14T22:13:30Z", 0]])
+        );
+        server.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_exploration_as_grafana_sends_it() {
+    bounded(async {
+        let server = loaded().await;
+        let addr = server.addr;
+        let measurements = get(addr, &url("telegraf", "SHOW MEASUREMENTS", "")).await.json();
+        assert_eq!(
+            measurements,
+            json!({"results":[{"statement_id":0,"series":[{"name":"measurements","columns":["name"],"values":[["cpu"],["mem"]]}]}]})
+        );
+        let values = get(addr, &url("telegraf", "SHOW TAG VALUES FROM \"cpu\" WITH KEY = \"host\" WHERE \"dc\" = 'y'", "")).await.json();
+        assert_eq!(values["results"][0]["series"][0]["values"], json!([["host", "b"]]));
+        let fields = get(addr, &url("telegraf", "SHOW FIELD KEYS FROM cpu", "")).await.json();
+        assert_eq!(fields["results"][0]["series"][0]["values"], json!([["n", "integer"], ["usage", "float"]]));
+        let keys = get(addr, &url("telegraf", "SHOW TAG KEYS", "")).await.json();
+        assert_eq!(keys["results"][0]["series"][0], json!({"name":"cpu","columns":["tagKey"],"values":[["dc"],["host"]]}));
+        let policies = get(addr, &url("", "SHOW RETENTION POLICIES ON telegraf", "")).await.json();
+        assert_eq!(
+            policies["results"][0]["series"][0],
+            json!({"columns":["name","duration","shardGroupDuration","replicaN","default"],"values":[["autogen","0s","168h0m0s",1,true]]})
+        );
+        // Two statements, two results.
+        let both = get(addr, &url("telegraf", "SHOW MEASUREMENTS LIMIT 1; SHOW SERIES FROM mem", "")).await.json();
+        assert_eq!(both["results"][1], json!({"statement_id":1,"series":[{"columns":["key"],"values":[["mem,host=a"]]}]}));
+        server.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tsbs_shapes_subqueries_field_conditions_and_last_points() {
+    bounded(async {
+        let server = loaded().await;
+        let addr = server.addr;
+        // low-fuel's shape: tags of the series whose mean is under a bound.
+        let q = "SELECT \"host\" FROM (SELECT mean(\"usage\") AS \"m\" FROM \"cpu\" WHERE time >= '2023-11-14T22:13:20Z' GROUP BY \"host\") WHERE \"m\" <= 5";
+        let reply = get(addr, &url("telegraf", q, "&epoch=s")).await.json();
+        assert_eq!(reply["results"][0]["series"][0]["values"], json!([[1700000000i64, "a"]]));
+        // last-loc's shape: the newest row of each host.
+        let q = "SELECT \"usage\" FROM \"cpu\" GROUP BY \"host\" ORDER BY time DESC LIMIT 1";
+        let reply = get(addr, &url("telegraf", q, "&epoch=s")).await.json();
+        let series = &reply["results"][0]["series"];
+        assert_eq!(series[0]["values"], json!([[1700000030i64, 8]]));
+        assert_eq!(series[1]["values"], json!([[1700000020i64, 30]]));
+        // count(*) over a subquery names its columns after the subquery's fields.
+        let q = "SELECT count(*) FROM (SELECT mean(usage) AS mv FROM cpu WHERE time >= 1700000000s AND time < 1700000040s GROUP BY time(20s), host)";
+        let reply = get(addr, &url("telegraf", q, "")).await.json();
+        assert_eq!(reply["results"][0]["series"][0]["columns"], json!(["time", "count_mv"]));
+        assert_eq!(reply["results"][0]["series"][0]["values"][0][1], json!(4));
+        server.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quoted_names_chunks_and_errors() {
+    bounded(async {
+        let server = TestServer::start(|_| {}).await;
+        let addr = server.addr;
+        // A `;` and a space inside quotes belong to the name.
+        let created = post(addr, &url("", "CREATE DATABASE \"a;b c\"", ""), "").await;
+        assert_eq!(created.json(), json!({"results":[{"statement_id":0}]}));
+        let shown = get(addr, &url("", "SHOW DATABASES", "")).await.json();
+        assert_eq!(shown["results"][0]["series"][0]["values"], json!([["a;b c"]]));
+        assert_eq!(
+            post(addr, "/write?db=d&precision=s", "m\\ x,t=1 v=1 1\nm\\ x,t=1 v=2 2\nm\\ x,t=1 v=3 3\nkeep v=1 1").await.status,
+            204
+        );
+        // chunked=true: one JSON object per line, partial on all but the last.
+        let reply = get(addr, &url("d", "SELECT v FROM \"m x\"", "&chunked=true&chunk_size=2&epoch=s")).await;
+        let lines: Vec<serde_json::Value> = reply.text().lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["results"][0]["partial"], json!(true));
+        assert_eq!(lines[0]["results"][0]["series"][0]["values"], json!([[1, 1], [2, 2]]));
+        assert_eq!(lines[1]["results"][0]["series"][0]["values"], json!([[3, 3]]));
+        assert!(lines[1]["results"][0].get("partial").is_none());
+        // DROP MEASUREMENT with a quoted name deletes that measurement only.
+        let dropped = post(addr, &url("d", "DROP MEASUREMENT \"m x\"", ""), "").await;
+        assert_eq!(dropped.json(), json!({"results":[{"statement_id":0}]}));
+        let left = get(addr, &url("d", "SHOW MEASUREMENTS", "")).await.json();
+        assert_eq!(left["results"][0]["series"][0]["values"], json!([["keep"]]));
+        // A failing statement reports its error and the ones after it are not run.
+        let reply = get(addr, &url("d", "SELECT nosuch(v) FROM keep; SHOW MEASUREMENTS", "")).await.json();
+        assert_eq!(reply, json!({"results":[{"statement_id":0,"error":"undefined function nosuch()"}]}));
+        // Reading needs the read scope only; a form body works like the URL.
+        let form = request(
+            addr,
+            "POST",
+            "/query?db=d",
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            b"q=SELECT+last%28v%29+FROM+keep&epoch=s",
+        )
+        .await;
+        assert_eq!(form.json()["results"][0]["series"][0]["values"], json!([[1, 1]]));
+        server.stop().await;
+    })
+    .await;
+}
