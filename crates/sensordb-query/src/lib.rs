@@ -31,4 +31,5 @@ pub use result::{ResultRow, ResultSeries, StatementResult};
 pub use select::{Context, Limits};
 pub use storage::{FieldKind, Storage, StorageError, StoredSeries};
 pub use value::{Column, ColumnSlice, FieldValue};
+pub mod m4;
 pub mod show;

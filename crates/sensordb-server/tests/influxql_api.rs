@@ -152,3 +152,32 @@ async fn quoted_names_chunks_and_errors() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graph_gets_m4_points_per_pixel_and_keeps_spikes() {
+    bounded(async {
+        let server = TestServer::start(|_| {}).await;
+        let addr = server.addr;
+        // 1,000 points at 1 s, a ramp with one spike at second 437.
+        let body: String =
+            (0..1000).map(|i| format!("plant,line=a temp={} {}\n", if i == 437 { 1e6 } else { f64::from(i) }, 1_700_000_000 + i)).collect();
+        assert_eq!(post(addr, "/write?db=p&precision=s", &body).await.status, 204);
+        let path = "/sensordb/graph?db=p&measurement=plant&field=temp&tag.line=a&from=1700000000000000000&to=1700000999999999999&width=10";
+        let reply = get(addr, path).await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let json = reply.json();
+        let series = json["series"].as_array().expect("series");
+        assert_eq!(series.len(), 1);
+        assert_eq!(series[0]["tags"], json!({"line": "a"}));
+        let points = series[0]["points"].as_array().expect("points");
+        assert!(points.len() <= 40, "at most 4 points per pixel, got {}", points.len());
+        assert!(points.contains(&json!([1_700_000_437_000i64, 1e6])), "the spike survives");
+        assert_eq!(points[0], json!([1_700_000_000_000i64, 0.0]));
+        assert_eq!(points.last(), Some(&json!([1_700_000_999_000i64, 999.0])));
+        // Bad parameters are 400 with a reason.
+        assert_eq!(get(addr, "/sensordb/graph?db=p&measurement=plant&field=temp&width=0").await.status, 400);
+        assert_eq!(get(addr, "/sensordb/graph?db=p&field=temp").await.status, 400);
+        server.stop().await;
+    })
+    .await;
+}

@@ -7,6 +7,7 @@
 //! | `GET`/`POST /query` | read (`SELECT`, `SHOW`), write (`CREATE`, `DROP`) | 200 (a failed statement's error inside its result); 400 parse error |
 //! | `GET /sensordb/points` | read | 200 JSON or CSV points; 400 |
 //! | `GET /sensordb/series` | read | 200 JSON series list |
+//! | `GET /sensordb/graph` | read | 200 JSON M4 points per series for a plot of `width` pixels; 400 |
 //! | `GET`/`HEAD /ping` | open | 204 |
 //! | `GET /health` | open | 200 `{"status":"pass"}` |
 //! | `GET /metrics` | open | 200 Prometheus text |
@@ -28,6 +29,7 @@
 
 pub mod body_deadline;
 pub mod connection;
+pub mod graph;
 pub mod influxql;
 pub mod line_protocol;
 pub mod query;
@@ -103,6 +105,7 @@ pub fn router(http: Arc<HttpState>) -> Router {
         .route("/query", get(influxql::query).post(influxql::query))
         .route("/sensordb/points", get(query::points))
         .route("/sensordb/series", get(query::series))
+        .route("/sensordb/graph", get(graph::graph))
         .route("/ping", get(ping))
         .route("/health", get(health))
         .route("/metrics", get(metrics))

@@ -1,0 +1,110 @@
+//! `/sensordb/graph`: the points a plot of `width` pixels needs, per series, by M4 downsampling
+//! (first, last, minimum and maximum of every pixel column; see `sensordb_query::m4`), so a
+//! week at 1 Hz draws from at most 4 × width points and spikes stay visible.
+//!
+//! `GET /sensordb/graph?db=D&measurement=M&field=F[&tag.K=V...]&from=T&to=T[&width=N]`: times
+//! in nanoseconds or RFC 3339, `[from, to]` inclusive (default: the last hour), `width` 1 to
+//! 10,000 (default 1,000). Answers `{"series":[{"key":"m,t=v f","tags":{...},"points":[[ms,
+//! value],...]}]}` with times in milliseconds (what JavaScript numbers hold exactly) and at most
+//! 1,000 series.
+
+use super::query::parse_time;
+use super::{json_response, v1_token, ApiError, HttpState};
+use crate::auth::Scope;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use sensordb_engine::{SeriesId, ValueColumn};
+use sensordb_query::m4::M4;
+use sensordb_query::ColumnSlice;
+use std::sync::Arc;
+
+const WIDTH_MAX: usize = 10_000;
+const SERIES_MAX: usize = 1_000;
+
+pub async fn graph(
+    State(http): State<Arc<HttpState>>,
+    Query(params): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    http.server.tokens.check(v1_token(&headers, param("p")).as_deref(), Scope::Read)?;
+    let required = |name: &str| {
+        param(name)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| ApiError::bad_request(format!("missing required parameter {name:?}")))
+    };
+    let (database, measurement, field) = (required("db")?, required("measurement")?, required("field")?);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+    let time = |name: &str, default: i64| match param(name) {
+        Some(t) => parse_time(t).ok_or_else(|| ApiError::bad_request(format!("bad {name} time {t:?}"))),
+        None => Ok(default),
+    };
+    let to = time("to", now)?;
+    let from = time("from", to.saturating_sub(3_600_000_000_000))?;
+    if from > to {
+        return Err(ApiError::bad_request("from is after to"));
+    }
+    let width = match param("width") {
+        Some(w) => w
+            .parse::<usize>()
+            .ok()
+            .filter(|w| (1..=WIDTH_MAX).contains(w))
+            .ok_or_else(|| ApiError::bad_request(format!("width must be 1 to {WIDTH_MAX}")))?,
+        None => 1_000,
+    };
+    let tags: Vec<(String, String)> =
+        params.iter().filter_map(|(k, v)| k.strip_prefix("tag.").map(|k| (k.to_string(), v.clone()))).collect();
+    let _turn = http.queries.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("server is shutting down"))?;
+    let worker = http.clone();
+    let body = tokio::task::spawn_blocking(move || -> Result<String, ApiError> {
+        let filter: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut entries = worker.server.engine.select_series(Some(&database), Some(&measurement), &filter);
+        entries.retain(|e| e.key.field() == field);
+        entries.sort_by_key(|e| e.key.canonical());
+        if entries.len() > SERIES_MAX {
+            return Err(ApiError::bad_request(format!(
+                "{} series match; a graph shows at most {SERIES_MAX}: add tag filters",
+                entries.len()
+            )));
+        }
+        let mut series = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let points = m4_of(&worker, entry.id, from, to, width).map_err(ApiError::from_engine)?;
+            let tags: serde_json::Map<String, serde_json::Value> =
+                entry.key.tags().iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
+            let points: Vec<serde_json::Value> = points
+                .into_iter()
+                .map(|(t, v)| {
+                    serde_json::json!([
+                        t.div_euclid(1_000_000),
+                        serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, serde_json::Value::Number)
+                    ])
+                })
+                .collect();
+            series.push(serde_json::json!({ "key": entry.key.canonical(), "tags": tags, "points": points }));
+        }
+        Ok(serde_json::json!({ "series": series }).to_string())
+    })
+    .await
+    .map_err(ApiError::join)??;
+    Ok(json_response(StatusCode::OK, body))
+}
+
+fn m4_of(http: &HttpState, id: SeriesId, from: i64, to: i64, width: usize) -> Result<Vec<(i64, f64)>, sensordb_engine::Error> {
+    let mut m4 = M4::new(from, to, width);
+    let mut read = http.server.engine.read(id, from, to.saturating_add(1));
+    while let Some(chunk) = read.next_chunk() {
+        let chunk = chunk?;
+        let values = match &chunk.values {
+            ValueColumn::F64(v) => ColumnSlice::Float(v),
+            ValueColumn::I64(v) => ColumnSlice::Integer(v),
+            ValueColumn::U64(v) => ColumnSlice::Unsigned(v),
+            ValueColumn::Bool(v) => ColumnSlice::Boolean(v),
+            ValueColumn::Bytes(_) => continue,
+        };
+        m4.add(&chunk.timestamps, values);
+    }
+    Ok(m4.points())
+}
