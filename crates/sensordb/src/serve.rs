@@ -198,8 +198,9 @@ fn limit_malloc_arenas() {
     }
 }
 
-/// Writes an hour of a 10-truck TSBS-IoT-like fleet through the engine.
+/// Writes an hour of a 10-truck TSBS-IoT-like fleet through the engine, into database `demo`.
 fn demo(engine: &Engine) -> anyhow::Result<()> {
+    engine.create_database("demo")?;
     let config = TsbsConfig { scale: 10, ..TsbsConfig::default() }.with_duration(3_600_000_000_000);
     let mut ids: SeriesMap<SeriesId> = SeriesMap::new();
     let mut batch = WriteBatch::new();
@@ -208,7 +209,10 @@ fn demo(engine: &Engine) -> anyhow::Result<()> {
     for row in TsbsGenerator::new(config) {
         for (field, value) in &row.fields {
             let kind = value.kind();
-            let id = *ids.get_or_insert_with(&row.tags, &row.measurement, field, |key| engine.series_id(&key, kind))?;
+            let id = *ids.get_or_insert_with(&row.tags, &row.measurement, field, |key| {
+                let key = key.in_database("demo")?;
+                engine.series_id(&key, kind)
+            })?;
             batch.push(id, row.timestamp, value.clone())?;
             points += 1;
         }
@@ -218,6 +222,9 @@ fn demo(engine: &Engine) -> anyhow::Result<()> {
         }
     }
     engine.write(&batch)?;
-    say!("demo: wrote {points} points of 10 trucks over one hour (2016-01-01) in {:.2} s", written_at.elapsed().as_secs_f64());
+    say!(
+        "demo: wrote {points} points of 10 trucks over one hour (2016-01-01) into database demo into database demo in {:.2} s",
+        written_at.elapsed().as_secs_f64()
+    );
     Ok(())
 }

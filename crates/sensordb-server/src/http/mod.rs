@@ -8,6 +8,7 @@
 //! | `GET /sensordb/points` | read | 200 JSON or CSV points; 400 |
 //! | `GET /sensordb/series` | read | 200 JSON series list |
 //! | `GET /sensordb/graph` | read | 200 JSON M4 points per series for a plot of `width` pixels; 400 |
+//! | `GET /`, `GET /assets/...` | open | 200 the graph page (see [`page`]) |
 //! | `GET`/`HEAD /ping` | open | 204 |
 //! | `GET /health` | open | 200 `{"status":"pass"}` |
 //! | `GET /metrics` | open | 200 Prometheus text |
@@ -32,6 +33,7 @@ pub mod connection;
 pub mod graph;
 pub mod influxql;
 pub mod line_protocol;
+pub mod page;
 pub mod query;
 pub mod series_cache;
 pub mod write;
@@ -106,6 +108,8 @@ pub fn router(http: Arc<HttpState>) -> Router {
         .route("/sensordb/points", get(query::points))
         .route("/sensordb/series", get(query::series))
         .route("/sensordb/graph", get(graph::graph))
+        .route("/", get(page::index))
+        .route("/assets/{name}", get(page::asset))
         .route("/ping", get(ping))
         .route("/health", get(health))
         .route("/metrics", get(metrics))

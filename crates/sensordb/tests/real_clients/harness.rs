@@ -23,6 +23,8 @@ pub enum Tool {
     Python,
     /// The Telegraf binary with the file input and the two InfluxDB outputs.
     Telegraf,
+    /// playwright-core (its package directory), which drives Debian's chromium.
+    Browser,
 }
 
 impl Tool {
@@ -30,6 +32,7 @@ impl Tool {
         match self {
             Tool::Python => "venv/bin/python",
             Tool::Telegraf => "bin/telegraf",
+            Tool::Browser => "browser/node_modules/playwright-core",
         }
     }
 }
@@ -58,7 +61,11 @@ pub fn fixture(name: &str) -> PathBuf {
 /// test instead.
 pub fn find(tool: Tool, test: &str) -> Option<PathBuf> {
     let path = clients_dir().join(tool.relative_path());
-    if path.is_file() {
+    let installed = match tool {
+        Tool::Browser => path.join("package.json").is_file() && Path::new("/usr/bin/chromium").is_file(),
+        _ => path.is_file(),
+    };
+    if installed {
         return Some(path);
     }
     let why = format!("{tool:?} is not installed at {}; run scripts/install-clients", path.display());
@@ -151,6 +158,18 @@ impl Sensordb {
         }
         let status = wait_until(&mut child, Instant::now() + SERVER_TIMEOUT);
         assert!(status.is_some_and(|s| s.success()), "sensordb serve did not stop cleanly ({status:?}); its log:\n{}", self.log());
+    }
+
+    /// `POST path` with `body`, no token: (status, body).
+    pub fn post(&self, path: &str, body: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect_timeout(&self.addr, HTTP_TIMEOUT).expect("connect");
+        stream.set_read_timeout(Some(HTTP_TIMEOUT)).expect("read timeout");
+        let head = format!("POST {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", self.addr, body.len());
+        stream.write_all(head.as_bytes()).expect("send request");
+        stream.write_all(body.as_bytes()).expect("send body");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).expect("read reply");
+        parse_reply(&raw).unwrap_or_else(|| panic!("bad HTTP reply: {:?}", String::from_utf8_lossy(&raw)))
     }
 
     /// `GET path` with an optional token: (status, body).

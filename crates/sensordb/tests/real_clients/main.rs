@@ -11,11 +11,13 @@
 //!   and batching writes, with tokens.
 //! - `telegraf`: `telegraf --once` reading a line-protocol file into `outputs.influxdb` and
 //!   `outputs.influxdb_v2`.
+//! - `graph_page`: the built-in graph page in headless Chromium (playwright-core).
 //!
 //! The clients come from `scripts/install-clients` (into `target/clients/`). A test whose client
 //! is not installed says so loudly and passes, unless `SENSORDB_REQUIRE_CLIENTS=1` (set by
 //! `scripts/test`), where it fails.
 
+mod graph_page;
 mod harness;
 mod python_v1;
 mod python_v2;
