@@ -1,4 +1,6 @@
-//! Every on-disk file name and extension of a data directory, in one place.
+//! The engine's on-disk file names and extensions, in one place. Two names live beside the
+//! code that owns their format instead: `databases` (and `databases.tmp` while it is replaced),
+//! written by `reclaim`, and the server's `transactions.log` (and `.tmp`), see docs/FORMAT.md.
 //!
 //! ```text
 //! <data>/series.catalog            series catalog (append-only)
@@ -6,6 +8,8 @@
 //! <data>/segments/<20-digit id>.seg segment files, ids ascending = creation order
 //! <data>/segments/<id>.seg.tmp     a compaction output not yet complete (removed at start-up)
 //! <data>/LOCK                      held while an engine has the directory open
+//! <data>/databases                 databases and their retention (reclaim/policy.rs)
+//! <data>/transactions.log          completed native-protocol transaction ids (server)
 //! ```
 
 use std::path::{Path, PathBuf};

@@ -8,6 +8,7 @@
 //! - `sensordb bench tx`: the site-to-site style load test over the native protocol (many
 //!   clients, transactions of packets, per-phase latencies, one CSV row per run).
 //! - `sensordb bench ingest`: maximum sustained ingest over the native protocol or HTTP.
+//! - `sensordb bench reclaim`: ingest with the store kept full (bounded, cyclic storage).
 //! - `sensordb plan`: the capacity planner: live data, segment size and throttling room for a
 //!   number of sensors, a rate, a storage period and a disk.
 
