@@ -4,6 +4,7 @@
 //! limits the series as InfluxDB 1.x does.
 
 mod aggregate;
+pub(crate) mod fast;
 pub(crate) mod plan;
 mod raw;
 pub(crate) mod table;
@@ -73,6 +74,11 @@ fn run(
     let mut regex_sources: Vec<&Expr> = statement.fields.iter().map(|f| &f.expr).collect();
     regex_sources.extend(condition.as_ref());
     let regexes = Regexes::compile(regex_sources)?;
+    if aggregate {
+        if let Some(series) = fast::run(context, statement, range, condition.as_ref(), interval, &regexes, budget)? {
+            return Ok(finish(statement, series));
+        }
+    }
     let wanted = wanted_columns(statement, condition.as_ref());
     let mut tables = Vec::new();
     for source in &statement.sources {
@@ -115,11 +121,20 @@ fn run(
         } else {
             raw::run(statement, &members, &regexes)?
         };
+        out.name = name;
+        out.tags = tags;
+        series.push(out);
+    }
+    Ok(finish(statement, series))
+}
+
+/// ORDER BY, OFFSET, LIMIT per series, then SOFFSET and SLIMIT over them; empty series go.
+fn finish(statement: &SelectStatement, all: Vec<ResultSeries>) -> Vec<ResultSeries> {
+    let mut series = Vec::with_capacity(all.len());
+    for mut out in all {
         if out.rows.is_empty() {
             continue;
         }
-        out.name = name;
-        out.tags = tags;
         if statement.order == SortOrder::Descending {
             out.rows.reverse();
         }
@@ -137,7 +152,7 @@ fn run(
     if let Some(limit) = statement.series_limit {
         series.truncate(limit as usize);
     }
-    Ok(series)
+    series
 }
 
 /// The measurements of a database, sorted.

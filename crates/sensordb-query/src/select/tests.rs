@@ -151,3 +151,83 @@ fn mistakes_get_errors_not_answers() {
     assert!(matches!(query("SELECT nosuch(usage) FROM cpu"), Err(QueryError::Invalid(_))));
     assert!(matches!(query("SELECT mean(usage) FROM cpu WHERE time >= 0 GROUP BY time(1ns)"), Err(QueryError::Limit(_))));
 }
+
+mod streaming_path {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn run(storage: &MemoryStorage, text: &str, fast: bool) -> Result<Vec<ResultSeries>, QueryError> {
+        let parsed = parse(text).expect("parses");
+        let Statement::Select(statement) = &parsed.statements[0] else { panic!("a SELECT") };
+        let context = Context { storage, database: "db", now: 1_000 * S, limits: Limits::default() };
+        super::super::fast::DISABLED.with(|d| d.set(!fast));
+        let out = select(&context, statement);
+        super::super::fast::DISABLED.with(|d| d.set(false));
+        out
+    }
+
+    fn close(a: &FieldValue, b: &FieldValue) -> bool {
+        match (a, b) {
+            (FieldValue::Float(x), FieldValue::Float(y)) => x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()),
+            _ => a == b,
+        }
+    }
+
+    proptest! {
+        /// The streaming path answers exactly what the general path answers.
+        #[test]
+        fn equals_the_general_path(
+            points in proptest::collection::vec((0usize..4, 0i64..600, -1000i64..1000), 1..300),
+            reducers in proptest::collection::vec(0usize..8, 1..4),
+            interval in 1i64..200,
+            fill in 0usize..5,
+            group_by_host in any::<bool>(),
+            host_filter in any::<bool>(),
+        ) {
+            let mut storage = MemoryStorage::default();
+            let hosts = ["a", "b", "c", "d"];
+            for (h, host) in hosts.iter().enumerate() {
+                let mut series: Vec<(i64, FieldValue)> = points.iter().filter(|p| p.0 == h).map(|p| (p.1 * S, F(p.2 as f64 / 8.0))).collect();
+                series.sort_by_key(|p| p.0);
+                series.dedup_by_key(|p| p.0);
+                if !series.is_empty() {
+                    storage.insert("db", "m", &[("host", host), ("dc", if h % 2 == 0 { "x" } else { "y" })], "v", series);
+                }
+            }
+            let names = ["count", "sum", "mean", "min", "max", "first", "last", "spread"];
+            let fields: Vec<String> = reducers.iter().map(|&r| format!("{}(v)", names[r])).collect();
+            let fills = ["", "fill(none)", "fill(previous)", "fill(linear)", "fill(-1)"];
+            let filter = if host_filter { "dc = 'x' AND " } else { "" };
+            let group = if group_by_host { ", host" } else { "" };
+            let text = format!("SELECT {} FROM m WHERE {filter}time >= 0 AND time < 600s GROUP BY time({interval}s){group} {}", fields.join(", "), fills[fill]);
+            let taken = super::super::fast::TAKEN.with(|t| t.get());
+            let fast = run(&storage, &text, true).expect("fast runs");
+            prop_assert_eq!(super::super::fast::TAKEN.with(|t| t.get()), taken + 1, "the streaming path ran: {}", text);
+            let general = run(&storage, &text, false).expect("general runs");
+            prop_assert_eq!(fast.len(), general.len(), "{}", text);
+            for (f, g) in fast.iter().zip(&general) {
+                prop_assert_eq!(&f.tags, &g.tags);
+                prop_assert_eq!(&f.columns, &g.columns);
+                prop_assert_eq!(f.rows.len(), g.rows.len(), "{}", text);
+                for (rf, rg) in f.rows.iter().zip(&g.rows) {
+                    prop_assert_eq!(rf.time, rg.time, "{}", text);
+                    for (vf, vg) in rf.values.iter().zip(&rg.values) {
+                        prop_assert!(close(vf, vg), "{}: {:?} vs {:?}", text, vf, vg);
+                    }
+                }
+            }
+            // Without GROUP BY time, a lone selector keeps its point's time on both paths.
+            let text = format!("SELECT {}(v) FROM m WHERE {filter}time >= 0 AND time < 600s{}", names[reducers[0]], if group_by_host { " GROUP BY host" } else { "" });
+            let fast = run(&storage, &text, true).expect("fast runs");
+            let general = run(&storage, &text, false).expect("general runs");
+            prop_assert_eq!(fast.len(), general.len());
+            for (f, g) in fast.iter().zip(&general) {
+                prop_assert_eq!(f.rows.len(), g.rows.len());
+                for (rf, rg) in f.rows.iter().zip(&g.rows) {
+                    prop_assert_eq!(rf.time, rg.time, "{}", text);
+                    prop_assert!(close(&rf.values[0], &rg.values[0]));
+                }
+            }
+        }
+    }
+}
