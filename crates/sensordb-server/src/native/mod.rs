@@ -1,5 +1,5 @@
 //! The native transactional TCP protocol (specified in `docs/PROTOCOL.md`, wire format in
-//! [`crate::protocol`]).
+//! the `sensordb-protocol` crate).
 //!
 //! - [`serve`]: the accept loop. Each connection accepted waits for a `connections` permit
 //!   before the next accept (more wait in the listen backlog; a listener waiting for clients
@@ -9,8 +9,10 @@
 //! - [`committer`]: the thread that writes small transactions in groups (one engine write and
 //!   one log sync per group).
 //! - [`transaction`]: an open transaction's buffered points.
+//! - [`batch_sink`]: SEND records decoded straight into a transaction's write batch.
 //! - [`txlog`]: the durable window of completed transaction ids that makes retries idempotent.
 
+pub mod batch_sink;
 pub mod committer;
 pub mod connection;
 pub mod transaction;

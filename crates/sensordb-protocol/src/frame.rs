@@ -12,8 +12,8 @@
 //! version 1 and refused otherwise. See `docs/PROTOCOL.md` for every body.
 
 use bytes::Bytes;
-use sensordb_engine::checksum::LeReader;
-use sensordb_engine::ValueKind;
+use sensordb_model::le_reader::LeReader;
+use sensordb_model::ValueKind;
 use std::fmt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
