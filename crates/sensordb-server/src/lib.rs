@@ -5,6 +5,7 @@
 //! - [`auth`]: access tokens with read and write scopes.
 //! - [`metrics`]: counters and gauges, rendered in the Prometheus text format.
 //! - [`server`]: starts the listeners on one engine and stops them with a drain.
+//! - [`state`]: what every connection handler shares, and the shutdown signal.
 //! - [`http`]: the InfluxDB-compatible HTTP API (line-protocol writes, queries, metrics).
 //! - [`native`]: the native protocol's listener, connections, transactions and the log of
 //!   completed transaction ids; its wire format (frames, point records) is the
@@ -20,6 +21,7 @@ pub mod http;
 pub mod metrics;
 pub mod native;
 pub mod server;
+pub mod state;
 pub mod tls;
 
 pub use config::ServerConfig;

@@ -15,7 +15,7 @@ use std::time::Instant;
 pub struct HeldBytes {
     pub(crate) _permit: Option<tokio::sync::OwnedSemaphorePermit>,
     pub(crate) bytes: usize,
-    pub(crate) state: std::sync::Arc<crate::server::ServerState>,
+    pub(crate) state: std::sync::Arc<crate::state::ServerState>,
 }
 
 impl Drop for HeldBytes {
