@@ -1,14 +1,14 @@
 //! Writes the seed corpora of the server targets in `fuzz/seeds/<target>/`: frames and point
-//! records made with `sensordb-server`'s own encoders (`Frame::encode`, `PointsEncoder`), and
+//! records made with `sensordb-protocol`'s own encoders (`Frame::encode`, `PointsEncoder`), and
 //! line-protocol bodies written by hand, so the fuzzer starts from valid inputs.
 //!
 //! Run from the repository root (stable is fine):
 //! `cargo run --manifest-path fuzz/Cargo.toml --example make_server_seeds`
 
 use bytes::Bytes;
-use sensordb_engine::{ValueColumn, ValueKind};
-use sensordb_server::protocol::frame::{ErrorCode, Frame, TxId, HEADER_LEN, VERSION};
-use sensordb_server::protocol::points::PointsEncoder;
+use sensordb_model::{ValueColumn, ValueKind};
+use sensordb_protocol::frame::{ErrorCode, Frame, TxId, HEADER_LEN, VERSION};
+use sensordb_protocol::points::PointsEncoder;
 use std::path::Path;
 
 fn write(root: &Path, target: &str, name: &str, bytes: &[u8]) {

@@ -1,4 +1,4 @@
-//! Fuzzes the native protocol's frame parser, `sensordb_server::protocol::frame`: `Header::parse`
+//! Fuzzes the native protocol's frame parser, `sensordb_protocol::frame`: `Header::parse`
 //! and `Header::decode_body` (through `Frame::decode`), `read_frame`, and `Frame::decode_body`.
 //!
 //! Each input is read three ways:
@@ -17,7 +17,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use sensordb_server::protocol::frame::{read_frame, Frame, FrameError, FrameType, HEADER_LEN};
+use sensordb_protocol::frame::{read_frame, Frame, FrameError, FrameType, HEADER_LEN};
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};

@@ -1,6 +1,7 @@
-//! Fuzzes the SEND body decoder, `sensordb_server::protocol::points::PointsDecoder`: the input is
+//! Fuzzes the SEND body decoder, `sensordb_protocol::points::PointsDecoder`: the input is
 //! a SEND body (the records after the transaction id), read once with `next_record` (records in
-//! columns of their own) and once with `next_into` (POINTS appended straight to a `WriteBatch`).
+//! columns of their own) and once with `next_into` (POINTS appended straight to a `WriteBatch`
+//! through the server's `BatchSink`).
 //!
 //! The connection's definitions (`resolve` below) cover every kind, two short ids per series (as
 //! two definitions of one key), two short ids whose kind conflicts with another's series inside
@@ -22,7 +23,8 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use sensordb_engine::batch::WriteBatch;
 use sensordb_engine::{SeriesId, ValueColumn, ValueKind};
-use sensordb_server::protocol::points::{Appended, PointRecord, PointsDecoder, PointsEncoder};
+use sensordb_protocol::points::{Appended, PointRecord, PointsDecoder, PointsEncoder};
+use sensordb_server::native::batch_sink::BatchSink;
 
 const KINDS: [ValueKind; 5] = [ValueKind::F64, ValueKind::I64, ValueKind::U64, ValueKind::Bool, ValueKind::Bytes];
 
@@ -116,14 +118,14 @@ fuzz_target!(|data: &[u8]| {
     let mut appended = Vec::new();
     let mut failed = false;
     let mut decoder = PointsDecoder::new(body.clone());
-    while let Some(result) = decoder.next_into(resolve, &mut batch) {
+    while let Some(result) = decoder.next_into(&mut BatchSink::new(resolve, &mut batch)) {
         check_batch(&batch);
         assert!(appended.len() < body.len(), "more records than bytes");
         match result {
             Ok(record) => appended.push(record),
             Err(error) => {
                 let _ = error.to_string();
-                assert!(decoder.next_into(resolve, &mut batch).is_none(), "a record after an error");
+                assert!(decoder.next_into(&mut BatchSink::new(resolve, &mut batch)).is_none(), "a record after an error");
                 failed = true;
                 break;
             }

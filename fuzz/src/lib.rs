@@ -82,8 +82,9 @@ pub const KINDS: [ValueKind; 5] = [ValueKind::F64, ValueKind::I64, ValueKind::U6
 /// Structure that cannot be located is left alone: the copy is still arbitrary bytes.
 pub mod fixup {
     use sensordb_engine::block::{BlockHeader, FLAG_SHARED_TIMESTAMPS};
-    use sensordb_engine::checksum::{crc32c, get_varint};
+    use sensordb_engine::checksum::crc32c;
     use sensordb_engine::segment::IndexEntry;
+    use sensordb_model::varint::get_varint;
 
     fn put_u32(bytes: &mut [u8], at: usize, value: u32) {
         bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());

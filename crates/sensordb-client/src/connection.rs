@@ -5,7 +5,7 @@
 use crate::{ClientError, ClientTls};
 use bytes::BytesMut;
 use parking_lot::Mutex;
-use sensordb_server::protocol::frame::{Frame, FrameError, Header, TxId, HEADER_LEN, MIN_VERSION, VERSION};
+use sensordb_protocol::frame::{Frame, FrameError, Header, TxId, HEADER_LEN, MIN_VERSION, VERSION};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::poll_fn;
 use std::hash::{BuildHasherDefault, Hasher};

@@ -2,8 +2,7 @@
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), sensordb_client::ClientError> {
-//! use sensordb_client::Client;
-//! use sensordb_engine::{SeriesKey, Value, ValueKind};
+//! use sensordb_client::{Client, SeriesKey, Value, ValueKind};
 //! let client = Client::connect("127.0.0.1:7070".parse().expect("address"), "token").await?;
 //! let key = SeriesKey::new("engine", [("truck", "7")], "rpm").expect("key");
 //! let rpm = client.series(&key, ValueKind::F64).await?;
@@ -28,13 +27,13 @@ mod connection;
 mod transaction;
 
 pub use connection::ServerLimits;
-pub use sensordb_server::protocol::frame::{ErrorCode, TxId};
+pub use sensordb_model::{SeriesKey, Timestamp, Value, ValueColumn, ValueKind};
+pub use sensordb_protocol::frame::{ErrorCode, TxId};
 pub use transaction::{Transaction, TxStats};
 
 use connection::Conn;
 use parking_lot::Mutex;
-use sensordb_engine::{SeriesKey, ValueKind};
-use sensordb_server::protocol::frame::Frame;
+use sensordb_protocol::frame::Frame;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -47,7 +46,7 @@ pub enum ClientError {
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
     #[error("frame error: {0}")]
-    Frame(#[from] sensordb_server::protocol::frame::FrameError),
+    Frame(#[from] sensordb_protocol::frame::FrameError),
     #[error("the connection was lost")]
     ConnectionLost,
     #[error("timed out waiting for {0}")]

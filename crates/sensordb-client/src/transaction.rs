@@ -2,9 +2,9 @@
 
 use crate::connection::{Conn, TxRoute};
 use crate::{take_one, Client, ClientError, SeriesHandle};
-use sensordb_engine::{Timestamp, Value, ValueColumn};
-use sensordb_server::protocol::frame::{ErrorCode, Frame, FrameType, TxId, CHECKED_COMPLETE_VERSION, HEADER_LEN};
-use sensordb_server::protocol::points::PointsEncoder;
+use sensordb_model::{Timestamp, Value, ValueColumn};
+use sensordb_protocol::frame::{ErrorCode, Frame, FrameType, TxId, CHECKED_COMPLETE_VERSION, HEADER_LEN};
+use sensordb_protocol::points::PointsEncoder;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -557,8 +557,8 @@ async fn expect(route: &mut TxRoute, timeout: Duration, what: &'static str) -> R
 mod tests {
     use super::*;
     use bytes::Bytes;
-    use sensordb_engine::ValueKind;
-    use sensordb_server::protocol::points::{PointRecord, PointsDecoder};
+    use sensordb_model::ValueKind;
+    use sensordb_protocol::points::{PointRecord, PointsDecoder};
 
     #[test]
     fn packets_respect_the_size_and_carry_every_point() {

@@ -3,9 +3,9 @@
 //! reads), and an answer that never comes (the commit times out).
 
 use sensordb_client::{Client, ClientError, ClientOptions};
-use sensordb_engine::{SeriesKey, Value, ValueKind};
-use sensordb_server::protocol::frame::{read_frame, Frame, TxId};
-use sensordb_server::protocol::points::{PointRecord, PointsDecoder};
+use sensordb_model::{SeriesKey, Value, ValueKind};
+use sensordb_protocol::frame::{read_frame, Frame, TxId};
+use sensordb_protocol::points::{PointRecord, PointsDecoder};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -3,7 +3,8 @@
 //! # Layout
 //! Data flows through these components, each a module:
 //!
-//! - [`model`]: series keys, ids, values.
+//! - [`model`]: series ids and stored points; series keys, values and columns re-exported from
+//!   `sensordb-model`.
 //! - [`catalog`]: the persisted map from series key to compact [`model::SeriesId`].
 //! - [`wal`]: the write-ahead log, segmented files of checksummed records with group commit and
 //!   three durability modes.

@@ -5,10 +5,11 @@
 //! - [`auth`]: access tokens with read and write scopes.
 //! - [`metrics`]: counters and gauges, rendered in the Prometheus text format.
 //! - [`server`]: starts the listeners on one engine and stops them with a drain.
+//! - [`state`]: what every connection handler shares, and the shutdown signal.
 //! - [`http`]: the InfluxDB-compatible HTTP API (line-protocol writes, queries, metrics).
-//! - [`protocol`]: the native transactional protocol's frames and point records.
 //! - [`native`]: the native protocol's listener, connections, transactions and the log of
-//!   completed transaction ids.
+//!   completed transaction ids; its wire format (frames, point records) is the
+//!   `sensordb-protocol` crate's, shared with the client.
 //! - [`tls`]: optional TLS (rustls) for both listeners.
 //!
 //! Data flows listener → connection → parser → write batch → engine (whose `write` returns once
@@ -19,8 +20,8 @@ pub mod config;
 pub mod http;
 pub mod metrics;
 pub mod native;
-pub mod protocol;
 pub mod server;
+pub mod state;
 pub mod tls;
 
 pub use config::ServerConfig;

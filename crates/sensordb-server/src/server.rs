@@ -1,7 +1,8 @@
 //! Starting and stopping the listeners over one engine.
 //!
-//! Every listener gets the shared [`ServerState`]; connections over all listeners are bounded by
-//! one semaphore (`max_connections`), bytes received but not yet durable by another
+//! Every listener gets the shared [`ServerState`] (its own module, [`crate::state`], which the
+//! listeners import without importing this one back); connections over all listeners are
+//! bounded by one semaphore (`max_connections`), bytes received but not yet durable by another
 //! (`max_in_flight_bytes`, in permits of one byte): a sender that exceeds them waits (TCP
 //! backpressure), it is never refused. Shutdown is a broadcast that stops accepting, then a
 //! drain of the connections in progress.
@@ -9,70 +10,13 @@
 use crate::auth::Tokens;
 use crate::config::ServerConfig;
 use crate::metrics::Metrics;
+use crate::state::ServerState;
 use sensordb_engine::Engine;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
-
-/// What every connection handler shares.
-pub struct ServerState {
-    pub engine: Arc<Engine>,
-    pub config: ServerConfig,
-    pub tokens: Tokens,
-    pub metrics: Metrics,
-    pub connections: Arc<Semaphore>,
-    pub in_flight_bytes: Arc<Semaphore>,
-    /// Set when both listeners speak TLS only (`tls_cert`/`tls_key`).
-    pub tls: Option<crate::tls::TlsAcceptor>,
-}
-
-impl ServerState {
-    /// Waits (asynchronously) while disk usage is at `U_h`, where writers wait for reclaim;
-    /// fails with `NoSpace` after the engine's `full_wait_max`.
-    pub async fn wait_for_space(&self) -> Result<(), sensordb_engine::Error> {
-        let started = std::time::Instant::now();
-        let wait_max = self.engine.reclaim_options().full_wait_max;
-        while self.engine.admission() == sensordb_engine::reclaim::throttle::Admission::WaitForSpace {
-            if started.elapsed() >= wait_max {
-                return Err(sensordb_engine::Error::NoSpace { path: self.engine.data_dir().to_path_buf() });
-            }
-            let engine = self.engine.clone();
-            // The wait for the next reclaim cycle blocks a thread: bound it and keep it off
-            // the async workers.
-            let _ = tokio::task::spawn_blocking(move || engine.wait_for_reclaim(std::time::Duration::from_millis(200))).await;
-        }
-        let waited = started.elapsed();
-        if waited.as_micros() > 0 && waited > std::time::Duration::from_millis(1) {
-            crate::metrics::Metrics::add(&self.metrics.throttle_delay_us, waited.as_micros() as u64);
-        }
-        Ok(())
-    }
-
-    /// Delays an acknowledgement by `T = (U − U_l)/(U_h − U_l)` seconds while usage is between
-    /// the throttle thresholds, so synchronous senders slow down and reclaim keeps up.
-    pub async fn throttle_acknowledgement(&self) {
-        if let Some(delay) = self.acknowledgement_delay() {
-            tokio::time::sleep(delay).await;
-        }
-    }
-
-    /// The delay [`ServerState::throttle_acknowledgement`] waits (counted in the metrics), for
-    /// a caller that waits otherwise.
-    pub fn acknowledgement_delay(&self) -> Option<std::time::Duration> {
-        match self.engine.admission() {
-            sensordb_engine::reclaim::throttle::Admission::After(delay) => {
-                crate::metrics::Metrics::add(&self.metrics.throttle_delay_us, delay.as_micros() as u64);
-                Some(delay)
-            }
-            _ => None,
-        }
-    }
-}
-
-/// Receives `true` when the server is shutting down.
-pub type ShutdownSignal = watch::Receiver<bool>;
 
 pub struct Server;
 

@@ -6,9 +6,9 @@
 
 use sensordb_client::{Client, ClientError, ClientOptions, ErrorCode, TxId};
 use sensordb_engine::{Durability, Engine, EngineOptions, SeriesKey, Value, ValueKind};
+use sensordb_protocol::frame::{read_frame, Frame, VERSION};
+use sensordb_protocol::points::PointsEncoder;
 use sensordb_server::auth::{Scope, TokenConfig};
-use sensordb_server::protocol::frame::{read_frame, Frame, VERSION};
-use sensordb_server::protocol::points::PointsEncoder;
 use sensordb_server::{RunningServer, Server, ServerConfig};
 use std::path::Path;
 use std::sync::atomic::Ordering;

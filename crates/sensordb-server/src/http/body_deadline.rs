@@ -14,7 +14,7 @@
 //! the body was never read.
 
 use crate::metrics::Metrics;
-use crate::server::ServerState;
+use crate::state::ServerState;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use std::future::Future;

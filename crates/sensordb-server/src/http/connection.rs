@@ -37,7 +37,7 @@
 use super::body_deadline::{BodyDeadline, BodyLimits};
 use super::{router, HttpState};
 use crate::metrics::Metrics;
-use crate::server::{ServerState, ShutdownSignal};
+use crate::state::{ServerState, ShutdownSignal};
 use crate::tls::MaybeTlsStream;
 use axum::body::Body;
 use bytes::Bytes;

@@ -42,7 +42,7 @@ pub use connection::serve;
 
 use crate::auth::AuthError;
 use crate::metrics::Metrics;
-use crate::server::ServerState;
+use crate::state::ServerState;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;

@@ -34,7 +34,7 @@
 //! (`ServerConfig::engine_options`); the server delays acknowledgements itself, per transaction,
 //! after the write.
 
-use super::connection::Answer;
+use super::answer::{Answer, Outcome};
 use super::transaction::HeldBytes;
 use super::txlog::{CompletionGuard, TxLog};
 use sensordb_engine::batch::WriteBatch;
@@ -51,9 +51,6 @@ const GROUP_TRANSACTIONS_MAX: usize = 1024;
 const GROUP_VALUE_BYTES_MAX: usize = 4 << 20;
 /// Transactions waiting for the committer; beyond it COMPLETEs wait to be queued.
 const QUEUE_LEN: usize = 4096;
-
-/// The outcome of one transaction's write.
-pub type Outcome = Result<(), Arc<EngineError>>;
 
 /// Told the points of each group's stored transactions, after they are durable and before
 /// their ids are recorded (so a retry answered from the log never sees them uncounted).

@@ -17,24 +17,25 @@
 //! reset). Everything else gets a non-fatal ERROR (naming the transaction, which is rolled back
 //! if it was open) and the connection goes on.
 
-use super::committer::{Committer, Job, Outcome, Reply, SMALL_TRANSACTION_BYTES};
+use super::answer::{engine_error_code, error_frame, Answer, Completing, Outcome};
+use super::committer::{Committer, Job, Reply, SMALL_TRANSACTION_BYTES};
 use super::transaction::{HeldBytes, OpenTransaction};
 use super::txlog::{Begin, TxLog};
 use crate::auth::{AuthError, Scope};
-use crate::protocol::frame::{ErrorCode, Frame, FrameError, Header, TxId, CHECKED_COMPLETE_VERSION, HEADER_LEN, MIN_VERSION, VERSION};
-use crate::server::{ServerState, ShutdownSignal};
+use crate::state::{ServerState, ShutdownSignal};
 use bytes::{Buf, Bytes, BytesMut};
 use sensordb_engine::batch::WriteBatch;
 use sensordb_engine::reclaim::throttle::Admission;
 use sensordb_engine::{Error as EngineError, SeriesId, SeriesKey, ValueKind};
-use std::collections::{HashMap, HashSet};
+use sensordb_protocol::frame::{ErrorCode, Frame, FrameError, Header, TxId, CHECKED_COMPLETE_VERSION, HEADER_LEN, MIN_VERSION, VERSION};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 /// Most transactions open at once on one connection.
 pub const MAX_OPEN_TRANSACTIONS: usize = 1024;
@@ -85,133 +86,6 @@ pub struct Connection {
     open: HashMap<TxId, OpenTransaction>,
     open_bytes: u64,
     completing: Arc<Completing>,
-}
-
-/// The transactions of one connection between COMPLETE and its answer. Shared with whoever
-/// answers them (the committer thread, completion tasks), which remove them.
-#[derive(Default)]
-pub struct Completing {
-    ids: parking_lot::Mutex<HashSet<TxId>>,
-    /// Told when the last one is answered.
-    emptied: Notify,
-}
-
-impl Completing {
-    fn contains(&self, tx: &TxId) -> bool {
-        self.ids.lock().contains(tx)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.ids.lock().is_empty()
-    }
-
-    fn insert(&self, tx: TxId) {
-        self.ids.lock().insert(tx);
-    }
-
-    fn remove(&self, tx: &TxId) {
-        let mut ids = self.ids.lock();
-        ids.remove(tx);
-        if ids.is_empty() {
-            self.emptied.notify_waiters();
-        }
-    }
-
-    /// Returns once no transaction is completing.
-    async fn drained(&self) {
-        loop {
-            let emptied = self.emptied.notified();
-            tokio::pin!(emptied);
-            // Registered before the check, so a removal in between is not missed.
-            emptied.as_mut().enable();
-            if self.is_empty() {
-                return;
-            }
-            emptied.await;
-        }
-    }
-}
-
-/// The answer to one COMPLETE, whoever delivers it: the frames held back for the transaction
-/// (its CREATED and CONFIRMED, to leave in the same write) and then COMPLETED or the ERROR,
-/// handed to the connection's writer.
-pub struct Answer {
-    state: Arc<ServerState>,
-    out: Option<mpsc::UnboundedSender<Frame>>,
-    before: Vec<Frame>,
-    completing: Arc<Completing>,
-    tx: TxId,
-    points: u64,
-    /// When the write began (the write-latency metric).
-    started: Instant,
-}
-
-impl Answer {
-    /// Counts the write's outcome and answers; a stored transaction's answer waits out the
-    /// disk-usage throttle first (on `runtime`, or the current one), so senders slow down.
-    pub fn deliver(self, outcome: Outcome, runtime: Option<&tokio::runtime::Handle>) {
-        let metrics = &self.state.metrics;
-        let (tx, points) = (self.tx, self.points);
-        match outcome {
-            Ok(()) => {
-                metrics.record_write_latency(self.started.elapsed());
-                metrics.native_transactions_completed.fetch_add(1, Ordering::Relaxed);
-                let completed = Frame::Completed { tx, duplicate: false, points };
-                match self.state.acknowledgement_delay() {
-                    None => self.send(completed),
-                    Some(delay) => {
-                        let delayed = async move {
-                            tokio::time::sleep(delay).await;
-                            self.send(completed);
-                        };
-                        match runtime {
-                            Some(runtime) => drop(runtime.spawn(delayed)),
-                            None => drop(tokio::spawn(delayed)),
-                        }
-                    }
-                }
-            }
-            Err(error) => {
-                metrics.native_transactions_failed.fetch_add(1, Ordering::Relaxed);
-                let code = engine_error_code(&error);
-                tracing::warn!(%tx, %error, "native transaction failed");
-                self.send(error_frame(code, false, Some(tx), 0, format!("transaction {tx} not stored: {error}")));
-            }
-        }
-    }
-
-    /// Answers that the transaction was completed before, with `points`.
-    fn already_completed(self, points: u64) {
-        self.state.metrics.native_transactions_completed.fetch_add(1, Ordering::Relaxed);
-        let tx = self.tx;
-        self.send(Frame::Completed { tx, duplicate: true, points });
-    }
-
-    /// Answers with `frame` now; the transaction is no longer completing.
-    fn send(self, frame: Frame) {
-        self.completing.remove(&self.tx);
-        if let Some(out) = self.out {
-            for frame in self.before {
-                let _ = out.send(frame);
-            }
-            let _ = out.send(frame);
-        }
-    }
-}
-
-fn error_frame(code: ErrorCode, fatal: bool, tx: Option<TxId>, context: u32, message: impl Into<String>) -> Frame {
-    Frame::Error { code, fatal, tx, context, message: message.into() }
-}
-
-fn engine_error_code(error: &EngineError) -> ErrorCode {
-    match error {
-        EngineError::NoSpace { .. } => ErrorCode::NoSpace,
-        EngineError::KindMismatch { .. } => ErrorCode::KindMismatch,
-        EngineError::PayloadTooLarge { .. } | EngineError::RecordTooLarge { .. } => ErrorCode::PayloadTooLarge,
-        EngineError::InvalidSeriesKey(_) => ErrorCode::InvalidSeriesKey,
-        EngineError::UnknownSeries(_) => ErrorCode::UnknownSeries,
-        _ => ErrorCode::Storage,
-    }
 }
 
 impl Connection {

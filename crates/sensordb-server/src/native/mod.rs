@@ -1,22 +1,26 @@
 //! The native transactional TCP protocol (specified in `docs/PROTOCOL.md`, wire format in
-//! [`crate::protocol`]).
+//! the `sensordb-protocol` crate).
 //!
 //! - [`serve`]: the accept loop. Each connection accepted waits for a `connections` permit
 //!   before the next accept (more wait in the listen backlog; a listener waiting for clients
 //!   holds no permit); shutdown stops accepting and drains the connections.
 //! - [`connection`]: one connection: a reader task (frames, byte permits for backpressure), a
 //!   writer task (answers, batched), and the state machine between them.
+//! - [`answer`]: the answer to a COMPLETE, shared by the connection and the committer.
 //! - [`committer`]: the thread that writes small transactions in groups (one engine write and
 //!   one log sync per group).
 //! - [`transaction`]: an open transaction's buffered points.
+//! - [`batch_sink`]: SEND records decoded straight into a transaction's write batch.
 //! - [`txlog`]: the durable window of completed transaction ids that makes retries idempotent.
 
+pub mod answer;
+pub mod batch_sink;
 pub mod committer;
 pub mod connection;
 pub mod transaction;
 pub mod txlog;
 
-use crate::server::{ServerState, ShutdownSignal};
+use crate::state::{ServerState, ShutdownSignal};
 use committer::Committer;
 use sensordb_engine::Durability;
 use std::sync::Arc;

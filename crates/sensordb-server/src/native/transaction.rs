@@ -2,11 +2,12 @@
 //! the engine before COMPLETE), the running CRC32C of the SEND records, and the byte permits
 //! that keep its memory accounted until the batch is durable or dropped.
 
-use crate::protocol::frame::ErrorCode;
-use crate::protocol::points::{Appended, DecodeError, PointsDecoder};
+use super::batch_sink::BatchSink;
 use bytes::{Bytes, BytesMut};
 use sensordb_engine::batch::WriteBatch;
 use sensordb_engine::{SeriesId, Timestamp, Value, ValueKind};
+use sensordb_protocol::frame::ErrorCode;
+use sensordb_protocol::points::{Appended, DecodeError, PointsDecoder};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -14,7 +15,7 @@ use std::time::Instant;
 pub struct HeldBytes {
     pub(crate) _permit: Option<tokio::sync::OwnedSemaphorePermit>,
     pub(crate) bytes: usize,
-    pub(crate) state: std::sync::Arc<crate::server::ServerState>,
+    pub(crate) state: std::sync::Arc<crate::state::ServerState>,
 }
 
 impl Drop for HeldBytes {
@@ -71,7 +72,7 @@ impl OpenTransaction {
         let resolve = |short: u32| series.get(&short).copied();
         let malformed = |message: String| SendError { code: ErrorCode::Malformed, message };
         // POINTS records are decoded straight into the batch: no columns per record.
-        while let Some(record) = decoder.next_into(resolve, &mut self.batch) {
+        while let Some(record) = decoder.next_into(&mut BatchSink::new(resolve, &mut self.batch)) {
             let record = record.map_err(|e| SendError {
                 code: match e {
                     DecodeError::UnknownSeries(_) => ErrorCode::UnknownSeries,

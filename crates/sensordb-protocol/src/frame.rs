@@ -9,11 +9,13 @@
 //! ```
 //! All integers little-endian. The CRC32C covers header bytes 0..8 followed by the body, so a
 //! flipped bit anywhere but in the checksum itself is caught. `flags` and `reserved` are 0 in
-//! version 1 and refused otherwise. See `docs/PROTOCOL.md` for every body.
+//! every version so far (1 and 2: version 2 added a frame type and an error code, no flag), and
+//! a header with any of their bits set is refused ([`FrameError::Reserved`]) before the checksum
+//! is checked, whichever version the connection speaks. See `docs/PROTOCOL.md` for every body.
 
 use bytes::Bytes;
-use sensordb_engine::checksum::LeReader;
-use sensordb_engine::ValueKind;
+use sensordb_model::le_reader::LeReader;
+use sensordb_model::ValueKind;
 use std::fmt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -309,7 +311,7 @@ pub struct Header {
 }
 
 impl Header {
-    /// Parses a header; refuses a body longer than `max_body` and nonzero reserved bits.
+    /// Parses a header; refuses a body longer than `max_body` and nonzero flags or reserved bits.
     pub fn parse(bytes: &[u8; HEADER_LEN], max_body: u32) -> Result<Header, FrameError> {
         let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
         if len > max_body {
@@ -670,6 +672,19 @@ mod tests {
         assert_eq!(&bytes[40..48], &2u64.to_le_bytes());
         assert_eq!(ErrorCode::from_u16(21), ErrorCode::ChecksumMismatch);
         assert!(ErrorCode::ChecksumMismatch.is_retryable());
+    }
+
+    #[test]
+    fn nonzero_flags_or_reserved_bits_are_refused_even_under_a_valid_checksum() {
+        for byte in 5..8 {
+            let mut bytes = Frame::Ping { nonce: 7 }.to_bytes();
+            bytes[byte] = 1;
+            let mut covered = bytes[..8].to_vec();
+            covered.extend_from_slice(&bytes[12..]);
+            bytes[8..12].copy_from_slice(&crc32c::crc32c(&covered).to_le_bytes());
+            assert!(matches!(Frame::decode(&bytes, 1024), Err(FrameError::Reserved)), "header byte {byte}");
+        }
+        assert_eq!(FrameError::Reserved.code(), ErrorCode::Malformed);
     }
 
     #[test]

@@ -14,11 +14,16 @@
 //! A PAYLOAD_PART lets one large byte value span SEND frames: the parts of one value are
 //! consecutive records of the same transaction (no other record in between) and concatenate to
 //! the value. The series kind comes from the connection's DEFINE_SERIES.
+//!
+//! Decoding either returns each record in columns of its own ([`PointsDecoder::next_record`])
+//! or appends a POINTS record's points straight to the caller's [`PointsSink`]
+//! ([`PointsDecoder::next_into`]): the server's sink is the transaction's write batch, so a SEND
+//! is decoded without allocating per record.
 
 use bytes::Bytes;
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::checksum::{get_varint, put_varint, unzigzag, zigzag};
-use sensordb_engine::{SeriesId, Timestamp, ValueColumn, ValueKind};
+use sensordb_model::varint::{get_varint, put_varint};
+use sensordb_model::zigzag::{unzigzag, zigzag};
+use sensordb_model::{Timestamp, ValueColumn, ValueKind};
 
 const RECORD_POINTS: u8 = 1;
 const RECORD_PAYLOAD_PART: u8 = 2;
@@ -89,24 +94,18 @@ impl PointsDecoder {
         Some(self.decode_one(kind_of).inspect_err(|_| self.position = self.body.len()))
     }
 
-    /// Like [`PointsDecoder::next_record`], but a POINTS record is appended to `batch`, to the
-    /// series `resolve` maps its short id to (with the series' kind; `None`: undefined), instead
-    /// of being returned in columns of its own. After an `Err`, `batch` holds what the records
-    /// before it appended (the record in error appended nothing).
-    pub fn next_into(
-        &mut self,
-        resolve: impl Fn(u32) -> Option<(SeriesId, ValueKind)>,
-        batch: &mut WriteBatch,
-    ) -> Option<Result<Appended, DecodeError>> {
+    /// Like [`PointsDecoder::next_record`], but a POINTS record's points are appended to `sink`
+    /// ([`PointsSink::append_points`]) instead of being returned in columns of their own; the
+    /// sink also says which short ids are defined and their kinds. After an `Err`, `sink` holds
+    /// what the records before it appended (the record in error appended nothing).
+    pub fn next_into<S: PointsSink>(&mut self, sink: &mut S) -> Option<Result<Appended, DecodeError>> {
         if self.position >= self.body.len() {
             return None;
         }
-        let decoded = self.decode_head(|short_id| resolve(short_id).map(|(_, kind)| kind)).and_then(|head| match head {
+        let decoded = self.decode_head(|short_id| sink.kind_of(short_id)).and_then(|head| match head {
             Head::Points { short_id, count, kind } => {
-                let (series, _) = resolve(short_id).ok_or(DecodeError::UnknownSeries(short_id))?;
-                let index = batch.entry_index(series, kind).map_err(|e| DecodeError::Malformed(e.to_string()))?;
                 let (body, position) = (&self.body, &mut self.position);
-                batch.append_with(index, |timestamps, values| decode_points(body, position, count, timestamps, values))?;
+                sink.append_points(short_id, kind, |timestamps, values| decode_points(body, position, count, timestamps, values))?;
                 Ok(Appended::Points { short_id, count })
             }
             Head::PayloadPart { short_id, timestamp, last, bytes } => Ok(Appended::PayloadPart { short_id, timestamp, last, bytes }),
@@ -167,10 +166,27 @@ impl PointsDecoder {
     }
 }
 
+/// Where [`PointsDecoder::next_into`] puts the points of POINTS records: the decoder parses
+/// the record and leaves the storing to the sink (the server's is the transaction's write batch,
+/// whose columns the points are decoded into directly).
+pub trait PointsSink {
+    /// The kind of values of a short series id defined on the connection; `None`: undefined.
+    fn kind_of(&self, short_id: u32) -> Option<ValueKind>;
+
+    /// Stores the points of one POINTS record of `short_id` (whose kind [`PointsSink::kind_of`]
+    /// said is `kind`): `decode` appends the record's timestamps and values to columns of that
+    /// kind (one timestamp per value; `values` must have the kind `kind`). When `decode` fails
+    /// the sink must keep nothing of this record and return its error; a sink may refuse the
+    /// record for reasons of its own with an error of its choosing.
+    fn append_points<D>(&mut self, short_id: u32, kind: ValueKind, decode: D) -> Result<(), DecodeError>
+    where
+        D: FnOnce(&mut Vec<Timestamp>, &mut ValueColumn) -> Result<(), DecodeError>;
+}
+
 /// What [`PointsDecoder::next_into`] did with a record.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Appended {
-    /// A POINTS record's `count` points went into the batch.
+    /// A POINTS record's `count` points went into the sink.
     Points {
         short_id: u32,
         count: usize,
@@ -282,6 +298,32 @@ mod tests {
         }
     }
 
+    /// Keeps each POINTS record's columns apart, as `next_record` returns them; refuses the
+    /// records of the short id `refused`.
+    struct Records {
+        records: Vec<(u32, Vec<Timestamp>, ValueColumn)>,
+        refused: Option<u32>,
+    }
+
+    impl PointsSink for Records {
+        fn kind_of(&self, short_id: u32) -> Option<ValueKind> {
+            kind_of(short_id)
+        }
+
+        fn append_points<D>(&mut self, short_id: u32, kind: ValueKind, decode: D) -> Result<(), DecodeError>
+        where
+            D: FnOnce(&mut Vec<Timestamp>, &mut ValueColumn) -> Result<(), DecodeError>,
+        {
+            if Some(short_id) == self.refused {
+                return Err(DecodeError::Malformed(format!("short id {short_id} refused")));
+            }
+            let (mut timestamps, mut values) = (Vec::new(), ValueColumn::new(kind));
+            decode(&mut timestamps, &mut values)?;
+            self.records.push((short_id, timestamps, values));
+            Ok(())
+        }
+    }
+
     proptest! {
         #[test]
         fn records_round_trip(runs in proptest::collection::vec((0u32..20, proptest::collection::vec(any::<i64>(), 1..20)), 0..8),
@@ -306,37 +348,38 @@ mod tests {
             prop_assert_eq!(decoded, expected);
         }
 
-        /// Decoding into a batch stores what decoding into columns and pushing them would.
+        /// Decoding into a sink stores what decoding into columns would return, and a record the
+        /// sink refuses ends the body as a malformed one does.
         #[test]
-        fn next_into_fills_a_batch_as_next_record_does(runs in proptest::collection::vec((0u32..20, proptest::collection::vec(any::<i64>(), 1..20)), 0..8),
-                                                       cut in any::<proptest::sample::Index>()) {
+        fn next_into_fills_a_sink_as_next_record_does(runs in proptest::collection::vec((0u32..20, proptest::collection::vec(any::<i64>(), 1..20)), 0..8),
+                                                      cut in any::<proptest::sample::Index>(),
+                                                      refused in proptest::option::of(0u32..20)) {
             let mut body = Vec::new();
             for (short_id, seed) in &runs {
                 let kind = kind_of(*short_id).expect("kind");
                 PointsEncoder::points(&mut body, *short_id, seed, &column(kind, seed));
             }
-            // Short ids map to series two to one (0 and 10 share series 0), as two connections'
-            // definitions of one key would; the kinds agree.
-            let resolve = |id: u32| kind_of(id).map(|kind| (SeriesId(id % 10), kind));
             // A body cut anywhere: both decoders fail at the same record, having kept the same.
             let body = if body.is_empty() { body } else { body[..cut.index(body.len() + 1)].to_vec() };
-            let mut expected = WriteBatch::new();
-            let mut columns = PointsDecoder::new(Bytes::from(body.clone()));
+            let mut expected = Vec::new();
             let mut failed_expected = false;
+            let mut columns = PointsDecoder::new(Bytes::from(body.clone()));
             while let Some(record) = columns.next_record(kind_of) {
                 match record {
-                    Ok(PointRecord::Points { short_id, timestamps, values }) => {
-                        expected.push_column(SeriesId(short_id % 10), &timestamps, &values).expect("kinds agree");
+                    Ok(PointRecord::Points { short_id, .. }) if Some(short_id) == refused => {
+                        failed_expected = true;
+                        break;
                     }
+                    Ok(PointRecord::Points { short_id, timestamps, values }) => expected.push((short_id, timestamps, values)),
                     Ok(other) => prop_assert!(false, "unexpected {:?}", other),
                     Err(_) => failed_expected = true,
                 }
             }
-            let mut batch = WriteBatch::new();
+            let mut sink = Records { records: Vec::new(), refused };
             let mut direct = PointsDecoder::new(Bytes::from(body));
             let mut failed = false;
             let mut counted = 0;
-            while let Some(record) = direct.next_into(resolve, &mut batch) {
+            while let Some(record) = direct.next_into(&mut sink) {
                 match record {
                     Ok(Appended::Points { count, .. }) => counted += count,
                     Ok(other) => prop_assert!(false, "unexpected {:?}", other),
@@ -344,10 +387,8 @@ mod tests {
                 }
             }
             prop_assert_eq!(failed, failed_expected);
-            prop_assert_eq!(batch.len(), expected.len());
-            prop_assert_eq!(counted, batch.len());
-            prop_assert_eq!(batch.value_bytes(), expected.value_bytes());
-            prop_assert_eq!(batch.entries(), expected.entries());
+            prop_assert_eq!(counted, sink.records.iter().map(|(_, timestamps, _)| timestamps.len()).sum::<usize>());
+            prop_assert_eq!(sink.records, expected);
         }
 
         #[test]
@@ -358,12 +399,18 @@ mod tests {
                 n += 1;
                 prop_assert!(n < 1000);
             }
-            let mut batch = WriteBatch::new();
+            let mut sink = Records { records: Vec::new(), refused: None };
             let mut direct = PointsDecoder::new(Bytes::from(bytes));
-            while let Some(_record) = direct.next_into(|id| kind_of(id).map(|kind| (SeriesId(id), kind)), &mut batch) {}
-            let stored: usize = batch.entries().iter().map(|entry| entry.timestamps.len()).sum();
-            prop_assert_eq!(stored, batch.len());
-            prop_assert!(batch.entries().iter().all(|entry| entry.timestamps.len() == entry.values.len()));
+            let mut n = 0;
+            while let Some(_record) = direct.next_into(&mut sink) {
+                n += 1;
+                prop_assert!(n < 1000);
+            }
+            for (short_id, timestamps, values) in &sink.records {
+                prop_assert!(!timestamps.is_empty());
+                prop_assert_eq!(timestamps.len(), values.len());
+                prop_assert_eq!(Some(values.kind()), kind_of(*short_id));
+            }
         }
     }
 }
