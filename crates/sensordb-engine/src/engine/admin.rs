@@ -7,7 +7,6 @@ use crate::model::SeriesId;
 use crate::reclaim::policy::{DatabasePolicy, Databases};
 use crate::reclaim::throttle::Admission;
 use crate::reclaim::{ReclaimOptions, ReclaimStats};
-use crate::store::BlockStore;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 

@@ -50,7 +50,7 @@ use crate::memtable::Memtable;
 use crate::model::{SeriesId, SeriesKey, Timestamp, ValueKind};
 use crate::query::RangeRead;
 use crate::reclaim::Reclaimer;
-use crate::store::{BlockStore, SegmentStore, StoreStats};
+use crate::store::{BlockStore, StoreStats};
 use crate::wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
 use recovery::DirectoryLock;
@@ -150,7 +150,7 @@ struct Inner {
     catalog: Catalog,
     wal: Option<Wal>,
     wal_dir: PathBuf,
-    store: Arc<SegmentStore>,
+    store: Arc<dyn BlockStore>,
     memtables: RwLock<Memtables>,
     flush: FlushState,
     signals: WorkerSignals,
@@ -187,15 +187,27 @@ pub struct Engine {
 
 impl Engine {
     /// Opens (or creates) the data directory `dir`, recovering whatever a crash left behind.
-    pub fn open(dir: impl AsRef<Path>, mut options: EngineOptions) -> Result<Engine> {
+    pub fn open(dir: impl AsRef<Path>, options: EngineOptions) -> Result<Engine> {
+        Engine::start(dir.as_ref(), options, None)
+    }
+
+    /// [`Engine::open`] over `store` instead of the segment files in `dir` (which still holds
+    /// the catalog, the WAL and the databases). The store is open already, so the options that
+    /// shape segment files (`segment_bytes_max`, and `durability` for the store's own writes)
+    /// are its own business. The engine takes the WAL checkpoint and the series of stored blocks
+    /// from it, as it does from its own segments.
+    pub fn open_with_store(dir: impl AsRef<Path>, options: EngineOptions, store: Arc<dyn BlockStore>) -> Result<Engine> {
+        Engine::start(dir.as_ref(), options, Some(store))
+    }
+
+    fn start(dir: &Path, mut options: EngineOptions, store: Option<Arc<dyn BlockStore>>) -> Result<Engine> {
         let started = Instant::now();
         let block_points_max = options.block_points_max.clamp(1, crate::block::BLOCK_POINTS_LIMIT as usize);
         if block_points_max != options.block_points_max {
             tracing::warn!(asked = options.block_points_max, used = block_points_max, "block_points_max held to the block format's limits");
             options.block_points_max = block_points_max;
         }
-        let dir = dir.as_ref();
-        let recovered = recovery::recover(dir, &options)?;
+        let recovered = recovery::recover(dir, &options, store)?;
         let mut report = recovered.report;
         let reclaimer = Reclaimer::open(options.fs.as_ref(), dir, options.reclaim.clone())?;
         let inner = Arc::new(Inner {
@@ -203,7 +215,7 @@ impl Engine {
             catalog: recovered.catalog,
             wal: recovered.wal,
             wal_dir: recovered.wal_dir,
-            store: Arc::new(recovered.store),
+            store: recovered.store,
             memtables: RwLock::new(Memtables { active: Arc::new(recovered.memtable), frozen: None, frozen_wal_checkpoint: 0 }),
             flush: FlushState {
                 running: Mutex::new(()),
@@ -291,8 +303,7 @@ impl Engine {
             memory.extend(frozen.read(series, from, to));
         }
         memory.extend(active.read(series, from, to));
-        let store: Arc<dyn BlockStore> = inner.store.clone();
-        RangeRead::new(store, series, from, to, memory)
+        RangeRead::new(inner.store.clone(), series, from, to, memory)
     }
 
     /// Flushes, seals the open segment, and compacts until no segment is worth rewriting.

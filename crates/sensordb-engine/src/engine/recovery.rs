@@ -11,9 +11,10 @@ use crate::filenames::{catalog_path, parse_numbered_file, segment_dir, wal_dir, 
 use crate::fs::FileSystem;
 use crate::memtable::Memtable;
 use crate::model::{SeriesId, SeriesKey, ValueKind};
-use crate::store::{SegmentStore, SegmentStoreOptions};
+use crate::store::{BlockStore, SegmentStore, SegmentStoreOptions};
 use crate::wal::{Durability, Wal, WalOptions};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What start-up found and repaired.
@@ -32,7 +33,7 @@ pub struct RecoveryReport {
 pub(super) struct Recovered {
     pub(super) lock: DirectoryLock,
     pub(super) catalog: Catalog,
-    pub(super) store: SegmentStore,
+    pub(super) store: Arc<dyn BlockStore>,
     /// Every WAL file with a smaller id is contained in the store.
     pub(super) wal_checkpoint: u64,
     pub(super) wal: Option<Wal>,
@@ -43,8 +44,10 @@ pub(super) struct Recovered {
 }
 
 /// Opens the directory lock, catalog, store and WAL of `dir` (created if needed), repairing what
-/// a crash left behind. `report.duration` is left for the caller, which finishes the start.
-pub(super) fn recover(dir: &Path, options: &EngineOptions) -> Result<Recovered> {
+/// a crash left behind. The store is `given_store` if any (already open: what its opening found
+/// is its owner's to report), otherwise the segment store in `dir`. `report.duration` is left
+/// for the caller, which finishes the start.
+pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<Arc<dyn BlockStore>>) -> Result<Recovered> {
     let fs = options.fs.clone();
     fs.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let lock = DirectoryLock::acquire(dir)?;
@@ -56,10 +59,21 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions) -> Result<Recovered> 
     }
     report.series = catalog.len();
 
-    let store_options = SegmentStoreOptions { segment_bytes_max: options.segment_bytes_max, sync: options.durability != Durability::None };
-    let (store, store_recovery) = SegmentStore::open(fs.clone(), &segment_dir(dir), store_options)?;
-    report.segments = store_recovery.segments;
-    report.problems.extend(store_recovery.problems.iter().cloned());
+    let store: Arc<dyn BlockStore> = match given_store {
+        Some(store) => {
+            report.segments = store.stats().segments;
+            store
+        }
+        None => {
+            let store_options =
+                SegmentStoreOptions { segment_bytes_max: options.segment_bytes_max, sync: options.durability != Durability::None };
+            let (store, store_recovery) = SegmentStore::open(fs.clone(), &segment_dir(dir), store_options)?;
+            report.segments = store_recovery.segments;
+            report.problems.extend(store_recovery.problems);
+            Arc::new(store)
+        }
+    };
+    let wal_checkpoint = store.wal_checkpoint();
     for (id, kind) in store.series_kinds() {
         adopt_lost_series(&catalog, &catalog_path(dir), id, kind, &mut report)?;
     }
@@ -69,7 +83,7 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions) -> Result<Recovered> 
     let wal = if options.durability == Durability::None {
         None
     } else {
-        remove_covered_wal_files(fs.as_ref(), &wal_dir, store_recovery.wal_checkpoint)?;
+        remove_covered_wal_files(fs.as_ref(), &wal_dir, wal_checkpoint)?;
         let wal_options =
             WalOptions { durability: options.durability, file_bytes_max: options.wal_file_bytes_max, ..WalOptions::default() };
         let catalog_file = catalog_path(dir);
@@ -97,7 +111,7 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions) -> Result<Recovered> 
         report.problems.extend(wal_recovery.truncated.iter().cloned());
         Some(wal)
     };
-    Ok(Recovered { lock, catalog, store, wal_checkpoint: store_recovery.wal_checkpoint, wal, wal_dir, memtable: active, report })
+    Ok(Recovered { lock, catalog, store, wal_checkpoint, wal, wal_dir, memtable: active, report })
 }
 
 /// Measurement under which series whose catalog record was lost to damage are re-registered.

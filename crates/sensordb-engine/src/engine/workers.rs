@@ -6,7 +6,6 @@ use super::{Inner, Workers};
 use crate::error::{Error, Result};
 use crate::flush::encode_group_paced;
 use crate::memtable::Memtable;
-use crate::store::BlockStore;
 use crate::wal::Durability;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -123,7 +122,7 @@ impl Inner {
 
     pub(super) fn compact_once(&self) -> Result<Option<crate::compaction::CompactionReport>> {
         let _compacting = self.maintenance.running.lock();
-        crate::compaction::compact_once(&self.store, &self.catalog, &self.compaction_options())
+        crate::compaction::compact_once(self.store.as_ref(), &self.catalog, &self.compaction_options())
     }
 
     /// Background compaction: looks for work every few seconds until shutdown.
@@ -157,7 +156,7 @@ impl Inner {
         self.maintenance.reclaimer.run_cycle(
             self.options.fs.as_ref(),
             &self.data_dir,
-            &self.store,
+            self.store.as_ref(),
             &self.catalog,
             &self.compaction_options(),
             &|| self.own_bytes(),

@@ -10,7 +10,6 @@ use crate::memtable::{Memtable, ResolvedSeries};
 use crate::model::{last_write_wins, SeriesId, Timestamp, ValueColumn};
 use crate::reclaim::throttle::Admission;
 use crate::segment::GroupBuilder;
-use crate::store::BlockStore;
 use std::time::{Duration, Instant};
 
 /// Usage older than this is measured again before a writer is admitted (a statvfs and a
