@@ -27,9 +27,11 @@
 //! - **Recovery.** After opening, the store names the series it holds blocks of and the WAL
 //!   checkpoint its groups cover, so the engine replays only newer WAL files.
 
+mod memory;
 mod segments;
 mod summary;
 
+pub use memory::MemoryStore;
 pub use segments::{SegmentHandle, SegmentStore, SegmentStoreOptions, StoreRecovery};
 pub use summary::{BlockLife, SegmentSummary};
 
