@@ -5,7 +5,7 @@
 //! each flush writes a short block per series: on TSBS IoT data, flushing every 5 minutes costs
 //! 5.2 bytes per value against 0.59 for day-long blocks. Compaction restores the long blocks.
 //!
-//! The decision is a pure function ([`choose_run`]) of segment summaries; [`compact`] carries it
+//! The decision is a pure function ([`choose_run`]) of segment summaries; [`compact_once`] carries it
 //! out. Invariants that make it safe:
 //! - A run is contiguous in group sequence: no segment outside the run holds a sequence between
 //!   the run's smallest and largest, so giving every output block the run's largest sequence

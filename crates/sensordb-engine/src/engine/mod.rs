@@ -9,17 +9,21 @@
 //! and rotate the WAL (both under the exclusive lock, so every record in older WAL files is in
 //! the frozen memtable or earlier) → encode one block per series (split at
 //! `block_points_max`, fields of one row sharing one timestamp record; see [`crate::flush`])
-//! into a flush group → append it to the open segment and fsync → publish
-//! the blocks in the index → drop the frozen memtable → delete the WAL files it covered. The
-//! group records the first WAL file it does not cover, so recovery replays only newer files even
-//! if the deletion never happened.
+//! into a flush group → hand it to the block store, which makes it durable (the segment store:
+//! append it to the open segment and fsync) → publish the blocks in the index → drop the frozen
+//! memtable → delete the WAL files it covered. The group records the first WAL file it does not
+//! cover, so recovery replays only newer files even if the deletion never happened.
 //!
-//! Recovery: open the catalog, scan segments (footers only), delete WAL files covered by the
-//! segments, replay the rest into the memtable.
+//! Recovery: open the catalog and the store (the segment store scans footers only), delete WAL
+//! files covered by the store, replay the rest into the memtable.
 //!
 //! # How the pieces fit
-//! This module holds the [`Engine`] facade and its shared state, [`Inner`], grouped by what each
-//! lock guards. The submodules each implement one concern on `Inner` or `Engine`:
+//! This module holds the [`Engine`] facade and its shared state, `Inner`: catalog, WAL,
+//! memtables and store, plus one struct per kind of coordination, each with its own locks:
+//! `FlushState` (one flush at a time, writers waiting for memory), `WorkerSignals` (waking the
+//! background threads), `Health` (closed or poisoned), `Maintenance` (one compaction or reclaim
+//! cycle at a time, and the reclaimer). The submodules each implement one concern on `Inner` or
+//! `Engine`:
 //! - `options`: [`EngineOptions`] and the clock;
 //! - `recovery`: opening a directory (lock, catalog, store, WAL replay) into the parts
 //!   [`Engine::open`] assembles;
@@ -27,6 +31,11 @@
 //! - `workers`: the background flush, compaction and reclaim loops and the flush itself;
 //! - `pacer`: how a background flush yields the CPU to writers;
 //! - `admin`: databases, series deletion, reclaim controls and statistics.
+//!
+//! Sealed blocks live behind `Arc<dyn BlockStore>` ([`crate::store`]): the segment files of the
+//! data directory for [`Engine::open`], any store for [`Engine::open_with_store`]. Flushes and
+//! direct writes put groups, reads list and read blocks, and compaction and reclaim rewrite and
+//! remove segments, all through that trait.
 //!
 //! Dependencies go one way: `options`, `pacer` and `recovery` import nothing from this module,
 //! which imports their types; `write`, `workers` and `admin` use this module's types and only add

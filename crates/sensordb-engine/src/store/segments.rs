@@ -52,8 +52,9 @@ pub struct StoreRecovery {
 }
 
 /// An open segment file. The store holds one reference; each read in progress holds another
-/// (through [`ListedBlock::pin`], as its [`BlockSource`]), so a removed segment's descriptor closes, and its space is
-/// freed, as soon as the last read that listed its blocks is done, never later.
+/// (through [`ListedBlock::pin`], as its [`BlockSource`]), so a removed segment's descriptor
+/// closes, and its space is freed, as soon as the last read that listed its blocks is done,
+/// never later.
 pub struct SegmentHandle {
     pub id: u64,
     pub path: PathBuf,
