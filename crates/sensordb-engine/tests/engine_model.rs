@@ -1,10 +1,14 @@
 //! Write → flush → restart → read equivalence against a simple in-memory model
-//! (a `BTreeMap` keyed by (series, timestamp), last write wins).
+//! (a `BTreeMap` keyed by (series, timestamp), last write wins), over both block stores: the
+//! segment files of `Engine::open` and the `MemoryStore` given to `Engine::open_with_store`.
 
 use proptest::prelude::*;
 use sensordb_engine::batch::WriteBatch;
+use sensordb_engine::store::{BlockStore, MemoryStore};
 use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey, Value, ValueKind};
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -66,9 +70,41 @@ fn check_read(engine: &Engine, ids: &[SeriesId], model: &BTreeMap<(u8, i64), i64
     assert_eq!(actual, expected, "series {series} over [{from}, {to})");
 }
 
-fn run(durability: Durability, ops: Vec<Op>) {
+/// Where sealed blocks live in a run.
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Segments,
+    Memory,
+}
+
+/// Opens engines over one backend; the memory store outlives each engine, as files would.
+struct Opener {
+    durability: Durability,
+    memory: Option<Arc<MemoryStore>>,
+}
+
+impl Opener {
+    fn new(backend: Backend, durability: Durability) -> Opener {
+        // Small segments, as in `options`, so that sealing happens in short runs.
+        let memory = match backend {
+            Backend::Segments => None,
+            Backend::Memory => Some(Arc::new(MemoryStore::new(16 * 1024))),
+        };
+        Opener { durability, memory }
+    }
+
+    fn open(&self, dir: &Path) -> sensordb_engine::Result<Engine> {
+        match &self.memory {
+            None => Engine::open(dir, options(self.durability)),
+            Some(store) => Engine::open_with_store(dir, options(self.durability), store.clone() as Arc<dyn BlockStore>),
+        }
+    }
+}
+
+fn run(backend: Backend, durability: Durability, ops: Vec<Op>) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut engine = Some(Engine::open(dir.path(), options(durability)).expect("open"));
+    let opener = Opener::new(backend, durability);
+    let mut engine = Some(opener.open(dir.path()).expect("open"));
     let ids: Vec<SeriesId> = (0..4).map(|s| engine.as_ref().expect("open").series_id(&key(s), ValueKind::I64).expect("id")).collect();
     let mut model = BTreeMap::new();
     for op in ops {
@@ -96,14 +132,14 @@ fn run(durability: Durability, ops: Vec<Op>) {
             Op::Flush => e.flush().expect("flush"),
             Op::Reopen => {
                 engine.take().expect("open").close().expect("close");
-                let reopened = Engine::open(dir.path(), options(durability)).expect("reopen");
+                let reopened = opener.open(dir.path()).expect("reopen");
                 assert!(reopened.recovery().problems.is_empty(), "{:?}", reopened.recovery().problems);
                 engine = Some(reopened);
             }
             Op::Crash if durability == Durability::None => {}
             Op::Crash => {
                 engine.take().expect("open").abandon();
-                let reopened = Engine::open(dir.path(), options(durability)).expect("reopen after crash");
+                let reopened = opener.open(dir.path()).expect("reopen after crash");
                 assert!(reopened.recovery().problems.is_empty(), "{:?}", reopened.recovery().problems);
                 engine = Some(reopened);
             }
@@ -121,12 +157,22 @@ proptest! {
 
     #[test]
     fn memory_only_engine_matches_the_model(ops in proptest::collection::vec(op_strategy(), 1..30)) {
-        run(Durability::None, ops);
+        run(Backend::Segments, Durability::None, ops);
     }
 
     #[test]
     fn logged_engine_matches_the_model_across_crashes(ops in proptest::collection::vec(op_strategy(), 1..30)) {
-        run(Durability::Os, ops);
+        run(Backend::Segments, Durability::Os, ops);
+    }
+
+    #[test]
+    fn memory_only_engine_over_the_memory_store_matches_the_model(ops in proptest::collection::vec(op_strategy(), 1..30)) {
+        run(Backend::Memory, Durability::None, ops);
+    }
+
+    #[test]
+    fn logged_engine_over_the_memory_store_matches_the_model_across_crashes(ops in proptest::collection::vec(op_strategy(), 1..30)) {
+        run(Backend::Memory, Durability::Os, ops);
     }
 }
 
@@ -261,4 +307,66 @@ fn a_row_with_a_point_at_the_largest_timestamp_keeps_its_other_fields() {
     assert_eq!(points[0].value, Value::I64(-7));
     let booleans = engine.read(boolean, i64::MIN, i64::MAX).points().count();
     assert_eq!(booleans, 1, "i64::MAX lies outside every half-open range");
+}
+
+/// Compaction and reclaim reach the store only through the `BlockStore` trait: over the memory
+/// store, short blocks are rewritten into long ones and a deleted series' blocks are merged
+/// away, while reads keep returning exactly what was written.
+#[test]
+fn compaction_and_reclaim_run_over_the_memory_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(MemoryStore::new(4096));
+    let reclaim = sensordb_engine::reclaim::ReclaimOptions {
+        // Far over capacity, so the Fisherman takes every segment with dead data at once.
+        capacity_bytes: Some(100),
+        evict_oldest_when_full: false,
+        merge_bytes_per_second: 0,
+        file_system_usage: false,
+        ..Default::default()
+    };
+    let options = EngineOptions {
+        background_compaction: false,
+        background_reclaim: false,
+        // Flushes write blocks of 10 points, compaction blocks of 200.
+        compaction_small_block_points: 100,
+        block_points_max: 1000,
+        throttle_writes: false,
+        reclaim,
+        ..options(Durability::None)
+    };
+    let engine = Engine::open_with_store(dir.path(), options, store.clone() as Arc<dyn BlockStore>).expect("open");
+    let series = |measurement: &str| {
+        let key = SeriesKey::new(measurement, [("sensor", "1")], "value").and_then(|k| k.in_database("plant")).expect("key");
+        engine.series_id(&key, ValueKind::I64).expect("id")
+    };
+    let (kept, doomed) = (series("kept"), series("doomed"));
+    for flush in 0..20i64 {
+        let mut batch = WriteBatch::new();
+        for t in flush * 10..flush * 10 + 10 {
+            batch.push(kept, t, Value::I64(t)).expect("push");
+            batch.push(doomed, t, Value::I64(-t)).expect("push");
+        }
+        engine.write(&batch).expect("write");
+        engine.flush().expect("flush");
+    }
+    let values = |id: SeriesId| -> Vec<(i64, Value)> {
+        engine.read(id, i64::MIN, i64::MAX).points().map(|p| p.map(|p| (p.timestamp, p.value))).collect::<Result<_, _>>().expect("read")
+    };
+    let expected_kept: Vec<(i64, Value)> = (0..200).map(|t| (t, Value::I64(t))).collect();
+    let blocks_before = store.stats().blocks;
+    assert_eq!(blocks_before, 20 * 2, "one block per series and flush");
+
+    let reports = engine.compact().expect("compact");
+    assert!(!reports.is_empty(), "short blocks are worth rewriting");
+    assert!(store.stats().blocks < blocks_before, "{:?}", store.stats());
+    assert_eq!(store.stats().points, 400);
+    assert_eq!(values(kept), expected_kept);
+    assert_eq!(values(doomed), (0..200).map(|t| (t, Value::I64(-t))).collect::<Vec<_>>());
+
+    assert_eq!(engine.delete_series("plant", Some("doomed"), &[]).expect("delete"), 1);
+    engine.reclaim().expect("reclaim");
+    let stats = engine.reclaim_stats();
+    assert!(stats.segments_merged + stats.segments_removed > 0, "{stats:?}");
+    assert_eq!(store.stats().points, 200, "only the kept series' points are left: {:?}", store.stats());
+    assert_eq!(values(kept), expected_kept);
 }

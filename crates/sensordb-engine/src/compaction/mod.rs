@@ -5,16 +5,20 @@
 //! each flush writes a short block per series: on TSBS IoT data, flushing every 5 minutes costs
 //! 5.2 bytes per value against 0.59 for day-long blocks. Compaction restores the long blocks.
 //!
-//! The decision is a pure function ([`choose_run`]) of segment summaries; [`compact`] carries it
+//! The decision is a pure function ([`choose_run`]) of segment summaries; [`compact_once`] carries it
 //! out. Invariants that make it safe:
 //! - A run is contiguous in group sequence: no segment outside the run holds a sequence between
 //!   the run's smallest and largest, so giving every output block the run's largest sequence
 //!   keeps every "newer write wins" decision with segments outside the run unchanged. Inside the
 //!   run, points are merged in sequence order (the last write wins) before they are re-encoded.
-//! - The output is written under a temporary name, sealed with the list of segments it replaces,
-//!   and only then renamed into place. A crash before the rename leaves the inputs untouched
-//!   (the temporary file is removed at start-up); a crash after it leaves inputs that start-up
-//!   removes because the output's footer names them.
+//! - The output is invisible until the store installs it in place of the run in one step
+//!   ([`crate::store::SegmentRewrite`]). In the segment store it is written under a temporary
+//!   name, sealed with the list of segments it replaces, and only then renamed into place: a
+//!   crash before the rename leaves the inputs untouched (the temporary file is removed at
+//!   start-up); a crash after it leaves inputs that start-up removes because the output's footer
+//!   names them.
+//!
+//! Everything here goes through the [`BlockStore`] trait, so any backend compacts the same way.
 
 use crate::catalog::Catalog;
 use crate::error::Result;
@@ -22,8 +26,8 @@ use crate::flush::encode_series;
 use crate::index::BlockRef;
 use crate::memtable::ResolvedSeries;
 use crate::model::{last_write_wins, Timestamp, ValueColumn};
-use crate::segment::{GroupBuilder, GroupPart, SegmentWriter, SharedTimestamps};
-use crate::store::{CompactedSegment, SegmentStore, SegmentSummary};
+use crate::segment::{GroupBuilder, SharedTimestamps};
+use crate::store::{BlockStore, SegmentSummary};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -75,7 +79,7 @@ pub struct CompactionReport {
 }
 
 /// Chooses and compacts one run; `Ok(None)` when there is nothing worth doing.
-pub fn compact_once(store: &SegmentStore, catalog: &Catalog, options: &CompactionOptions) -> Result<Option<CompactionReport>> {
+pub fn compact_once(store: &dyn BlockStore, catalog: &Catalog, options: &CompactionOptions) -> Result<Option<CompactionReport>> {
     let summaries = store.summaries();
     let Some(run) = choose_run(&summaries, options) else { return Ok(None) };
     let blocks = store.blocks_of_segments(&run);
@@ -111,11 +115,11 @@ pub enum BlockCopy {
 
 /// Rewrites the segments `run` (contiguous in sequence, see the module comment) into one new
 /// segment holding only `blocks` (some or all of the run's blocks, as
-/// [`SegmentStore::blocks_of_segments`] orders them), then removes the run. Only the listed
+/// [`BlockStore::blocks_of_segments`] orders them), then removes the run. Only the listed
 /// blocks are read, by their index entries: dead blocks are never touched. With no block to
 /// keep, the run is simply removed.
 pub fn rewrite(
-    store: &SegmentStore,
+    store: &dyn BlockStore,
     catalog: &Catalog,
     run: &[u64],
     blocks: Vec<BlockRef>,
@@ -141,8 +145,7 @@ pub fn rewrite(
     }
     let max_sequence = before.iter().map(|s| s.max_sequence).max().unwrap_or(0);
     let wal_checkpoint = before.iter().map(|s| s.wal_checkpoint).max().unwrap_or(0);
-    let output_id = store.allocate_segment_id();
-    let mut writer = SegmentWriter::create_temporary(store.file_system(), store.dir(), output_id, store.sync())?;
+    let mut output = store.begin_rewrite(run, max_sequence, wal_checkpoint)?;
     // Series merged and re-encoded, and blocks copied as they are, for the group being built.
     let mut pending: Vec<ResolvedSeries> = Vec::new();
     let mut copied = GroupBuilder::new();
@@ -162,7 +165,7 @@ pub fn rewrite(
         if copy == BlockCopy::Raw && disjoint_in_time(series_blocks) {
             for block in series_blocks {
                 let records = source_records.entry(block.segment).or_default();
-                let raw = store.read_raw_indexed_block(block, records)?;
+                let raw = store.read_raw_block(block, records)?;
                 pending_points += raw.entry.count as usize;
                 copied.add_raw_block(block.segment, raw, &mut copied_records);
             }
@@ -174,30 +177,23 @@ pub fn rewrite(
         start = end;
         if pending_points >= options.points_per_group || start == blocks.len() {
             let encoded = encode_series(&pending, catalog, options.block_points_max, options.block_bytes_max);
-            let parts: Vec<GroupPart> =
-                [std::mem::take(&mut copied), encoded].into_iter().filter(|g| !g.is_empty()).map(GroupBuilder::into_part).collect();
-            let written_before = writer.bytes();
-            writer.append_parts(parts, max_sequence, wal_checkpoint)?;
-            limit.take(writer.bytes() - written_before);
+            let parts: Vec<GroupBuilder> = [std::mem::take(&mut copied), encoded].into_iter().filter(|g| !g.is_empty()).collect();
+            limit.take(output.append(parts)?);
             pending.clear();
             copied_records.clear();
             pending_points = 0;
         }
     }
-    let entries = writer.entries().to_vec();
-    let file = writer.file();
-    let path = writer.seal_replacing(store.file_system(), store.dir(), run)?;
-    let report = CompactionReport {
+    let installed = output.install()?;
+    Ok(CompactionReport {
         inputs: run.to_vec(),
-        output: output_id,
+        output: installed.id,
         blocks_before,
-        blocks_after: entries.len() as u64,
+        blocks_after: installed.blocks,
         bytes_before,
-        bytes_after: file.len().unwrap_or(0),
+        bytes_after: installed.bytes,
         bytes_read,
-    };
-    store.install_compacted(CompactedSegment { id: output_id, path, file, entries, wal_checkpoint }, run)?;
-    Ok(report)
+    })
 }
 
 /// Whether no two of a series' blocks share an instant, so no point supersedes another and
@@ -241,7 +237,7 @@ impl RateLimit {
 }
 
 /// All points of one series' blocks (given by ascending sequence), the last write winning.
-fn merge_blocks(store: &SegmentStore, blocks: &[BlockRef]) -> Result<ResolvedSeries> {
+fn merge_blocks(store: &dyn BlockStore, blocks: &[BlockRef]) -> Result<ResolvedSeries> {
     let series = blocks[0].entry.series;
     let mut timestamps = Vec::with_capacity(blocks.iter().map(|b| b.entry.count as usize).sum());
     let mut values = ValueColumn::new(blocks[0].entry.kind);

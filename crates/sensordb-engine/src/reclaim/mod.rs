@@ -37,7 +37,7 @@ use crate::compaction::{BlockCopy, CompactionOptions, RateLimit};
 use crate::error::Result;
 use crate::fs::FileSystem;
 use crate::model::{SeriesId, Timestamp};
-use crate::store::{BlockLife, SegmentStore};
+use crate::store::{BlockLife, BlockStore};
 use fisherman::{Candidate, Fisherman};
 use parking_lot::{Mutex, RwLock};
 use policy::Databases;
@@ -310,7 +310,7 @@ impl Reclaimer {
         &self,
         fs: &dyn FileSystem,
         data_dir: &Path,
-        store: &SegmentStore,
+        store: &dyn BlockStore,
         catalog: &Catalog,
         compaction: &CompactionOptions,
         own_bytes: &dyn Fn() -> u64,
@@ -454,7 +454,7 @@ impl Reclaimer {
     }
 
     /// The cutoff of every class: period, database capacity, node eviction, deletion.
-    fn compute_cutoffs(&self, state: &CycleState, store: &SegmentStore, now: Timestamp) -> Vec<Timestamp> {
+    fn compute_cutoffs(&self, state: &CycleState, store: &dyn BlockStore, now: Timestamp) -> Vec<Timestamp> {
         let databases = self.databases.read().0.clone();
         let mut cutoffs: Vec<Timestamp> = state
             .classes
@@ -472,7 +472,7 @@ impl Reclaimer {
             let Some(capacity) = databases.policies.get(name).and_then(|p| p.capacity_bytes) else { continue };
             // (newest point of this database in a segment, its live bytes there)
             let mut per_segment: Vec<(Timestamp, u64)> = Vec::new();
-            store.visit_segments(|summary, lives| {
+            store.visit_segments(&mut |summary, lives| {
                 let (mut newest, mut bytes, mut all) = (Timestamp::MIN, 0u64, 0u64);
                 for life in lives {
                     all += u64::from(life.bytes);
@@ -522,9 +522,9 @@ fn is_dead(class_of: &[u32], cutoffs: &[Timestamp], life: &BlockLife) -> bool {
 }
 
 /// Dead share of every sealed segment that holds blocks.
-fn evaluate_segments(store: &SegmentStore, class_of: &[u32], cutoffs: &[Timestamp]) -> Vec<Candidate> {
+fn evaluate_segments(store: &dyn BlockStore, class_of: &[u32], cutoffs: &[Timestamp]) -> Vec<Candidate> {
     let mut out = Vec::new();
-    store.visit_segments(|summary, lives| {
+    store.visit_segments(&mut |summary, lives| {
         if !summary.sealed || lives.is_empty() {
             return;
         }
@@ -543,9 +543,9 @@ fn evaluate_segments(store: &SegmentStore, class_of: &[u32], cutoffs: &[Timestam
 
 /// (dead bytes, all bytes) of the whole store, in disk bytes: each segment's file size split
 /// by the share of dead block bytes in it.
-fn dead_bytes(store: &SegmentStore, class_of: &[u32], cutoffs: &[Timestamp]) -> (u64, u64) {
+fn dead_bytes(store: &dyn BlockStore, class_of: &[u32], cutoffs: &[Timestamp]) -> (u64, u64) {
     let (mut dead_total, mut all_total) = (0u64, 0u64);
-    store.visit_segments(|summary, lives| {
+    store.visit_segments(&mut |summary, lives| {
         let (mut dead, mut all) = (0u64, 0u64);
         for life in lives {
             all += u64::from(life.bytes);
@@ -563,9 +563,9 @@ fn dead_bytes(store: &SegmentStore, class_of: &[u32], cutoffs: &[Timestamp]) -> 
 
 /// The cutoff that makes at least `bytes` more of the oldest live data dead, segment by
 /// segment (so whole segments die), with the bytes it makes dead; `None` when nothing is live.
-fn eviction_cutoff(store: &SegmentStore, class_of: &[u32], cutoffs: &[Timestamp], bytes: u64) -> Option<(Timestamp, u64)> {
+fn eviction_cutoff(store: &dyn BlockStore, class_of: &[u32], cutoffs: &[Timestamp], bytes: u64) -> Option<(Timestamp, u64)> {
     let mut per_segment: Vec<(Timestamp, u64)> = Vec::new();
-    store.visit_segments(|summary, lives| {
+    store.visit_segments(&mut |summary, lives| {
         if !summary.sealed {
             return;
         }

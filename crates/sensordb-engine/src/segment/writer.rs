@@ -108,6 +108,16 @@ impl GroupBuilder {
         self.entries.len()
     }
 
+    /// The encoded blocks and shared timestamp records, and the blocks' entries with offsets
+    /// into those bytes (sequence 0): for stores that keep blocks elsewhere than in segment files.
+    pub fn into_blocks(mut self) -> (Vec<u8>, Vec<IndexEntry>) {
+        let blocks = self.buffer.split_off(GROUP_HEADER_BYTES);
+        for entry in &mut self.entries {
+            entry.offset -= GROUP_HEADER_BYTES as u64;
+        }
+        (blocks, self.entries)
+    }
+
     /// Copies the blocks into a page-aligned part, ready for [`SegmentWriter::append_parts`].
     /// Done by each writer before group commit, so the committing thread only does I/O.
     pub fn into_part(self) -> GroupPart {

@@ -1,19 +1,47 @@
-//! Where sealed blocks live, behind the small [`BlockStore`] trait: put the blocks of a flush,
-//! list the blocks of a series in a time range, read a block, drop a segment.
+//! Where sealed blocks live, behind the [`BlockStore`] trait. The engine holds its store as an
+//! `Arc<dyn BlockStore>` and its write path, reads, compaction and reclaim talk only to this
+//! trait, so another backend (Cassandra/ScyllaDB) can stand in for local segment files without
+//! touching them. [`SegmentStore`] is the local implementation; [`MemoryStore`] keeps
+//! everything in memory and runs the engine's model tests to prove the seam.
 //!
-//! The write and read paths only talk to this trait, so a distributed backend
-//! (Cassandra/ScyllaDB) can stand in for local segment files without touching them.
-//! [`SegmentStore`] is the local implementation.
+//! Dynamic dispatch costs a virtual call per store call: one `blocks` listing per read and one
+//! `read_block` per block decoded (itself a checksum and a decompression of thousands of
+//! points), negligible next to the work each call does.
+//!
+//! # What a backend provides
+//! - **Groups.** Writes arrive as flush groups ([`GroupBuilder`]): encoded blocks and the shared
+//!   timestamp records they refer to (see [`crate::block`]). [`BlockStore::put_group`] makes a
+//!   group durable and numbers it: a later group wins over an earlier one on a repeated
+//!   timestamp, so sequences must grow in the order groups become durable.
+//! - **Segments.** Blocks are kept in *segments*, the unit maintenance lists, rewrites and
+//!   removes whole: a segment file here, a time bucket of rows in a distributed table. Each has
+//!   a [`SegmentSummary`] and the [`BlockLife`] of each block, so compaction and reclaim decide
+//!   from metadata alone. A segment still taking groups is not `sealed` and is never rewritten.
+//! - **Reads.** [`BlockStore::blocks`] lists a series' blocks in a time range, each with a
+//!   [`BlockPin`]: a handle on whatever holds the block, so it stays readable until the read
+//!   drops it, even if maintenance removes its segment meanwhile.
+//! - **Rewrites.** [`BlockStore::begin_rewrite`] writes a new segment, invisible to reads, that
+//!   [`SegmentRewrite::install`] swaps in for the segments it replaces in one step (readers see
+//!   the old blocks or the new ones, never both or neither); a crash before that leaves the
+//!   old ones in place.
+//! - **Recovery.** After opening, the store names the series it holds blocks of and the WAL
+//!   checkpoint its groups cover, so the engine replays only newer WAL files.
 
+mod memory;
 mod segments;
+mod summary;
 
-pub use segments::{BlockLife, CompactedSegment, SegmentHandle, SegmentStore, SegmentStoreOptions, SegmentSummary, StoreRecovery};
+pub use memory::MemoryStore;
+pub use segments::{SegmentHandle, SegmentStore, SegmentStoreOptions, StoreRecovery};
+pub use summary::{BlockLife, SegmentSummary};
 
 use crate::block::Block;
 use crate::error::Result;
 use crate::index::BlockRef;
-use crate::model::{SeriesId, Timestamp};
-use crate::segment::GroupBuilder;
+use crate::model::{SeriesId, Timestamp, ValueKind};
+use crate::segment::{GroupBuilder, IndexEntry, RawBlock};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Sizes of what a store holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -21,32 +49,104 @@ pub struct StoreStats {
     pub segments: usize,
     pub blocks: usize,
     pub points: u64,
-    /// Bytes of data files on disk.
+    /// Bytes the store takes (for segment files, bytes on disk).
     pub bytes: u64,
 }
 
-/// A block listed for a read, with a pin on whatever holds it (for segments, the open file),
-/// so the block stays readable until the read drops it even if the store removes it meanwhile.
+/// Reads the blocks of one unit a store pins for readers (a segment file, a group in memory).
+pub trait BlockSource: Send + Sync {
+    /// Reads and verifies the block `entry` describes.
+    fn read(&self, entry: &IndexEntry) -> Result<Block>;
+}
+
+/// A pin on whatever holds a listed block: while a [`ListedBlock`] holds it, the block stays
+/// readable (for segments, the file stays open), whatever the store removes meanwhile.
+#[derive(Clone)]
+pub struct BlockPin(Arc<dyn BlockSource>);
+
+impl BlockPin {
+    pub fn new(source: Arc<dyn BlockSource>) -> BlockPin {
+        BlockPin(source)
+    }
+}
+
+/// A block listed for a read, with the pin that keeps it readable.
 #[derive(Clone)]
 pub struct ListedBlock {
     pub block: BlockRef,
-    pub pin: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    pub pin: BlockPin,
 }
 
+impl ListedBlock {
+    /// Reads and verifies the block through its pin.
+    pub fn read(&self) -> Result<Block> {
+        self.pin.0.read(&self.block.entry)
+    }
+}
+
+/// A segment being written by a rewrite (compaction, reclaim merge): invisible to reads until
+/// [`SegmentRewrite::install`]. Dropping it unfinished leaves the replaced segments as they are.
+pub trait SegmentRewrite {
+    /// Appends one group made of `parts`; every block gets the rewrite's sequence. Returns the
+    /// bytes written for it.
+    fn append(&mut self, parts: Vec<GroupBuilder>) -> Result<u64>;
+    /// Makes the new segment durable and puts it in place of the replaced ones, which are
+    /// removed; returns its summary.
+    fn install(self: Box<Self>) -> Result<SegmentSummary>;
+}
+
+/// Sealed blocks: the write, read, recovery and maintenance calls the engine makes. See the
+/// module documentation for what each part asks of a backend.
 pub trait BlockStore: Send + Sync {
+    // Write path.
+
     /// Makes the blocks of one flush or direct write durable; afterwards [`BlockStore::blocks`]
     /// lists them. Concurrent calls may be committed together. Returns the group's sequence:
     /// groups are numbered in the order they become durable, and a newer group wins on repeated
     /// timestamps. `wal_checkpoint` is the id of the first WAL file not covered by this and
     /// earlier groups.
     fn put_group(&self, group: GroupBuilder, wal_checkpoint: u64) -> Result<u64>;
+    /// Seals whatever is open; the store stays usable.
+    fn seal(&self) -> Result<()>;
+
+    // Read path.
+
     /// Blocks of `series` that may hold points in `[from, to)`, ordered by min timestamp.
     fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock>;
     /// Reads and verifies one listed block.
-    fn read_block(&self, block: &ListedBlock) -> Result<Block>;
-    /// Removes a whole segment (expiry) without reading it.
-    fn drop_segment(&self, segment: u64) -> Result<()>;
+    fn read_block(&self, block: &ListedBlock) -> Result<Block> {
+        block.read()
+    }
     fn stats(&self) -> StoreStats;
-    /// Seals whatever is open; the store stays usable.
-    fn seal(&self) -> Result<()>;
+
+    // Recovery.
+
+    /// Every series with blocks, and the kind of its values.
+    fn series_kinds(&self) -> Vec<(SeriesId, ValueKind)>;
+    /// Every WAL file with a smaller id is fully contained in the store (0 when empty).
+    fn wal_checkpoint(&self) -> u64;
+
+    // Maintenance: compaction and reclaim.
+
+    /// Summaries of all segments, by id.
+    fn summaries(&self) -> Vec<SegmentSummary>;
+    /// Calls `visit` with the summary and block lives of every segment, possibly under a lock:
+    /// keep `visit` short.
+    fn visit_segments(&self, visit: &mut dyn FnMut(&SegmentSummary, &[BlockLife]));
+    /// Every block of the segments `ids`, grouped by series (series in id order), each series'
+    /// blocks by ascending sequence.
+    fn blocks_of_segments(&self, ids: &[u64]) -> Vec<BlockRef>;
+    /// Reads and verifies a block by its index entry, for maintenance that holds the segment in
+    /// place (only maintenance removes segments, one at a time).
+    fn read_indexed_block(&self, block: &BlockRef) -> Result<Block>;
+    /// Reads one block without decoding it, checksums verified, with the shared timestamp record
+    /// it refers to; `records` caches records by position and must belong to `block.segment`
+    /// alone.
+    fn read_raw_block(&self, block: &BlockRef, records: &mut HashMap<u64, Arc<[u8]>>) -> Result<RawBlock>;
+    /// Removes whole segments (all their data dead) without reading them; returns the bytes they
+    /// took. A segment still taking groups is never removed.
+    fn remove_segments(&self, ids: &[u64]) -> Result<u64>;
+    /// Starts a segment that will replace `replaced` (contiguous in sequence); its blocks get
+    /// `sequence` and it covers the WAL up to `wal_checkpoint`.
+    fn begin_rewrite(&self, replaced: &[u64], sequence: u64, wal_checkpoint: u64) -> Result<Box<dyn SegmentRewrite + '_>>;
 }

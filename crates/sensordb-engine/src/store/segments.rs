@@ -3,16 +3,16 @@
 //! One segment is open for appends at a time; it is sealed once it reaches
 //! `segment_bytes_max`. Segments left unsealed by a crash are repaired and sealed at open.
 
-use super::{BlockStore, ListedBlock, StoreStats};
+use super::{BlockLife, BlockPin, BlockSource, BlockStore, ListedBlock, SegmentRewrite, SegmentSummary, StoreStats};
 use crate::block::Block;
 use crate::error::{Error, Result};
 use crate::filenames::{parse_numbered_file, SEGMENT_EXTENSION};
 use crate::fs::{FileSystem, StorageFile};
 use crate::index::{BlockIndex, BlockRef};
-use crate::model::{SeriesId, Timestamp};
+use crate::model::{SeriesId, Timestamp, ValueKind};
 use crate::segment::{read_block, read_raw_block, scan_segment, GroupBuilder, GroupPart, RawBlock, SegmentWriter};
 use parking_lot::{Condvar, Mutex, RwLock};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,13 +30,13 @@ impl Default for SegmentStoreOptions {
     }
 }
 
-/// A sealed compaction output, ready for [`SegmentStore::install_compacted`].
-pub struct CompactedSegment {
-    pub id: u64,
-    pub path: PathBuf,
-    pub file: Arc<dyn StorageFile>,
-    pub entries: Vec<crate::segment::IndexEntry>,
-    pub wal_checkpoint: u64,
+/// A sealed rewrite output, ready for [`SegmentStore::install_compacted`].
+struct CompactedSegment {
+    id: u64,
+    path: PathBuf,
+    file: Arc<dyn StorageFile>,
+    entries: Vec<crate::segment::IndexEntry>,
+    wal_checkpoint: u64,
 }
 
 /// What opening the store found.
@@ -52,12 +52,19 @@ pub struct StoreRecovery {
 }
 
 /// An open segment file. The store holds one reference; each read in progress holds another
-/// (through [`ListedBlock::pin`]), so a removed segment's descriptor closes, and its space is
-/// freed, as soon as the last read that listed its blocks is done, never later.
+/// (through [`ListedBlock::pin`], as its [`BlockSource`]), so a removed segment's descriptor
+/// closes, and its space is freed, as soon as the last read that listed its blocks is done,
+/// never later.
 pub struct SegmentHandle {
     pub id: u64,
     pub path: PathBuf,
     pub file: Arc<dyn StorageFile>,
+}
+
+impl BlockSource for SegmentHandle {
+    fn read(&self, entry: &crate::segment::IndexEntry) -> Result<Block> {
+        read_block(&self.path, self.file.as_ref(), entry)
+    }
 }
 
 struct SegmentFile {
@@ -71,59 +78,6 @@ struct SegmentFile {
 impl SegmentFile {
     fn new(handle: SegmentHandle, bytes: u64, summary: SegmentSummary, entries: &[crate::segment::IndexEntry]) -> Self {
         SegmentFile { handle: Arc::new(handle), bytes, summary, lives: entries.iter().map(BlockLife::of).collect() }
-    }
-}
-
-/// What deciding whether a block is dead needs: its series, its newest point, its size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BlockLife {
-    pub series: SeriesId,
-    pub max_timestamp: Timestamp,
-    pub bytes: u32,
-}
-
-impl BlockLife {
-    fn of(entry: &crate::segment::IndexEntry) -> Self {
-        BlockLife { series: entry.series, max_timestamp: entry.max_timestamp, bytes: entry.length }
-    }
-}
-
-/// What compaction planning needs to know of a segment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SegmentSummary {
-    pub id: u64,
-    /// False for the segment still taking flush groups.
-    pub sealed: bool,
-    pub bytes: u64,
-    pub blocks: u64,
-    pub points: u64,
-    pub min_sequence: u64,
-    pub max_sequence: u64,
-    pub wal_checkpoint: u64,
-}
-
-impl SegmentSummary {
-    fn of(id: u64, sealed: bool, bytes: u64, entries: &[crate::segment::IndexEntry], wal_checkpoint: u64) -> Self {
-        SegmentSummary {
-            id,
-            sealed,
-            bytes,
-            blocks: entries.len() as u64,
-            points: entries.iter().map(|e| u64::from(e.count)).sum(),
-            min_sequence: entries.iter().map(|e| e.sequence).min().unwrap_or(u64::MAX),
-            max_sequence: entries.iter().map(|e| e.sequence).max().unwrap_or(0),
-            wal_checkpoint,
-        }
-    }
-
-    fn add(&mut self, entries: &[crate::segment::IndexEntry], bytes: u64, wal_checkpoint: u64) {
-        let more = SegmentSummary::of(self.id, self.sealed, bytes, entries, wal_checkpoint);
-        self.bytes = bytes;
-        self.blocks += more.blocks;
-        self.points += more.points;
-        self.min_sequence = self.min_sequence.min(more.min_sequence);
-        self.max_sequence = self.max_sequence.max(more.max_sequence);
-        self.wal_checkpoint = self.wal_checkpoint.max(wal_checkpoint);
     }
 }
 
@@ -234,45 +188,18 @@ impl SegmentStore {
         Ok((store, recovery))
     }
 
-    /// Every series with blocks, and the kind of its values.
-    pub fn series_kinds(&self) -> Vec<(SeriesId, crate::model::ValueKind)> {
-        self.index.read().series_kinds()
-    }
-
-    /// Summaries of all segments, by id.
-    pub fn summaries(&self) -> Vec<SegmentSummary> {
-        self.files.read().values().map(|f| f.summary).collect()
-    }
-
-    /// Every block of the segments `ids`.
-    pub fn blocks_of_segments(&self, ids: &[u64]) -> Vec<BlockRef> {
-        self.index.read().blocks_of_segments(ids)
-    }
-
     /// A fresh segment id for a compaction output.
-    pub fn allocate_segment_id(&self) -> u64 {
+    fn allocate_segment_id(&self) -> u64 {
         let mut open = self.open.lock();
         let id = open.next_id;
         open.next_id += 1;
         id
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    pub fn file_system(&self) -> &dyn FileSystem {
-        self.fs.as_ref()
-    }
-
-    pub fn sync(&self) -> bool {
-        self.options.sync
-    }
-
     /// Puts a sealed compaction output in place of the segments it replaces: one index update
     /// (readers see either the old blocks or the new ones), then the old files are removed.
     /// Reads that listed blocks of a replaced segment keep its handle until they finish.
-    pub fn install_compacted(&self, output: CompactedSegment, replaced: &[u64]) -> Result<()> {
+    fn install_compacted(&self, output: CompactedSegment, replaced: &[u64]) -> Result<SegmentSummary> {
         let bytes = output.file.len().map_err(|e| Error::io(&output.path, e))?;
         let summary = SegmentSummary::of(output.id, true, bytes, &output.entries, output.wal_checkpoint);
         let removed: Vec<SegmentFile> = {
@@ -287,27 +214,8 @@ impl SegmentStore {
             files.insert(output.id, SegmentFile::new(handle, bytes, summary, &output.entries));
             removed
         };
-        self.remove_files(removed)
-    }
-
-    /// Removes whole segments (all their data dead) without reading them: one index update, then
-    /// the files. Returns the bytes the files held. The open segment is never removed.
-    pub fn remove_segments(&self, ids: &[u64]) -> Result<u64> {
-        let open = self.open.lock();
-        let open_id = open.writer.as_ref().map(|w| w.id());
-        let removed: Vec<SegmentFile> = {
-            let mut index = self.index.write();
-            let mut files = self.files.write();
-            let removed: Vec<SegmentFile> = ids.iter().filter(|id| Some(**id) != open_id).filter_map(|id| files.remove(id)).collect();
-            for old in &removed {
-                index.remove_blocks(old.handle.id, old.lives.iter().map(|l| l.series));
-            }
-            removed
-        };
-        drop(open);
-        let bytes = removed.iter().map(|f| f.bytes).sum();
         self.remove_files(removed)?;
-        Ok(bytes)
+        Ok(summary)
     }
 
     /// Unlinks files already taken out of the index. The store's handle is dropped here; a read
@@ -329,14 +237,6 @@ impl SegmentStore {
         outcome
     }
 
-    /// Calls `visit` with the summary and block lives of every segment, under the read lock:
-    /// keep `visit` short.
-    pub fn visit_segments(&self, mut visit: impl FnMut(&SegmentSummary, &[BlockLife])) {
-        for file in self.files.read().values() {
-            visit(&file.summary, &file.lives);
-        }
-    }
-
     /// The open handle of segment `id`, for maintenance reads.
     fn handle_of(&self, id: u64) -> Result<Arc<SegmentHandle>> {
         self.files
@@ -344,20 +244,6 @@ impl SegmentStore {
             .get(&id)
             .map(|f| f.handle.clone())
             .ok_or_else(|| Error::corruption(self.dir.clone(), 0, format!("segment {id} is gone")))
-    }
-
-    /// Reads and verifies a block by its index entry, for maintenance work (compaction, merge)
-    /// that holds the segment in place.
-    pub fn read_indexed_block(&self, block: &BlockRef) -> Result<Block> {
-        let handle = self.handle_of(block.segment)?;
-        read_block(&handle.path, handle.file.as_ref(), &block.entry)
-    }
-
-    /// Reads one block without decoding it (see [`read_raw_block`]); `records` caches shared
-    /// timestamp records by offset and must belong to `block.segment` alone.
-    pub fn read_raw_indexed_block(&self, block: &BlockRef, records: &mut std::collections::HashMap<u64, Arc<[u8]>>) -> Result<RawBlock> {
-        let handle = self.handle_of(block.segment)?;
-        read_raw_block(&handle.path, handle.file.as_ref(), &block.entry, records)
     }
 
     /// Ids of all segments, oldest first.
@@ -424,28 +310,9 @@ impl BlockStore for SegmentStore {
             .into_iter()
             .filter_map(|block| {
                 let handle = files.get(&block.segment)?.handle.clone();
-                Some(ListedBlock { block, pin: handle })
+                Some(ListedBlock { block, pin: BlockPin::new(handle) })
             })
             .collect()
-    }
-
-    fn read_block(&self, listed: &ListedBlock) -> Result<Block> {
-        let handle = listed
-            .pin
-            .clone()
-            .downcast::<SegmentHandle>()
-            .map_err(|_| Error::corruption(self.dir.clone(), 0, "BUG: block listed by another store".to_string()))?;
-        read_block(&handle.path, handle.file.as_ref(), &listed.block.entry)
-    }
-
-    fn drop_segment(&self, segment: u64) -> Result<()> {
-        {
-            let mut open = self.open.lock();
-            if open.writer.as_ref().is_some_and(|w| w.id() == segment) {
-                open.writer = None;
-            }
-        }
-        self.remove_segments(&[segment]).map(|_| ())
     }
 
     fn stats(&self) -> StoreStats {
@@ -467,6 +334,63 @@ impl BlockStore for SegmentStore {
             self.refresh_size(id);
         }
         Ok(())
+    }
+
+    fn series_kinds(&self) -> Vec<(SeriesId, ValueKind)> {
+        self.index.read().series_kinds()
+    }
+
+    fn wal_checkpoint(&self) -> u64 {
+        self.files.read().values().map(|f| f.summary.wal_checkpoint).max().unwrap_or(0)
+    }
+
+    fn summaries(&self) -> Vec<SegmentSummary> {
+        self.files.read().values().map(|f| f.summary).collect()
+    }
+
+    fn visit_segments(&self, visit: &mut dyn FnMut(&SegmentSummary, &[BlockLife])) {
+        for file in self.files.read().values() {
+            visit(&file.summary, &file.lives);
+        }
+    }
+
+    fn blocks_of_segments(&self, ids: &[u64]) -> Vec<BlockRef> {
+        self.index.read().blocks_of_segments(ids)
+    }
+
+    fn read_indexed_block(&self, block: &BlockRef) -> Result<Block> {
+        self.handle_of(block.segment)?.read(&block.entry)
+    }
+
+    fn read_raw_block(&self, block: &BlockRef, records: &mut HashMap<u64, Arc<[u8]>>) -> Result<RawBlock> {
+        let handle = self.handle_of(block.segment)?;
+        read_raw_block(&handle.path, handle.file.as_ref(), &block.entry, records)
+    }
+
+    /// Removes the segments from the index in one update, then their files. The open segment
+    /// is never removed.
+    fn remove_segments(&self, ids: &[u64]) -> Result<u64> {
+        let open = self.open.lock();
+        let open_id = open.writer.as_ref().map(|w| w.id());
+        let removed: Vec<SegmentFile> = {
+            let mut index = self.index.write();
+            let mut files = self.files.write();
+            let removed: Vec<SegmentFile> = ids.iter().filter(|id| Some(**id) != open_id).filter_map(|id| files.remove(id)).collect();
+            for old in &removed {
+                index.remove_blocks(old.handle.id, old.lives.iter().map(|l| l.series));
+            }
+            removed
+        };
+        drop(open);
+        let bytes = removed.iter().map(|f| f.bytes).sum();
+        self.remove_files(removed)?;
+        Ok(bytes)
+    }
+
+    fn begin_rewrite(&self, replaced: &[u64], sequence: u64, wal_checkpoint: u64) -> Result<Box<dyn SegmentRewrite + '_>> {
+        let id = self.allocate_segment_id();
+        let writer = SegmentWriter::create_temporary(self.fs.as_ref(), &self.dir, id, self.options.sync)?;
+        Ok(Box::new(SegmentRewriter { store: self, writer, replaced: replaced.to_vec(), sequence, wal_checkpoint }))
     }
 }
 
@@ -517,6 +441,34 @@ impl SegmentStore {
             }
             file.summary.sealed = true;
         }
+    }
+}
+
+/// A compaction or merge output: written under a temporary name, renamed into place with the
+/// list of segments it replaces in its footer (so start-up finishes an interrupted install).
+struct SegmentRewriter<'a> {
+    store: &'a SegmentStore,
+    writer: SegmentWriter,
+    replaced: Vec<u64>,
+    sequence: u64,
+    wal_checkpoint: u64,
+}
+
+impl SegmentRewrite for SegmentRewriter<'_> {
+    fn append(&mut self, parts: Vec<GroupBuilder>) -> Result<u64> {
+        let written_before = self.writer.bytes();
+        let parts = parts.into_iter().map(GroupBuilder::into_part).collect();
+        self.writer.append_parts(parts, self.sequence, self.wal_checkpoint)?;
+        Ok(self.writer.bytes() - written_before)
+    }
+
+    fn install(self: Box<Self>) -> Result<SegmentSummary> {
+        let SegmentRewriter { store, writer, replaced, wal_checkpoint, .. } = *self;
+        let id = writer.id();
+        let entries = writer.entries().to_vec();
+        let file = writer.file();
+        let path = writer.seal_replacing(store.fs.as_ref(), &store.dir, &replaced)?;
+        store.install_compacted(CompactedSegment { id, path, file, entries, wal_checkpoint }, &replaced)
     }
 }
 

@@ -1,0 +1,386 @@
+//! The engine: ties catalog, WAL, memtables, block store and reads together, and runs the
+//! background flusher, compactor and reclaimer.
+//!
+//! Write: check kinds against the catalog → append the batch to the WAL and insert it into the
+//! active memtable (under a shared lock that only a memtable swap takes exclusively) → wait
+//! until the WAL group holding it is durable → acknowledge.
+//!
+//! Flush (background thread, or [`Engine::flush`]): swap the active memtable for an empty one
+//! and rotate the WAL (both under the exclusive lock, so every record in older WAL files is in
+//! the frozen memtable or earlier) → encode one block per series (split at
+//! `block_points_max`, fields of one row sharing one timestamp record; see [`crate::flush`])
+//! into a flush group → hand it to the block store, which makes it durable (the segment store:
+//! append it to the open segment and fsync) → publish the blocks in the index → drop the frozen
+//! memtable → delete the WAL files it covered. The group records the first WAL file it does not
+//! cover, so recovery replays only newer files even if the deletion never happened.
+//!
+//! Recovery: open the catalog and the store (the segment store scans footers only), delete WAL
+//! files covered by the store, replay the rest into the memtable.
+//!
+//! # How the pieces fit
+//! This module holds the [`Engine`] facade and its shared state, `Inner`: catalog, WAL,
+//! memtables and store, plus one struct per kind of coordination, each with its own locks:
+//! `FlushState` (one flush at a time, writers waiting for memory), `WorkerSignals` (waking the
+//! background threads), `Health` (closed or poisoned), `Maintenance` (one compaction or reclaim
+//! cycle at a time, and the reclaimer). The submodules each implement one concern on `Inner` or
+//! `Engine`:
+//! - `options`: [`EngineOptions`] and the clock;
+//! - `recovery`: opening a directory (lock, catalog, store, WAL replay) into the parts
+//!   [`Engine::open`] assembles;
+//! - `write`: the write path, direct writes, backpressure and disk-full throttling;
+//! - `workers`: the background flush, compaction and reclaim loops and the flush itself;
+//! - `pacer`: how a background flush yields the CPU to writers;
+//! - `admin`: databases, series deletion, reclaim controls and statistics.
+//!
+//! Sealed blocks live behind `Arc<dyn BlockStore>` ([`crate::store`]): the segment files of the
+//! data directory for [`Engine::open`], any store for [`Engine::open_with_store`]. Flushes and
+//! direct writes put groups, reads list and read blocks, and compaction and reclaim rewrite and
+//! remove segments, all through that trait.
+//!
+//! Dependencies go one way: `options`, `pacer` and `recovery` import nothing from this module,
+//! which imports their types; `write`, `workers` and `admin` use this module's types and only add
+//! `impl` blocks, so nothing here imports from them.
+
+mod admin;
+mod options;
+mod pacer;
+mod recovery;
+mod workers;
+mod write;
+
+pub use options::{system_clock, Clock, EngineOptions};
+pub use pacer::{FLUSH_PACE_PAUSE, FLUSH_PACE_SLICE};
+pub use recovery::{RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT};
+
+use crate::batch::WriteBatch;
+use crate::catalog::{Catalog, SeriesEntry};
+use crate::error::{Error, Result};
+use crate::memtable::Memtable;
+use crate::model::{SeriesId, SeriesKey, Timestamp, ValueKind};
+use crate::query::RangeRead;
+use crate::reclaim::Reclaimer;
+use crate::store::{BlockStore, StoreStats};
+use crate::wal::Wal;
+use parking_lot::{Condvar, Mutex, RwLock};
+use recovery::DirectoryLock;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Sizes and counters.
+#[derive(Clone, Debug, Default)]
+pub struct EngineStats {
+    pub series: usize,
+    pub memtable_points: usize,
+    pub memtable_bytes: usize,
+    pub store: StoreStats,
+    pub catalog_bytes: u64,
+    pub flushes: u64,
+}
+
+struct Memtables {
+    active: Arc<Memtable>,
+    /// Being flushed; readers still see it.
+    frozen: Option<Arc<Memtable>>,
+    /// WAL files before this id are covered once `frozen` is flushed.
+    frozen_wal_checkpoint: u64,
+}
+
+/// What the background threads are asked to do; they all wait on `changed`.
+struct WorkerSignals {
+    state: Mutex<SignalState>,
+    changed: Condvar,
+    /// Set to start a reclaim cycle before the interval is up.
+    reclaim_requested: AtomicBool,
+}
+
+struct SignalState {
+    flush_requested: bool,
+    shutdown: bool,
+}
+
+/// Flush bookkeeping.
+struct FlushState {
+    /// Serialises flushes (background thread and explicit calls).
+    running: Mutex<()>,
+    /// Notified after every flush attempt, for writers waiting for memory.
+    attempted: Condvar,
+    attempted_lock: Mutex<()>,
+    count: AtomicU64,
+    /// WAL checkpoint of the last flush: direct writes repeat it.
+    wal_checkpoint: Mutex<u64>,
+    last: Mutex<Instant>,
+}
+
+/// Whether the engine still takes writes.
+struct Health {
+    closed: AtomicBool,
+    /// Why the engine refuses writes after a fatal error.
+    poisoned: Mutex<Option<String>>,
+}
+
+impl Health {
+    fn check_writable(&self) -> Result<()> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
+        if let Some(reason) = self.poisoned.lock().as_ref() {
+            return Err(Error::Poisoned(reason.clone()));
+        }
+        Ok(())
+    }
+
+    fn poison(&self, error: &Error) {
+        let mut poisoned = self.poisoned.lock();
+        if poisoned.is_none() {
+            tracing::error!(error = %error, "engine refuses further writes");
+            *poisoned = Some(error.to_string());
+        }
+    }
+
+    fn is_poisoned(&self) -> bool {
+        self.poisoned.lock().is_some()
+    }
+}
+
+/// Compaction and reclaim: both rewrite or remove segments, so they run one at a time.
+struct Maintenance {
+    /// Serialises compactions and reclaim cycles (background threads and explicit calls).
+    running: Mutex<()>,
+    reclaimer: Reclaimer,
+}
+
+/// The state every thread of the engine shares.
+struct Inner {
+    options: EngineOptions,
+    data_dir: PathBuf,
+    catalog: Catalog,
+    wal: Option<Wal>,
+    wal_dir: PathBuf,
+    store: Arc<dyn BlockStore>,
+    memtables: RwLock<Memtables>,
+    flush: FlushState,
+    signals: WorkerSignals,
+    health: Health,
+    maintenance: Maintenance,
+}
+
+/// The background threads, joined at close.
+#[derive(Default)]
+struct Workers {
+    flusher: Mutex<Option<JoinHandle<()>>>,
+    compactor: Mutex<Option<JoinHandle<()>>>,
+    reclaimer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Workers {
+    fn join(&self) {
+        for worker in [&self.flusher, &self.compactor, &self.reclaimer] {
+            if let Some(handle) = worker.lock().take() {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+/// The storage engine. Cheap to share behind an `Arc`; all methods take `&self`.
+pub struct Engine {
+    data_dir: PathBuf,
+    inner: Arc<Inner>,
+    workers: Workers,
+    recovery: RecoveryReport,
+    _lock: DirectoryLock,
+}
+
+impl Engine {
+    /// Opens (or creates) the data directory `dir`, recovering whatever a crash left behind.
+    pub fn open(dir: impl AsRef<Path>, options: EngineOptions) -> Result<Engine> {
+        Engine::start(dir.as_ref(), options, None)
+    }
+
+    /// [`Engine::open`] over `store` instead of the segment files in `dir` (which still holds
+    /// the catalog, the WAL and the databases). The store is open already, so the options that
+    /// shape segment files (`segment_bytes_max`, and `durability` for the store's own writes)
+    /// are its own business. The engine takes the WAL checkpoint and the series of stored blocks
+    /// from it, as it does from its own segments.
+    pub fn open_with_store(dir: impl AsRef<Path>, options: EngineOptions, store: Arc<dyn BlockStore>) -> Result<Engine> {
+        Engine::start(dir.as_ref(), options, Some(store))
+    }
+
+    fn start(dir: &Path, mut options: EngineOptions, store: Option<Arc<dyn BlockStore>>) -> Result<Engine> {
+        let started = Instant::now();
+        let block_points_max = options.block_points_max.clamp(1, crate::block::BLOCK_POINTS_LIMIT as usize);
+        if block_points_max != options.block_points_max {
+            tracing::warn!(asked = options.block_points_max, used = block_points_max, "block_points_max held to the block format's limits");
+            options.block_points_max = block_points_max;
+        }
+        let recovered = recovery::recover(dir, &options, store)?;
+        let mut report = recovered.report;
+        let reclaimer = Reclaimer::open(options.fs.as_ref(), dir, options.reclaim.clone())?;
+        let inner = Arc::new(Inner {
+            data_dir: dir.to_path_buf(),
+            catalog: recovered.catalog,
+            wal: recovered.wal,
+            wal_dir: recovered.wal_dir,
+            store: recovered.store,
+            memtables: RwLock::new(Memtables { active: Arc::new(recovered.memtable), frozen: None, frozen_wal_checkpoint: 0 }),
+            flush: FlushState {
+                running: Mutex::new(()),
+                attempted: Condvar::new(),
+                attempted_lock: Mutex::new(()),
+                count: AtomicU64::new(0),
+                wal_checkpoint: Mutex::new(recovered.wal_checkpoint),
+                last: Mutex::new(Instant::now()),
+            },
+            signals: WorkerSignals {
+                state: Mutex::new(SignalState { flush_requested: false, shutdown: false }),
+                changed: Condvar::new(),
+                reclaim_requested: AtomicBool::new(false),
+            },
+            health: Health { closed: AtomicBool::new(false), poisoned: Mutex::new(None) },
+            maintenance: Maintenance { running: Mutex::new(()), reclaimer },
+            options,
+        });
+        let workers = Workers::default();
+        inner.start_workers(dir, &workers)?;
+        report.duration = started.elapsed();
+        for (file, offset, what) in &report.problems {
+            tracing::warn!(file = %file.display(), offset, problem = %what, "recovery repaired damage");
+        }
+        Ok(Engine { data_dir: dir.to_path_buf(), inner, workers, recovery: report, _lock: recovered.lock })
+    }
+
+    /// The data directory this engine owns.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// What start-up found.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// The id of `key`, registering the series with `kind` when it is new (durably, before any
+    /// write to it can be acknowledged).
+    pub fn series_id(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesId> {
+        self.inner.catalog.get_or_create(key, kind)
+    }
+
+    /// [`Engine::series_id`] for a caller that writes the id before handing it to anyone: a
+    /// new series is made durable by the first write naming it (one fsync for all the new
+    /// series of a batch) instead of before this returns.
+    pub fn series_id_unsynced(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesId> {
+        self.inner.catalog.get_or_create_unsynced(key, kind)
+    }
+
+    /// The id of `key` if the series exists.
+    pub fn find_series(&self, key: &SeriesKey) -> Option<SeriesId> {
+        self.inner.catalog.find(key)
+    }
+
+    pub fn series(&self, id: SeriesId) -> Option<SeriesEntry> {
+        self.inner.catalog.get(id)
+    }
+
+    /// Live series of `database` and `measurement` (any when `None`) carrying every tag of
+    /// `tag_filter`.
+    pub fn select_series(&self, database: Option<&str>, measurement: Option<&str>, tag_filter: &[(&str, &str)]) -> Vec<SeriesEntry> {
+        self.inner.catalog.select(database, measurement, tag_filter)
+    }
+
+    /// Writes `batch`; returns once it is durable under the configured durability.
+    pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.inner.write(batch)
+    }
+
+    /// Points of `series` in `[from, to)`, in time order, repeated timestamps resolved.
+    pub fn read(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> RangeRead {
+        let inner = &self.inner;
+        // Dead points (expired, beyond capacity, evicted) are gone for readers at once, even
+        // before their space is reclaimed.
+        let from = from.max(inner.maintenance.reclaimer.cutoff(series));
+        let (active, frozen) = {
+            let memtables = inner.memtables.read();
+            (memtables.active.clone(), memtables.frozen.clone())
+        };
+        // Memtables before the index: a flush publishes blocks before it drops the frozen
+        // memtable, so every point is in one or the other.
+        let mut memory = Vec::with_capacity(2);
+        if let Some(frozen) = frozen {
+            memory.extend(frozen.read(series, from, to));
+        }
+        memory.extend(active.read(series, from, to));
+        RangeRead::new(inner.store.clone(), series, from, to, memory)
+    }
+
+    /// Flushes, seals the open segment, and compacts until no segment is worth rewriting.
+    /// Returns what each compaction did.
+    pub fn compact(&self) -> Result<Vec<crate::compaction::CompactionReport>> {
+        self.flush()?;
+        self.inner.store.seal()?;
+        let mut reports = Vec::new();
+        // Bounded: every round removes at least one segment of short blocks for good.
+        for _ in 0..10_000 {
+            match self.inner.compact_once()? {
+                Some(report) => reports.push(report),
+                None => break,
+            }
+        }
+        Ok(reports)
+    }
+
+    /// Flushes everything buffered into the store and waits for it.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.health.check_writable()?;
+        // A frozen memtable left by a failed attempt is flushed first, then the active one.
+        for _ in 0..2 {
+            self.inner.flush_once()?;
+        }
+        Ok(())
+    }
+
+    /// Flushes, seals the open segment and stops the flusher. Dropping the engine does the same
+    /// but cannot report errors.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    /// Stops the engine the way a killed process stops: no flush, no seal, buffered points
+    /// stay only in the WAL. For crash and recovery tests.
+    pub fn abandon(self) {
+        self.inner.health.closed.store(true, Ordering::SeqCst);
+        self.stop_workers();
+    }
+
+    fn stop_workers(&self) {
+        {
+            let mut signal = self.inner.signals.state.lock();
+            signal.shutdown = true;
+            self.inner.signals.changed.notify_all();
+        }
+        self.workers.join();
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        if self.inner.health.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.stop_workers();
+        let flushed = if self.inner.health.is_poisoned() {
+            Ok(())
+        } else {
+            self.inner.flush_once().and_then(|_| self.inner.flush_once()).map(|_| ())
+        };
+        flushed.and(self.inner.store.seal())
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(error = %e, "engine shutdown failed; the WAL still holds unflushed data");
+        }
+    }
+}

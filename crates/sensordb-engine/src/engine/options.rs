@@ -1,0 +1,102 @@
+//! Engine settings: [`EngineOptions`] with its documented defaults, and the wall clock storage
+//! periods run against.
+
+use crate::fs::{FileSystem, RealFs};
+use crate::model::Timestamp;
+use crate::reclaim::ReclaimOptions;
+use crate::wal::Durability;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Engine settings. `Default` gives the documented defaults on the real file system.
+#[derive(Clone)]
+pub struct EngineOptions {
+    pub durability: Durability,
+    /// Memory for buffered points, active plus frozen memtable. The active memtable is flushed at
+    /// half of it; writers wait while it is over half and the previous flush still runs.
+    pub memtable_bytes_max: usize,
+    /// A segment is sealed once it reaches this size (R).
+    pub segment_bytes_max: u64,
+    /// Most points in one block; longer runs of a series are split.
+    pub block_points_max: usize,
+    /// Most payload bytes in one block of a byte series.
+    pub block_bytes_max: usize,
+    /// Largest accepted byte payload.
+    pub payload_bytes_max: usize,
+    /// A batch of only byte payloads holding at least this many bytes is written straight into
+    /// a segment (one write, one fsync, group-committed with concurrent ones) instead of through
+    /// the WAL and a later flush, which would write every byte twice. `usize::MAX` disables.
+    pub direct_write_bytes_min: usize,
+    /// Buffered points older than this are flushed even if the memtable is not full, so the WAL
+    /// stays short.
+    pub flush_interval: Duration,
+    /// WAL file size before rotation.
+    pub wal_file_bytes_max: u64,
+    /// Memtable shards; more shards mean fewer writers meeting on one lock.
+    pub memtable_shards: usize,
+    /// Sealed segments whose blocks average fewer points than this are rewritten into long
+    /// blocks (see [`crate::compaction`]).
+    pub compaction_small_block_points: u64,
+    /// Compact in a background thread; otherwise only [`Engine::compact`](crate::engine::Engine::compact) does.
+    pub background_compaction: bool,
+    /// Retention, reclaim and throttling (see [`crate::reclaim`]).
+    pub reclaim: ReclaimOptions,
+    /// Reclaim in a background thread; otherwise only [`Engine::reclaim`](crate::engine::Engine::reclaim) does.
+    pub background_reclaim: bool,
+    /// [`Engine::write`](crate::engine::Engine::write) itself delays its return as the disk fills (see
+    /// [`crate::reclaim::throttle`]). A server that delays acknowledgements asynchronously turns
+    /// this off and asks [`Engine::admission`](crate::engine::Engine::admission) instead.
+    pub throttle_writes: bool,
+    /// The wall clock in nanoseconds since the epoch, against which storage periods run.
+    pub clock: Clock,
+    pub fs: Arc<dyn FileSystem>,
+}
+
+/// A source of "now" in nanoseconds since the Unix epoch.
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// The system clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+    })
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        EngineOptions {
+            durability: Durability::Fsync,
+            memtable_bytes_max: 512 << 20,
+            segment_bytes_max: 64 << 20,
+            block_points_max: 16_384,
+            block_bytes_max: 4 << 20,
+            payload_bytes_max: 1 << 20,
+            direct_write_bytes_min: 64 << 10,
+            flush_interval: Duration::from_secs(300),
+            wal_file_bytes_max: 64 << 20,
+            memtable_shards: cores * 8,
+            compaction_small_block_points: 2048,
+            background_compaction: true,
+            reclaim: ReclaimOptions::default(),
+            background_reclaim: true,
+            throttle_writes: true,
+            clock: system_clock(),
+            fs: Arc::new(RealFs),
+        }
+    }
+}
+
+impl std::fmt::Debug for EngineOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineOptions")
+            .field("durability", &self.durability)
+            .field("memtable_bytes_max", &self.memtable_bytes_max)
+            .field("segment_bytes_max", &self.segment_bytes_max)
+            .field("block_points_max", &self.block_points_max)
+            .field("payload_bytes_max", &self.payload_bytes_max)
+            .field("flush_interval", &self.flush_interval)
+            .field("reclaim", &self.reclaim)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,299 @@
+//! The background threads (flush, compaction, reclaim) and the work they share with explicit
+//! calls: one flush of the memtable, one compaction, one reclaim cycle.
+
+use super::pacer::FlushPacer;
+use super::{Inner, Workers};
+use crate::error::{Error, Result};
+use crate::flush::encode_group_paced;
+use crate::memtable::Memtable;
+use crate::wal::Durability;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Background threads (flush, compaction) run at the lowest priority, nice 19: their work can
+/// wait a few milliseconds, a writer's acknowledgement should not. At nice 0 a flush's encoding
+/// slices took a core from the threads answering writers for milliseconds at a time, and each
+/// flush showed as a cluster of slow acknowledgements (`docs/BENCHMARKS.md`, `bench tx`). They
+/// are not starved: when writers wait for them (a full memtable), the CPU is theirs.
+fn background_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // On Linux the nice value is per thread; raising it needs no privilege.
+        // SAFETY: gettid and setpriority take plain integers and touch no memory of ours.
+        let failed = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) } != 0;
+        if failed {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "cannot lower a background thread's priority");
+        }
+    }
+}
+
+/// Starts a named thread running `work` on the engine's shared state.
+fn spawn(inner: &Arc<Inner>, dir: &Path, name: &str, lowered: bool, work: fn(&Inner)) -> Result<JoinHandle<()>> {
+    let inner = inner.clone();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            if lowered {
+                background_priority();
+            }
+            work(&inner)
+        })
+        .map_err(|e| Error::io(dir, e))
+}
+
+impl Inner {
+    /// Starts the flusher, and the compactor and reclaimer if the options ask for them, into
+    /// `workers`.
+    pub(super) fn start_workers(self: &Arc<Self>, dir: &Path, workers: &Workers) -> Result<()> {
+        *workers.flusher.lock() = Some(spawn(self, dir, "sensordb-flush", true, Inner::run_flusher)?);
+        if self.options.background_compaction {
+            *workers.compactor.lock() = Some(spawn(self, dir, "sensordb-compact", true, Inner::run_compactor)?);
+        }
+        if self.options.background_reclaim {
+            // Not lowered: reclaim measures usage for writers.
+            *workers.reclaimer.lock() = Some(spawn(self, dir, "sensordb-reclaim", false, Inner::run_reclaimer)?);
+        }
+        Ok(())
+    }
+
+    pub(super) fn request_reclaim(&self) {
+        self.signals.reclaim_requested.store(true, Ordering::SeqCst);
+        let _signal = self.signals.state.lock();
+        self.signals.changed.notify_all();
+    }
+
+    fn run_flusher(&self) {
+        let mut failures = 0u32;
+        loop {
+            {
+                let mut signal = self.signals.state.lock();
+                let timeout = if failures > 0 { Duration::from_millis(100) } else { Duration::from_secs(1) };
+                if !signal.flush_requested && !signal.shutdown {
+                    self.signals.changed.wait_for(&mut signal, timeout);
+                }
+                if signal.shutdown {
+                    return;
+                }
+                let due = self.flush.last.lock().elapsed() >= self.options.flush_interval;
+                if !signal.flush_requested && !due && failures == 0 {
+                    continue;
+                }
+                signal.flush_requested = false;
+            }
+            match self.flush_once_paced(true) {
+                Ok(_) => {
+                    failures = 0;
+                    // A new segment may have pushed usage over a threshold.
+                    self.request_reclaim();
+                }
+                Err(e) if e.is_no_space() => {
+                    failures += 1;
+                    self.request_reclaim();
+                    tracing::warn!(error = %e, failures, "flush postponed: disk full");
+                }
+                // A failed flush changes nothing on disk (the segment is cut back, the frozen
+                // memtable kept), so transient errors are retried rather than fatal.
+                Err(e) if !e.is_fatal() => {
+                    failures += 1;
+                    tracing::warn!(error = %e, failures, "flush failed; will retry");
+                }
+                Err(e) => {
+                    self.health.poison(&e);
+                    failures += 1;
+                }
+            }
+            let _guard = self.flush.attempted_lock.lock();
+            self.flush.attempted.notify_all();
+        }
+    }
+
+    fn compaction_options(&self) -> crate::compaction::CompactionOptions {
+        crate::compaction::CompactionOptions {
+            small_block_points: self.options.compaction_small_block_points.max(1),
+            run_bytes_max: self.options.segment_bytes_max.max(1 << 20),
+            block_points_max: self.options.block_points_max,
+            block_bytes_max: self.options.block_bytes_max,
+            points_per_group: 4 << 20,
+        }
+    }
+
+    pub(super) fn compact_once(&self) -> Result<Option<crate::compaction::CompactionReport>> {
+        let _compacting = self.maintenance.running.lock();
+        crate::compaction::compact_once(self.store.as_ref(), &self.catalog, &self.compaction_options())
+    }
+
+    /// Background compaction: looks for work every few seconds until shutdown.
+    fn run_compactor(&self) {
+        const PERIOD: Duration = Duration::from_secs(5);
+        loop {
+            {
+                let mut signal = self.signals.state.lock();
+                if !signal.shutdown {
+                    self.signals.changed.wait_for(&mut signal, PERIOD);
+                }
+                if signal.shutdown {
+                    return;
+                }
+            }
+            if self.health.is_poisoned() {
+                continue;
+            }
+            match self.compact_once() {
+                Ok(_) => {}
+                // Inputs stay in place when a compaction fails; it is retried later.
+                Err(e) => tracing::warn!(error = %e, "compaction failed; will retry"),
+            }
+        }
+    }
+
+    pub(super) fn reclaim_once(&self) -> Result<()> {
+        let _maintenance = self.maintenance.running.lock();
+        self.signals.reclaim_requested.store(false, Ordering::SeqCst);
+        let now = (self.options.clock)();
+        self.maintenance.reclaimer.run_cycle(
+            self.options.fs.as_ref(),
+            &self.data_dir,
+            self.store.as_ref(),
+            &self.catalog,
+            &self.compaction_options(),
+            &|| self.own_bytes(),
+            now,
+        )
+    }
+
+    /// Background reclaim: a cycle every interval, or sooner when asked.
+    fn run_reclaimer(&self) {
+        loop {
+            {
+                let mut signal = self.signals.state.lock();
+                if !signal.shutdown && !self.signals.reclaim_requested.load(Ordering::SeqCst) {
+                    self.signals.changed.wait_for(&mut signal, self.options.reclaim.interval);
+                }
+                if signal.shutdown {
+                    return;
+                }
+            }
+            if self.health.is_poisoned() {
+                std::thread::sleep(self.options.reclaim.interval);
+                continue;
+            }
+            if let Err(e) = self.reclaim_once() {
+                // Inputs stay in place when a merge fails; the next cycle tries again.
+                tracing::warn!(error = %e, "reclaim cycle failed; will retry");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// Flushes the frozen memtable, freezing the active one first if nothing is frozen.
+    /// Returns whether anything was written.
+    pub(super) fn flush_once(&self) -> Result<bool> {
+        self.flush_once_paced(false)
+    }
+
+    /// [`Self::flush_once`]; `paced` (the background flush) lets the encoding pause (see
+    /// [`FLUSH_PACE_SLICE`]).
+    fn flush_once_paced(&self, paced: bool) -> Result<bool> {
+        let _flushing = self.flush.running.lock();
+        let began = Instant::now();
+        let (frozen, wal_checkpoint) = {
+            let mut memtables = self.memtables.write();
+            if memtables.frozen.is_none() {
+                if memtables.active.is_empty() {
+                    *self.flush.last.lock() = Instant::now();
+                    return Ok(false);
+                }
+                let checkpoint = match &self.wal {
+                    Some(wal) => wal.rotate()?,
+                    None => 0,
+                };
+                let fresh = Arc::new(Memtable::new(self.options.memtable_shards));
+                let old = std::mem::replace(&mut memtables.active, fresh);
+                memtables.frozen = Some(old);
+                memtables.frozen_wal_checkpoint = checkpoint;
+            }
+            (memtables.frozen.clone().expect("BUG: frozen memtable vanished"), memtables.frozen_wal_checkpoint)
+        };
+        let frozen_at = began.elapsed();
+        let mut pacer = FlushPacer::new(paced);
+        let group = encode_group_paced(&frozen, &self.catalog, self.options.block_points_max, self.options.block_bytes_max, &mut || {
+            pacer.pace(|| self.memtables.read().active.bytes() < self.flush_threshold_bytes() / 2 && !self.signals.state.lock().shutdown)
+        });
+        let encoded_at = began.elapsed();
+        let (blocks, group_bytes) = (group.block_count(), group.bytes());
+        if !group.is_empty() {
+            if self.options.durability != Durability::None {
+                self.catalog.sync()?;
+            }
+            self.store.put_group(group, wal_checkpoint)?;
+            *self.flush.wal_checkpoint.lock() = wal_checkpoint;
+        }
+        tracing::debug!(
+            pauses = pacer.pauses,
+            blocks,
+            group_bytes,
+            memtable_bytes = frozen.bytes(),
+            freeze_ms = frozen_at.as_secs_f64() * 1e3,
+            encode_ms = (encoded_at - frozen_at).as_secs_f64() * 1e3,
+            store_ms = (began.elapsed() - encoded_at).as_secs_f64() * 1e3,
+            "memtable flushed"
+        );
+        self.memtables.write().frozen = None;
+        drop(frozen);
+        self.flush.count.fetch_add(1, Ordering::Relaxed);
+        *self.flush.last.lock() = Instant::now();
+        if let Some(wal) = &self.wal {
+            // The data is in the store; failing to delete old WAL files only costs replay time.
+            if let Err(e) = wal.remove_files_before(wal_checkpoint) {
+                tracing::warn!(error = %e, dir = %self.wal_dir.display(), "could not trim the WAL");
+            }
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Engine, EngineOptions};
+
+    /// The nice value of this process's threads called `name` (field 19 of their stat files).
+    #[cfg(target_os = "linux")]
+    fn nice_of_threads_named(name: &str) -> Vec<i64> {
+        let mut nice = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").expect("task list") {
+            let dir = task.expect("task").path();
+            if std::fs::read_to_string(dir.join("comm")).map(|comm| comm.trim() == name).unwrap_or(false) {
+                let stat = std::fs::read_to_string(dir.join("stat")).expect("stat");
+                // After the parenthesised name: state is field 3, nice field 19.
+                let after_name = &stat[stat.rfind(')').expect("name") + 2..];
+                nice.push(after_name.split(' ').nth(16).expect("nice field").parse().expect("number"));
+            }
+        }
+        nice
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn background_threads_run_at_the_lowest_priority() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Engine::open(dir.path(), EngineOptions { background_compaction: true, ..Default::default() }).expect("engine");
+        // The threads lower their own priority first thing; give them a moment to start.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // (Thread names in /proc are cut to 15 bytes.)
+        while nice_of_threads_named("sensordb-compac").is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        // Other tests' engines may run in this process too: all of them are lowered.
+        for name in ["sensordb-flush", "sensordb-compac"] {
+            let nice = nice_of_threads_named(name);
+            assert!(!nice.is_empty() && nice.iter().all(|&nice| nice == 19), "{name}: {nice:?}");
+        }
+        assert!(nice_of_threads_named("sensordb-reclai").iter().all(|&nice| nice == 0), "reclaim measures usage for writers: not lowered");
+        engine.close().expect("closes");
+    }
+}

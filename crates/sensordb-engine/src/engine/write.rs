@@ -1,0 +1,216 @@
+//! The write path: validation against the catalog, WAL append and memtable insert, direct
+//! writes of large payload batches straight into the store, memory backpressure, and the
+//! throttling of writers as the disk fills.
+
+use super::Inner;
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::flush::add_inline;
+use crate::memtable::{Memtable, ResolvedSeries};
+use crate::model::{last_write_wins, SeriesId, Timestamp, ValueColumn};
+use crate::reclaim::throttle::Admission;
+use crate::segment::GroupBuilder;
+use std::time::{Duration, Instant};
+
+/// Usage older than this is measured again before a writer is admitted (a statvfs and a
+/// directory listing).
+const ADMISSION_MEASURE_AGE: Duration = Duration::from_millis(10);
+
+impl Inner {
+    pub(super) fn flush_threshold_bytes(&self) -> usize {
+        (self.options.memtable_bytes_max / 2).max(1)
+    }
+
+    /// Writes `batch`; on a full disk, waits for reclaim (up to
+    /// [`ReclaimOptions::full_wait_max`]) and tries again instead of failing; with
+    /// [`EngineOptions::throttle_writes`], delays the return as the disk fills.
+    pub(super) fn write(&self, batch: &WriteBatch) -> Result<()> {
+        let started = Instant::now();
+        let wait_max = self.options.reclaim.full_wait_max;
+        loop {
+            if self.options.throttle_writes && self.admission() == Admission::WaitForSpace {
+                self.wait_for_space(started, wait_max)?;
+                continue;
+            }
+            match self.write_once(batch) {
+                Err(e) if e.is_no_space() && started.elapsed() < wait_max => {
+                    tracing::warn!(error = %e, "write paused: disk full; waiting for reclaim");
+                    self.request_reclaim();
+                    self.maintenance.reclaimer.wait_for_cycle(Duration::from_millis(200));
+                }
+                Err(e) => return Err(e),
+                Ok(()) => break,
+            }
+        }
+        if self.options.throttle_writes {
+            if let Admission::After(delay) = self.admission() {
+                std::thread::sleep(delay);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits while usage is at `U_h`, until reclaim brings it down or `wait_max` since
+    /// `started` passes.
+    fn wait_for_space(&self, started: Instant, wait_max: Duration) -> Result<()> {
+        if started.elapsed() >= wait_max {
+            return Err(Error::NoSpace { path: self.data_dir.clone() });
+        }
+        self.health.check_writable()?;
+        self.request_reclaim();
+        self.maintenance.reclaimer.wait_for_cycle(Duration::from_millis(200));
+        Ok(())
+    }
+
+    fn write_once(&self, batch: &WriteBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.health.check_writable()?;
+        let mut newest = SeriesId(0);
+        for entry in batch.entries() {
+            newest = newest.max(entry.series);
+            let kind = self.catalog.kind(entry.series).ok_or(Error::UnknownSeries(entry.series.0))?;
+            if self.catalog.is_deleted(entry.series) {
+                return Err(Error::SeriesDeleted(entry.series.0));
+            }
+            if kind != entry.values.kind() {
+                let key = self.catalog.get(entry.series).map_or_else(|| entry.series.0.to_string(), |e| e.key.canonical());
+                return Err(Error::KindMismatch { key, existing: kind, attempted: entry.values.kind() });
+            }
+            if let ValueColumn::Bytes(payloads) = &entry.values {
+                if let Some(large) = payloads.iter().find(|p| p.len() > self.options.payload_bytes_max) {
+                    return Err(Error::PayloadTooLarge { len: large.len(), limit: self.options.payload_bytes_max });
+                }
+            }
+        }
+        // Series created by `series_id_unsynced` become durable before a record names them.
+        if let Err(e) = self.catalog.sync_through(newest) {
+            self.health.poison(&e);
+            return Err(e);
+        }
+        if self.writes_direct(batch) {
+            return self.write_direct(batch);
+        }
+        self.wait_for_memory()?;
+        let record = self.wal.as_ref().map(|_| {
+            let mut record = Vec::new();
+            batch.encode(&mut record);
+            record
+        });
+        let (position, active_bytes) = {
+            let memtables = self.memtables.read();
+            let position = match (&self.wal, &record) {
+                (Some(wal), Some(record)) => Some(wal.append(record)?),
+                _ => None,
+            };
+            memtables.active.insert_all(batch.entries());
+            (position, memtables.active.bytes())
+        };
+        if active_bytes >= self.flush_threshold_bytes() {
+            self.request_flush();
+        }
+        if let (Some(wal), Some(position)) = (&self.wal, position) {
+            if let Err(e) = wal.wait_durable(position) {
+                if e.is_fatal() {
+                    self.health.poison(&e);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `batch` bypasses WAL and memtable: large byte payloads only, and no buffered
+    /// point of the same series in the batch's time range (a buffered point would shadow the
+    /// newer direct block on reads, since memtables rank above all blocks).
+    fn writes_direct(&self, batch: &WriteBatch) -> bool {
+        if batch.value_bytes() < self.options.direct_write_bytes_min
+            || !batch.entries().iter().all(|e| matches!(e.values, ValueColumn::Bytes(_)))
+        {
+            return false;
+        }
+        let memtables = self.memtables.read();
+        batch.entries().iter().all(|entry| {
+            let (min, max) = entry.timestamps.iter().fold((Timestamp::MAX, Timestamp::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+            let overlaps = |m: &Memtable| m.has_points_in(entry.series, min, max);
+            !overlaps(&memtables.active) && !memtables.frozen.as_deref().is_some_and(overlaps)
+        })
+    }
+
+    /// Encodes `batch` into blocks and commits them straight into the store.
+    fn write_direct(&self, batch: &WriteBatch) -> Result<()> {
+        let mut group = GroupBuilder::new();
+        for entry in batch.entries() {
+            let resolved = resolve(entry);
+            add_inline(&mut group, &resolved, self.options.block_points_max, self.options.block_bytes_max);
+        }
+        // A direct group covers no WAL record: it must not move the checkpoint past what flushes
+        // have covered.
+        let checkpoint = *self.flush.wal_checkpoint.lock();
+        match self.store.put_group(group, checkpoint) {
+            Ok(_) => Ok(()),
+            Err(e) if !e.is_fatal() => Err(e),
+            Err(e) => {
+                self.health.poison(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Backpressure: waits while the active memtable is over its threshold and the previous
+    /// flush has not finished, or while it is over the whole memory budget.
+    fn wait_for_memory(&self) -> Result<()> {
+        let threshold = self.flush_threshold_bytes();
+        loop {
+            {
+                let memtables = self.memtables.read();
+                let active = memtables.active.bytes();
+                if active < threshold || (memtables.frozen.is_none() && active < 2 * threshold) {
+                    return Ok(());
+                }
+            }
+            self.request_flush();
+            self.health.check_writable()?;
+            let mut guard = self.flush.attempted_lock.lock();
+            self.flush.attempted.wait_for(&mut guard, Duration::from_millis(50));
+        }
+    }
+
+    pub(super) fn request_flush(&self) {
+        let mut signal = self.signals.state.lock();
+        if !signal.flush_requested {
+            signal.flush_requested = true;
+            // The compactor waits on the same condition variable: wake both.
+            self.signals.changed.notify_all();
+        }
+    }
+
+    /// Admission at usage measured at most [`ADMISSION_MEASURE_AGE`] ago, so writers faster
+    /// than reclaim cycles cannot run far past a threshold between two cycles.
+    pub(super) fn admission(&self) -> Admission {
+        if self.maintenance.reclaimer.measurement_age() > ADMISSION_MEASURE_AGE {
+            self.maintenance.reclaimer.measure(self.options.fs.as_ref(), &self.data_dir, self.own_bytes());
+        }
+        self.maintenance.reclaimer.admission()
+    }
+
+    /// sensordb's bytes on disk: segments, catalog, WAL.
+    pub(super) fn own_bytes(&self) -> u64 {
+        let wal_bytes: u64 = std::fs::read_dir(&self.wal_dir)
+            .map(|entries| entries.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum())
+            .unwrap_or(0);
+        self.store.stats().bytes + self.catalog.file_bytes() + wal_bytes
+    }
+}
+
+/// The points of one batch entry sorted by timestamp, a repeated timestamp keeping the value
+/// written last.
+fn resolve(entry: &crate::batch::SeriesPoints) -> ResolvedSeries {
+    let kept = last_write_wins(&entry.timestamps, (0..entry.timestamps.len()).collect());
+    ResolvedSeries {
+        series: entry.series,
+        timestamps: kept.iter().map(|&i| entry.timestamps[i]).collect(),
+        values: entry.values.gather(&kept),
+    }
+}

@@ -1,0 +1,58 @@
+//! What maintenance knows of stored data without reading it: a summary per segment and the
+//! life of each block.
+
+use crate::model::{SeriesId, Timestamp};
+use crate::segment::IndexEntry;
+
+/// What deciding whether a block is dead needs: its series, its newest point, its size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockLife {
+    pub series: SeriesId,
+    pub max_timestamp: Timestamp,
+    pub bytes: u32,
+}
+
+impl BlockLife {
+    pub(crate) fn of(entry: &IndexEntry) -> Self {
+        BlockLife { series: entry.series, max_timestamp: entry.max_timestamp, bytes: entry.length }
+    }
+}
+
+/// What compaction planning needs to know of a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentSummary {
+    pub id: u64,
+    /// False for the segment still taking flush groups.
+    pub sealed: bool,
+    pub bytes: u64,
+    pub blocks: u64,
+    pub points: u64,
+    pub min_sequence: u64,
+    pub max_sequence: u64,
+    pub wal_checkpoint: u64,
+}
+
+impl SegmentSummary {
+    pub(crate) fn of(id: u64, sealed: bool, bytes: u64, entries: &[IndexEntry], wal_checkpoint: u64) -> Self {
+        SegmentSummary {
+            id,
+            sealed,
+            bytes,
+            blocks: entries.len() as u64,
+            points: entries.iter().map(|e| u64::from(e.count)).sum(),
+            min_sequence: entries.iter().map(|e| e.sequence).min().unwrap_or(u64::MAX),
+            max_sequence: entries.iter().map(|e| e.sequence).max().unwrap_or(0),
+            wal_checkpoint,
+        }
+    }
+
+    pub(crate) fn add(&mut self, entries: &[IndexEntry], bytes: u64, wal_checkpoint: u64) {
+        let more = SegmentSummary::of(self.id, self.sealed, bytes, entries, wal_checkpoint);
+        self.bytes = bytes;
+        self.blocks += more.blocks;
+        self.points += more.points;
+        self.min_sequence = self.min_sequence.min(more.min_sequence);
+        self.max_sequence = self.max_sequence.max(more.max_sequence);
+        self.wal_checkpoint = self.wal_checkpoint.max(wal_checkpoint);
+    }
+}
