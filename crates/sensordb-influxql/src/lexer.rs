@@ -487,12 +487,25 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    /// A regex literal `/.../` if, after whitespace (not comments, as in InfluxDB), the text
-    /// continues with `/`; `None` (and nothing consumed) otherwise. Inside, `\/` is a `/` and
-    /// any other `\` is kept for the regex engine, the character after it read normally.
+    /// A regex literal `/.../` if, after whitespace and comments, the text continues with `/`;
+    /// `None` (and nothing consumed) otherwise. Inside, `\/` is a `/` and any other `\` is kept
+    /// for the regex engine, the character after it read normally. (InfluxDB skips only
+    /// whitespace here, so it reads `FROM /* c */ m` as the bad regex `* c *`; no regex starts
+    /// with `*`, so skipping comments accepts only more.)
     pub(crate) fn scan_regex(&mut self) -> Option<Result<(String, usize), ParseError>> {
         let mut probe = *self;
-        probe.bump_while(is_whitespace);
+        loop {
+            probe.bump_while(is_whitespace);
+            let rest = probe.rest();
+            if rest.starts_with("--") {
+                probe.bump_while(|c| c != '\n');
+            } else if rest.starts_with("/*") {
+                // An unterminated comment is the ordinary scanner's error to report.
+                probe.pos += rest.find("*/").map(|end| end + 2)?;
+            } else {
+                break;
+            }
+        }
         if probe.peek_char() != Some('/') {
             return None;
         }
