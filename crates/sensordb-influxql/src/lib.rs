@@ -22,6 +22,7 @@
 pub mod ast;
 mod display;
 mod error;
+mod keyword;
 mod lexer;
 mod parser;
 
