@@ -106,6 +106,10 @@ impl Tok {
 pub(crate) struct Token {
     pub(crate) tok: Tok,
     pub(crate) start: usize,
+    /// For [`Tok::Eof`]: whether the token before it read the end of the text without putting
+    /// it back, as InfluxDB's scanner does after a bare word, whitespace or a `--` comment. Its
+    /// errors then place the end one character further (`SELECT` ends at char 8, `a,` at 3).
+    pub(crate) late_eof: bool,
 }
 
 /// The scanner: a position in the query text. `Copy`, so the parser looks ahead by scanning a
@@ -114,6 +118,9 @@ pub(crate) struct Token {
 pub(crate) struct Lexer<'a> {
     source: &'a str,
     pos: usize,
+    /// The last token scanned ended the text the way that makes InfluxDB's end "late" (see
+    /// [`Token::late_eof`]).
+    late_eof: bool,
 }
 
 /// Whitespace as InfluxDB counts it, plus `\r` (so CRLF text reads the same).
@@ -131,7 +138,7 @@ pub(crate) fn is_ident_char(c: char) -> bool {
 
 impl<'a> Lexer<'a> {
     pub(crate) fn new(source: &'a str) -> Lexer<'a> {
-        Lexer { source, pos: 0 }
+        Lexer { source, pos: 0, late_eof: false }
     }
 
     pub(crate) fn source(&self) -> &'a str {
@@ -179,7 +186,7 @@ impl<'a> Lexer<'a> {
     /// The next token where it stands: whitespace and comments come back as [`Tok::Trivia`].
     pub(crate) fn next_raw(&mut self) -> Result<Token, ParseError> {
         let start = self.pos;
-        let Some(c) = self.bump() else { return Ok(Token { tok: Tok::Eof, start }) };
+        let Some(c) = self.bump() else { return Ok(Token { tok: Tok::Eof, start, late_eof: self.late_eof }) };
         let tok = match c {
             c if is_whitespace(c) => {
                 self.bump_while(is_whitespace);
@@ -237,7 +244,12 @@ impl<'a> Lexer<'a> {
             ':' => self.pick(':', Tok::DoubleColon, Tok::Colon),
             other => Tok::Illegal(other),
         };
-        Ok(Token { tok, start })
+        // Bare words, whitespace and `--` comments are the tokens InfluxDB ends by reading past
+        // the end; numbers, symbols, quoted text and `/* */` end without doing so.
+        let word = matches!(tok, Tok::Keyword(_)) || (matches!(tok, Tok::Ident(_)) && c != '"');
+        let trivia = tok == Tok::Trivia && !self.source[start..self.pos].ends_with("*/");
+        self.late_eof = self.pos == self.source.len() && (word || trivia);
+        Ok(Token { tok, start, late_eof: false })
     }
 
     fn take(&mut self, tok: Tok) -> Tok {
@@ -347,6 +359,7 @@ impl<'a> Lexer<'a> {
             }
         }
         *self = probe;
+        self.late_eof = false;
         Some(Ok((pattern, start)))
     }
 

@@ -145,6 +145,11 @@ fn measurement() -> BoxedStrategy<String> {
     .boxed()
 }
 
+/// A measurement without database or retention policy (DROP SERIES and DELETE take no other).
+fn local_measurement() -> BoxedStrategy<String> {
+    prop_oneof![ident(), regex()].boxed()
+}
+
 fn field() -> BoxedStrategy<String> {
     prop_oneof![
         4 => (arithmetic(), proptest::option::of(ident())).prop_map(|(e, a)| match a {
@@ -159,11 +164,25 @@ fn field() -> BoxedStrategy<String> {
     .boxed()
 }
 
-fn dimension() -> BoxedStrategy<String> {
+/// GROUP BY entries: tags, `*`, regexes, and at most one `time()` (first or last).
+fn dimensions() -> BoxedStrategy<Vec<String>> {
+    let tag = prop_oneof![prop::sample::select(PLAIN).prop_map(str::to_string), Just("*".to_string()), regex()];
+    (prop::collection::vec(tag, 0..3), proptest::option::of(time_dimension()), any::<bool>())
+        .prop_map(|(mut dims, time, first)| {
+            if let Some(time) = time {
+                if first {
+                    dims.insert(0, time);
+                } else {
+                    dims.push(time);
+                }
+            }
+            dims
+        })
+        .boxed()
+}
+
+fn time_dimension() -> BoxedStrategy<String> {
     prop_oneof![
-        prop::sample::select(PLAIN).prop_map(str::to_string),
-        Just("*".to_string()),
-        regex(),
         duration().prop_map(|d| format!("time({d})")),
         (duration(), duration()).prop_map(|(d, o)| format!("time({d}, -{o})")),
         duration().prop_map(|d| format!("time({d},now())")),
@@ -203,7 +222,7 @@ fn select_statement() -> BoxedStrategy<String> {
         proptest::option::of(prop_oneof![ident(), (ident(), ident()).prop_map(|(d, r)| format!("{d}.{r}.:MEASUREMENT"))]),
         prop::collection::vec(source, 1..3),
         proptest::option::of(condition()),
-        prop::collection::vec(dimension(), 0..3),
+        dimensions(),
         tail(),
     )
         .prop_map(|(fields, into, sources, cond, dims, tail)| {
@@ -218,6 +237,8 @@ fn select_statement() -> BoxedStrategy<String> {
 fn other_statement() -> BoxedStrategy<String> {
     let on = proptest::option::of(ident()).prop_map(|d| d.map(|d| format!(" ON {d}")).unwrap_or_default());
     let from = proptest::option::of(prop::collection::vec(measurement(), 1..3))
+        .prop_map(|m| m.map(|m| format!(" FROM {}", m.join(","))).unwrap_or_default());
+    let local_from = proptest::option::of(prop::collection::vec(local_measurement(), 1..3))
         .prop_map(|m| m.map(|m| format!(" FROM {}", m.join(","))).unwrap_or_default());
     let cond = proptest::option::of(condition()).prop_map(|c| c.map(|c| format!(" WHERE {c}")).unwrap_or_default());
     let limit = proptest::option::of(0u64..100).prop_map(|l| l.map(|l| format!(" LIMIT {l} OFFSET {l}")).unwrap_or_default());
@@ -269,8 +290,8 @@ fn other_statement() -> BoxedStrategy<String> {
             }),
         ident().prop_map(|n| format!("DROP DATABASE {n}")),
         ident().prop_map(|n| format!("drop measurement {n}")),
-        (from.clone(), condition()).prop_map(|(from, c)| format!("DROP SERIES{from} WHERE {c}")),
-        (measurement(), cond).prop_map(|(m, cond)| format!("DELETE FROM {m}{cond}")),
+        (local_from.clone(), condition()).prop_map(|(from, c)| format!("DROP SERIES{from} WHERE {c}")),
+        (prop::collection::vec(local_measurement(), 1..3), cond).prop_map(|(m, cond)| format!("DELETE FROM {}{cond}", m.join(", "))),
     ]
     .boxed()
 }

@@ -201,6 +201,11 @@ fn where_conditions() {
         assert_eq!(condition(&format!("a {text} 'x'")), binary(var("a"), op, Expr::String("x".into())), "{text}");
     }
     assert_eq!(condition("host =~ /^a$/"), binary(var("host"), BinaryOp::EqRegex, Expr::Regex(Regex("^a$".into()))));
+    assert_eq!(
+        condition("url =~ /http\\:\\/\\/www\\.example\\.com/"),
+        binary(var("url"), BinaryOp::EqRegex, Expr::Regex(Regex("http\\://www\\.example\\.com".into()))),
+        "InfluxDB's own test: `\\/` is a slash, other escapes stay for the regex engine"
+    );
     assert_eq!(condition("host !~ /b/"), binary(var("host"), BinaryOp::NotEqRegex, Expr::Regex(Regex("b".into()))));
     assert_eq!(
         condition("\"current_load\" >= 0.9 * \"load_capacity\""),

@@ -147,8 +147,8 @@ fn unsupported_show_forms_are_named() {
         ("GRANT ALL TO bob", "GRANT is not supported at line 1, char 1"),
         ("DROP USER bob", "DROP USER is not supported at line 1, char 6"),
         ("CREATE RETENTION POLICY rp ON db DURATION 1d REPLICATION 1", "CREATE RETENTION POLICY is not supported at line 1, char 8"),
-        ("SHOW FOO", "found FOO, expected DATABASES, FIELD, MEASUREMENTS, RETENTION, SERIES, TAG at line 1, char 6"),
-        ("SHOW", "found EOF, expected DATABASES, FIELD, MEASUREMENTS, RETENTION, SERIES, TAG at line 1, char 5"),
+        ("SHOW FOO", "found FOO, expected CONTINUOUS, DATABASES, DIAGNOSTICS, FIELD, GRANTS, MEASUREMENT, MEASUREMENTS, QUERIES, RETENTION, SERIES, SHARD, SHARDS, STATS, SUBSCRIPTIONS, TAG, USERS at line 1, char 6"),
+        ("SHOW", "found EOF, expected CONTINUOUS, DATABASES, DIAGNOSTICS, FIELD, GRANTS, MEASUREMENT, MEASUREMENTS, QUERIES, RETENTION, SERIES, SHARD, SHARDS, STATS, SUBSCRIPTIONS, TAG, USERS at line 1, char 6"),
     ];
     for (text, message) in cases {
         assert_eq!(error(text), message, "{text}");
@@ -175,7 +175,7 @@ fn create_database() {
     );
     assert_eq!(canonical("create database db with duration inf name rp"), "CREATE DATABASE db WITH DURATION INF NAME rp");
     assert_eq!(canonical("create database db with shard duration 7d"), "CREATE DATABASE db WITH SHARD DURATION 1w");
-    assert_eq!(error("CREATE DATABASE db WITH"), "found EOF, expected DURATION, NAME, REPLICATION, SHARD at line 1, char 24");
+    assert_eq!(error("CREATE DATABASE db WITH"), "found EOF, expected DURATION, NAME, REPLICATION, SHARD at line 1, char 25");
     assert_eq!(error("CREATE DATABASE db WITH REPLICATION 0"), "invalid value 0: must be 1 <= n <= 2147483647 at line 1, char 37");
     assert_eq!(error("CREATE DATABASE db WITH DURATION 1x"), "invalid duration at line 1, char 34");
 }
@@ -192,10 +192,37 @@ fn drop_and_delete() {
     );
     assert_eq!(
         statement("DELETE FROM cpu WHERE host = 'a' AND dc = 'b'"),
-        Statement::Delete(Delete { source: Some(m("cpu")), condition: Some(both) })
+        Statement::Delete(Delete { sources: vec![m("cpu")], condition: Some(both) })
     );
     assert_eq!(statement("DELETE WHERE time < '2020-01-01T00:00:00Z'").to_string(), "DELETE WHERE time < '2020-01-01T00:00:00Z'");
-    assert_eq!(error("DROP SERIES"), "found EOF, expected FROM, WHERE at line 1, char 12");
-    assert_eq!(error("DELETE"), "found EOF, expected FROM, WHERE at line 1, char 7");
-    assert_eq!(error("DROP TABLE x"), "found TABLE, expected DATABASE, MEASUREMENT, SERIES at line 1, char 6");
+    assert_eq!(statement("DELETE FROM cpu, /m.*/").to_string(), "DELETE FROM cpu, /m.*/");
+    // InfluxDB 1.8's own test cases (parser_test.go), positions included.
+    let cases = [
+        ("DROP SERIES", "found EOF, expected FROM, WHERE at line 1, char 13"),
+        ("DROP SERIES FROM", "found EOF, expected identifier at line 1, char 18"),
+        ("DROP SERIES FROM src WHERE", "found EOF, expected identifier, string, number, bool at line 1, char 28"),
+        ("DROP SERIES FROM \"foo\".myseries", "retention policy not supported at line 1, char 18"),
+        ("DROP SERIES FROM foo..myseries", "database not supported at line 1, char 18"),
+        ("DELETE", "found EOF, expected FROM, WHERE at line 1, char 8"),
+        ("DELETE FROM", "found EOF, expected identifier at line 1, char 13"),
+        ("DELETE FROM myseries WHERE", "found EOF, expected identifier, string, number, bool at line 1, char 28"),
+        ("DELETE FROM \"foo\".myseries", "retention policy not supported at line 1, char 13"),
+        ("DELETE FROM foo..myseries", "database not supported at line 1, char 13"),
+        ("DROP MEASUREMENT", "found EOF, expected identifier at line 1, char 18"),
+        ("DROP DATABASE", "found EOF, expected identifier at line 1, char 15"),
+        ("DROP FOO", "found FOO, expected CONTINUOUS, MEASUREMENT, RETENTION, SERIES, SHARD, SUBSCRIPTION, USER at line 1, char 6"),
+        ("CREATE FOO", "found FOO, expected CONTINUOUS, DATABASE, USER, RETENTION, SUBSCRIPTION at line 1, char 8"),
+        ("CREATE DATABASE", "found EOF, expected identifier at line 1, char 17"),
+        ("CREATE DATABASE \"testdb\" WITH", "found EOF, expected DURATION, NAME, REPLICATION, SHARD at line 1, char 31"),
+        ("CREATE DATABASE \"testdb\" WITH DURATION", "found EOF, expected duration at line 1, char 40"),
+        ("CREATE DATABASE \"testdb\" WITH REPLICATION", "found EOF, expected integer at line 1, char 43"),
+        ("CREATE DATABASE \"testdb\" WITH NAME", "found EOF, expected identifier at line 1, char 36"),
+        ("CREATE DATABASE \"testdb\" WITH SHARD", "found EOF, expected DURATION at line 1, char 37"),
+        ("SHOW RETENTION", "found EOF, expected POLICIES at line 1, char 16"),
+        ("SHOW RETENTION ON", "found ON, expected POLICIES at line 1, char 16"),
+        ("SHOW RETENTION POLICIES ON", "found EOF, expected identifier at line 1, char 28"),
+    ];
+    for (text, message) in cases {
+        assert_eq!(error(text), message, "{text}");
+    }
 }
