@@ -306,6 +306,9 @@ fn statements_split_on_semicolons_outside_quotes() {
     assert_eq!(query.statements.len(), 2);
     assert_eq!(query.to_string(), "SELECT \"a;b\" FROM m WHERE x = 'c;d' AND y =~ /e;f/; SELECT b FROM \"n;\"");
     assert_eq!(parse("").expect("empty").statements.len(), 0);
+    let parsed: sensordb_influxql::Statement = "SELECT a FROM m;".parse().expect("FromStr of one statement");
+    assert_eq!(parsed.to_string(), "SELECT a FROM m");
+    assert!("SELECT a FROM m; SELECT b FROM m".parse::<sensordb_influxql::Statement>().is_err(), "two statements are not one");
     assert_eq!(parse(" ; ;").expect("only separators").statements.len(), 0);
 }
 

@@ -346,3 +346,19 @@ impl<'a> Parser<'a> {
         }
     }
 }
+
+impl std::str::FromStr for Query {
+    type Err = ParseError;
+
+    fn from_str(source: &str) -> Result<Query> {
+        parse(source)
+    }
+}
+
+impl std::str::FromStr for Statement {
+    type Err = ParseError;
+
+    fn from_str(source: &str) -> Result<Statement> {
+        parse_statement(source)
+    }
+}
