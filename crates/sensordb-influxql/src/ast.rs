@@ -395,7 +395,9 @@ pub struct DropDatabase {
     pub name: String,
 }
 
-/// `DROP SERIES [FROM sources] [WHERE]`, at least one of the two.
+/// `DROP SERIES [FROM measurements] [WHERE]`, at least one of the two; the measurements name
+/// neither database nor retention policy (the statement applies to the current database, all
+/// retention policies).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DropSeries {
     pub sources: Vec<Measurement>,
@@ -407,9 +409,10 @@ pub struct DropMeasurement {
     pub name: String,
 }
 
-/// `DELETE [FROM source] [WHERE]`, at least one of the two.
+/// `DELETE [FROM measurements] [WHERE]`, at least one of the two; like DROP SERIES, the
+/// measurements name neither database nor retention policy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delete {
-    pub source: Option<Measurement>,
+    pub sources: Vec<Measurement>,
     pub condition: Option<Expr>,
 }

@@ -335,7 +335,7 @@ fn create_database(f: &mut Formatter<'_>, c: &CreateDatabase) -> fmt::Result {
 
 fn delete(f: &mut Formatter<'_>, d: &Delete) -> fmt::Result {
     f.write_str("DELETE")?;
-    optional(f, "FROM", d.source.as_ref())?;
+    sources(f, "FROM", &d.sources)?;
     optional(f, "WHERE", d.condition.as_ref())
 }
 

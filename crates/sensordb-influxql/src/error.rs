@@ -6,7 +6,7 @@ use std::fmt;
 
 /// A query that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{kind} at line {line}, char {column}")]
+#[error("{}", render(kind, *line, *column))]
 pub struct ParseError {
     /// What is wrong.
     pub kind: ParseErrorKind,
@@ -14,7 +14,10 @@ pub struct ParseError {
     pub offset: usize,
     /// 1-based line of `offset`.
     pub line: usize,
-    /// 1-based character (Unicode scalar value, not byte) within the line of `offset`.
+    /// 1-based character (Unicode scalar value, not byte) within the line of `offset`, as
+    /// InfluxDB counts it: for an unexpected end of text or string literal it can be one more
+    /// or one less than `offset` alone gives (quirks of InfluxDB's scanner, kept so that the
+    /// messages match InfluxDB's to the character).
     pub column: usize,
 }
 
@@ -32,6 +35,18 @@ pub enum ParseErrorKind {
     Invalid(String),
     /// A statement InfluxQL has that sensordb does not serve (`SHOW USERS`, `GRANT` ...).
     Unsupported(String),
+    /// A comparison or logical operator in the SELECT list (InfluxDB words this one with the
+    /// position in the middle).
+    OperatorInSelect(&'static str),
+}
+
+fn render(kind: &ParseErrorKind, line: usize, column: usize) -> String {
+    match kind {
+        ParseErrorKind::OperatorInSelect(op) => {
+            format!("invalid operator {op} in SELECT clause at line {line}, char {column}; operator is intended for WHERE clause")
+        }
+        kind => format!("{kind} at line {line}, char {column}"),
+    }
 }
 
 impl fmt::Display for ParseErrorKind {
@@ -40,6 +55,9 @@ impl fmt::Display for ParseErrorKind {
             ParseErrorKind::Unexpected { found, expected } => write!(f, "found {found}, expected {}", expected.join(", ")),
             ParseErrorKind::Invalid(message) => f.write_str(message),
             ParseErrorKind::Unsupported(what) => write!(f, "{what} is not supported"),
+            ParseErrorKind::OperatorInSelect(op) => {
+                write!(f, "invalid operator {op} in SELECT clause; operator is intended for WHERE clause")
+            }
         }
     }
 }

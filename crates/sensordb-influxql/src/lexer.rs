@@ -5,191 +5,14 @@
 //! is division unless the parser, at a place where the grammar allows a regex, asks for one with
 //! [`Lexer::scan_regex`], as InfluxDB's parser does.
 //!
-//! Two deliberate differences from InfluxDB 1.8: floats may have an exponent (`1e3`, `2.5E-3`;
-//! 1.8 reads those as invalid durations), and `\r` counts as whitespace.
+//! Deliberate differences from InfluxDB 1.8, each accepting only more: floats may have an
+//! exponent (`1e3`, `2.5E-3`; 1.8 reads those as invalid durations), `\r` counts as whitespace,
+//! and comments may stand where a regex may (1.8 reads `FROM /* c */ m` as the regex `* c *`).
+//! Errors for unterminated strings, bad escapes and unterminated comments are worded plainly
+//! instead of 1.8's `found <partial text>, expected ...`.
 
 use crate::error::{ParseError, ParseErrorKind};
-
-/// InfluxQL's reserved words (InfluxDB 1.8's `token.go`): a bare identifier spelled like one
-/// of these, in any case, is the keyword; quoted (`"name"`) it is an identifier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Keyword {
-    All,
-    Alter,
-    Analyze,
-    And,
-    Any,
-    As,
-    Asc,
-    Begin,
-    By,
-    Cardinality,
-    Continuous,
-    Create,
-    Database,
-    Databases,
-    Default,
-    Delete,
-    Desc,
-    Destinations,
-    Diagnostics,
-    Distinct,
-    Drop,
-    Duration,
-    End,
-    Every,
-    Exact,
-    Explain,
-    False,
-    Field,
-    For,
-    From,
-    Grant,
-    Grants,
-    Group,
-    Groups,
-    In,
-    Inf,
-    Insert,
-    Into,
-    Key,
-    Keys,
-    Kill,
-    Limit,
-    Measurement,
-    Measurements,
-    Name,
-    Offset,
-    On,
-    Or,
-    Order,
-    Password,
-    Policies,
-    Policy,
-    Privileges,
-    Queries,
-    Query,
-    Read,
-    Replication,
-    Resample,
-    Retention,
-    Revoke,
-    Select,
-    Series,
-    Set,
-    Shard,
-    Shards,
-    Show,
-    Slimit,
-    Soffset,
-    Stats,
-    Subscription,
-    Subscriptions,
-    Tag,
-    To,
-    True,
-    User,
-    Users,
-    Values,
-    Where,
-    With,
-    Write,
-}
-
-const KEYWORDS: &[(Keyword, &str)] = &[
-    (Keyword::All, "ALL"),
-    (Keyword::Alter, "ALTER"),
-    (Keyword::Analyze, "ANALYZE"),
-    (Keyword::And, "AND"),
-    (Keyword::Any, "ANY"),
-    (Keyword::As, "AS"),
-    (Keyword::Asc, "ASC"),
-    (Keyword::Begin, "BEGIN"),
-    (Keyword::By, "BY"),
-    (Keyword::Cardinality, "CARDINALITY"),
-    (Keyword::Continuous, "CONTINUOUS"),
-    (Keyword::Create, "CREATE"),
-    (Keyword::Database, "DATABASE"),
-    (Keyword::Databases, "DATABASES"),
-    (Keyword::Default, "DEFAULT"),
-    (Keyword::Delete, "DELETE"),
-    (Keyword::Desc, "DESC"),
-    (Keyword::Destinations, "DESTINATIONS"),
-    (Keyword::Diagnostics, "DIAGNOSTICS"),
-    (Keyword::Distinct, "DISTINCT"),
-    (Keyword::Drop, "DROP"),
-    (Keyword::Duration, "DURATION"),
-    (Keyword::End, "END"),
-    (Keyword::Every, "EVERY"),
-    (Keyword::Exact, "EXACT"),
-    (Keyword::Explain, "EXPLAIN"),
-    (Keyword::False, "FALSE"),
-    (Keyword::Field, "FIELD"),
-    (Keyword::For, "FOR"),
-    (Keyword::From, "FROM"),
-    (Keyword::Grant, "GRANT"),
-    (Keyword::Grants, "GRANTS"),
-    (Keyword::Group, "GROUP"),
-    (Keyword::Groups, "GROUPS"),
-    (Keyword::In, "IN"),
-    (Keyword::Inf, "INF"),
-    (Keyword::Insert, "INSERT"),
-    (Keyword::Into, "INTO"),
-    (Keyword::Key, "KEY"),
-    (Keyword::Keys, "KEYS"),
-    (Keyword::Kill, "KILL"),
-    (Keyword::Limit, "LIMIT"),
-    (Keyword::Measurement, "MEASUREMENT"),
-    (Keyword::Measurements, "MEASUREMENTS"),
-    (Keyword::Name, "NAME"),
-    (Keyword::Offset, "OFFSET"),
-    (Keyword::On, "ON"),
-    (Keyword::Or, "OR"),
-    (Keyword::Order, "ORDER"),
-    (Keyword::Password, "PASSWORD"),
-    (Keyword::Policies, "POLICIES"),
-    (Keyword::Policy, "POLICY"),
-    (Keyword::Privileges, "PRIVILEGES"),
-    (Keyword::Queries, "QUERIES"),
-    (Keyword::Query, "QUERY"),
-    (Keyword::Read, "READ"),
-    (Keyword::Replication, "REPLICATION"),
-    (Keyword::Resample, "RESAMPLE"),
-    (Keyword::Retention, "RETENTION"),
-    (Keyword::Revoke, "REVOKE"),
-    (Keyword::Select, "SELECT"),
-    (Keyword::Series, "SERIES"),
-    (Keyword::Set, "SET"),
-    (Keyword::Shard, "SHARD"),
-    (Keyword::Shards, "SHARDS"),
-    (Keyword::Show, "SHOW"),
-    (Keyword::Slimit, "SLIMIT"),
-    (Keyword::Soffset, "SOFFSET"),
-    (Keyword::Stats, "STATS"),
-    (Keyword::Subscription, "SUBSCRIPTION"),
-    (Keyword::Subscriptions, "SUBSCRIPTIONS"),
-    (Keyword::Tag, "TAG"),
-    (Keyword::To, "TO"),
-    (Keyword::True, "TRUE"),
-    (Keyword::User, "USER"),
-    (Keyword::Users, "USERS"),
-    (Keyword::Values, "VALUES"),
-    (Keyword::Where, "WHERE"),
-    (Keyword::With, "WITH"),
-    (Keyword::Write, "WRITE"),
-];
-
-impl Keyword {
-    /// The keyword a bare identifier spells, in any case.
-    pub(crate) fn lookup(word: &str) -> Option<Keyword> {
-        KEYWORDS.iter().find(|(_, name)| name.eq_ignore_ascii_case(word)).map(|(keyword, _)| *keyword)
-    }
-
-    /// The keyword in capitals, as errors and rendering spell it.
-    pub(crate) fn as_str(self) -> &'static str {
-        KEYWORDS.iter().find(|(keyword, _)| *keyword == self).map_or("?", |(_, name)| name)
-    }
-}
+pub(crate) use crate::keyword::Keyword;
 
 /// One token of query text.
 #[derive(Debug, Clone, PartialEq)]
@@ -283,6 +106,10 @@ impl Tok {
 pub(crate) struct Token {
     pub(crate) tok: Tok,
     pub(crate) start: usize,
+    /// For [`Tok::Eof`]: whether the token before it read the end of the text without putting
+    /// it back, as InfluxDB's scanner does after a bare word, whitespace or a `--` comment. Its
+    /// errors then place the end one character further (`SELECT` ends at char 8, `a,` at 3).
+    pub(crate) late_eof: bool,
 }
 
 /// The scanner: a position in the query text. `Copy`, so the parser looks ahead by scanning a
@@ -291,6 +118,9 @@ pub(crate) struct Token {
 pub(crate) struct Lexer<'a> {
     source: &'a str,
     pos: usize,
+    /// The last token scanned ended the text the way that makes InfluxDB's end "late" (see
+    /// [`Token::late_eof`]).
+    late_eof: bool,
 }
 
 /// Whitespace as InfluxDB counts it, plus `\r` (so CRLF text reads the same).
@@ -308,7 +138,7 @@ pub(crate) fn is_ident_char(c: char) -> bool {
 
 impl<'a> Lexer<'a> {
     pub(crate) fn new(source: &'a str) -> Lexer<'a> {
-        Lexer { source, pos: 0 }
+        Lexer { source, pos: 0, late_eof: false }
     }
 
     pub(crate) fn source(&self) -> &'a str {
@@ -356,7 +186,7 @@ impl<'a> Lexer<'a> {
     /// The next token where it stands: whitespace and comments come back as [`Tok::Trivia`].
     pub(crate) fn next_raw(&mut self) -> Result<Token, ParseError> {
         let start = self.pos;
-        let Some(c) = self.bump() else { return Ok(Token { tok: Tok::Eof, start }) };
+        let Some(c) = self.bump() else { return Ok(Token { tok: Tok::Eof, start, late_eof: self.late_eof }) };
         let tok = match c {
             c if is_whitespace(c) => {
                 self.bump_while(is_whitespace);
@@ -414,7 +244,12 @@ impl<'a> Lexer<'a> {
             ':' => self.pick(':', Tok::DoubleColon, Tok::Colon),
             other => Tok::Illegal(other),
         };
-        Ok(Token { tok, start })
+        // Bare words, whitespace and `--` comments are the tokens InfluxDB ends by reading past
+        // the end; numbers, symbols, quoted text and `/* */` end without doing so.
+        let word = matches!(tok, Tok::Keyword(_)) || (matches!(tok, Tok::Ident(_)) && c != '"');
+        let trivia = tok == Tok::Trivia && !self.source[start..self.pos].ends_with("*/");
+        self.late_eof = self.pos == self.source.len() && (word || trivia);
+        Ok(Token { tok, start, late_eof: false })
     }
 
     fn take(&mut self, tok: Tok) -> Tok {
@@ -487,12 +322,25 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    /// A regex literal `/.../` if, after whitespace (not comments, as in InfluxDB), the text
-    /// continues with `/`; `None` (and nothing consumed) otherwise. Inside, `\/` is a `/` and
-    /// any other `\` is kept for the regex engine, the character after it read normally.
+    /// A regex literal `/.../` if, after whitespace and comments, the text continues with `/`;
+    /// `None` (and nothing consumed) otherwise. Inside, `\/` is a `/` and any other `\` is kept
+    /// for the regex engine, the character after it read normally. (InfluxDB skips only
+    /// whitespace here, so it reads `FROM /* c */ m` as the bad regex `* c *`; no regex starts
+    /// with `*`, so skipping comments accepts only more.)
     pub(crate) fn scan_regex(&mut self) -> Option<Result<(String, usize), ParseError>> {
         let mut probe = *self;
-        probe.bump_while(is_whitespace);
+        loop {
+            probe.bump_while(is_whitespace);
+            let rest = probe.rest();
+            if rest.starts_with("--") {
+                probe.bump_while(|c| c != '\n');
+            } else if rest.starts_with("/*") {
+                // An unterminated comment is the ordinary scanner's error to report.
+                probe.pos += rest.find("*/").map(|end| end + 2)?;
+            } else {
+                break;
+            }
+        }
         if probe.peek_char() != Some('/') {
             return None;
         }
@@ -511,6 +359,7 @@ impl<'a> Lexer<'a> {
             }
         }
         *self = probe;
+        self.late_eof = false;
         Some(Ok((pattern, start)))
     }
 

@@ -17,11 +17,23 @@
 //!
 //! Parsing only: no name resolution, no type checking beyond what InfluxDB's parser (and, for
 //! GROUP BY, its compiler) refuses, no evaluation. Time conditions keep their literals as
-//! written (`'2016-01-01T00:00:00Z'`, `1700000000000ms`, `now() - 1h`) for the executor.
+//! written (`'2016-01-01T00:00:00Z'`, `1700000000000ms`, `now() - 1h`) for the executor, and
+//! `tz('...')` keeps the zone name; regexes are checked (with `regex-syntax`) but not compiled.
+//!
+//! Errors read as InfluxDB 1.8's, to the character where it gives a position
+//! (`found X, expected Y at line L, char C`); the `/query` handler prefixes
+//! `error parsing query: ` as InfluxDB's does. Where this parser differs from 1.8 it accepts
+//! more, never less, except for nesting limits that keep hostile input from exhausting the stack:
+//! floats with exponents, `\r` as whitespace, comments before a regex, and the statements
+//! sensordb does not serve (users, retention policies, continuous queries, `SHOW STATS` ...),
+//! which are refused by name (`SHOW USERS is not supported`). GROUP BY is typed here, so the
+//! checks InfluxDB makes when compiling it (`time()` arguments, one time dimension) are parse
+//! errors, with a position.
 
 pub mod ast;
 mod display;
 mod error;
+mod keyword;
 mod lexer;
 mod parser;
 

@@ -3,7 +3,7 @@
 //! continuous queries ...) are named in a clear "not supported" error.
 
 use super::{Parser, Result};
-use crate::ast::{CreateDatabase, Delete, DropDatabase, DropMeasurement, DropSeries, RetentionPolicySpec, Statement};
+use crate::ast::{CreateDatabase, Delete, DropDatabase, DropMeasurement, DropSeries, Measurement, RetentionPolicySpec, Statement};
 use crate::lexer::{Keyword, Tok};
 
 impl Parser<'_> {
@@ -16,7 +16,8 @@ impl Parser<'_> {
             Tok::Keyword(Keyword::Retention) => Err(self.unsupported(token.start, "CREATE RETENTION POLICY")),
             Tok::Keyword(Keyword::Subscription) => Err(self.unsupported(token.start, "CREATE SUBSCRIPTION")),
             Tok::Keyword(Keyword::User) => Err(self.unsupported(token.start, "CREATE USER")),
-            _ => Err(self.unexpected(&token, &["DATABASE"])),
+            // InfluxDB 1.8's list, though only DATABASE is served.
+            _ => Err(self.unexpected(&token, &["CONTINUOUS", "DATABASE", "USER", "RETENTION", "SUBSCRIPTION"])),
         }
     }
 
@@ -62,7 +63,7 @@ impl Parser<'_> {
             Tok::Keyword(Keyword::Measurement) => Ok(Statement::DropMeasurement(DropMeasurement { name: self.parse_ident()? })),
             Tok::Keyword(Keyword::Series) => {
                 let next = self.peek()?;
-                let sources = if self.eat_keyword(Keyword::From)? { self.parse_measurements()? } else { Vec::new() };
+                let sources = self.parse_series_sources()?;
                 let condition = self.parse_condition()?;
                 if sources.is_empty() && condition.is_none() {
                     return Err(self.unexpected(&next, &["FROM", "WHERE"]));
@@ -74,18 +75,38 @@ impl Parser<'_> {
             Tok::Keyword(Keyword::Shard) => Err(self.unsupported(token.start, "DROP SHARD")),
             Tok::Keyword(Keyword::Subscription) => Err(self.unsupported(token.start, "DROP SUBSCRIPTION")),
             Tok::Keyword(Keyword::User) => Err(self.unsupported(token.start, "DROP USER")),
-            _ => Err(self.unexpected(&token, &["DATABASE", "MEASUREMENT", "SERIES"])),
+            // InfluxDB 1.8's list (DATABASE is missing from it there too).
+            _ => Err(self.unexpected(&token, &["CONTINUOUS", "MEASUREMENT", "RETENTION", "SERIES", "SHARD", "SUBSCRIPTION", "USER"])),
         }
     }
 
     /// `DELETE [FROM source] [WHERE cond]` whose `DELETE` is consumed; at least one clause.
     pub(super) fn parse_delete(&mut self) -> Result<Statement> {
         let next = self.peek()?;
-        let source = if self.eat_keyword(Keyword::From)? { Some(self.parse_measurement()?) } else { None };
+        let sources = self.parse_series_sources()?;
         let condition = self.parse_condition()?;
-        if source.is_none() && condition.is_none() {
+        if sources.is_empty() && condition.is_none() {
             return Err(self.unexpected(&next, &["FROM", "WHERE"]));
         }
-        Ok(Statement::Delete(Delete { source, condition }))
+        Ok(Statement::Delete(Delete { sources, condition }))
+    }
+
+    /// `FROM measurements` of DROP SERIES and DELETE, if it comes next: InfluxDB refuses a
+    /// database or retention policy there (the retention policy check wins when both are given).
+    fn parse_series_sources(&mut self) -> Result<Vec<Measurement>> {
+        if !self.eat_keyword(Keyword::From)? {
+            return Ok(Vec::new());
+        }
+        let start = self.peek()?.start;
+        let sources = self.parse_measurements()?;
+        for source in &sources {
+            if source.retention_policy.is_some() {
+                return Err(self.invalid(start, "retention policy not supported"));
+            }
+            if source.database.is_some() {
+                return Err(self.invalid(start, "database not supported"));
+            }
+        }
+        Ok(sources)
     }
 }

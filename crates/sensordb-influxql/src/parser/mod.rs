@@ -125,7 +125,16 @@ impl<'a> Parser<'a> {
 
     fn unexpected(&self, token: &Token, expected: &[&'static str]) -> ParseError {
         let kind = ParseErrorKind::Unexpected { found: token.tok.describe(), expected: expected.to_vec() };
-        ParseError::at(self.source(), token.start, kind)
+        let mut error = ParseError::at(self.source(), token.start, kind);
+        // Two quirks of InfluxDB's scanner, kept so that positions match its own to the
+        // character: the end of the text may be "late" (see `Token::late_eof`), and a
+        // single-quoted string is placed at the character before its opening quote.
+        match token.tok {
+            Tok::Eof if token.late_eof => error.column += 1,
+            Tok::String(_) if error.column > 1 => error.column -= 1,
+            _ => {}
+        }
+        error
     }
 
     fn invalid(&self, offset: usize, message: impl Into<String>) -> ParseError {
@@ -302,9 +311,12 @@ impl<'a> Parser<'a> {
             Tok::Ident(_) => return Err(self.invalid(token.start, "only ORDER BY time supported at this time")),
             _ => return Err(self.unexpected(&token, &["identifier", "ASC", "DESC"])),
         };
-        let token = self.peek()?;
-        if token.tok == Tok::Comma {
-            return Err(self.invalid(token.start, "only ORDER BY time supported at this time"));
+        // More sort fields parse (as InfluxDB does, so `time,` wants an identifier) but are refused.
+        let comma = self.peek()?;
+        if comma.tok == Tok::Comma {
+            self.next()?;
+            self.parse_ident()?;
+            return Err(self.invalid(comma.start, "only ORDER BY time supported at this time"));
         }
         Ok(order)
     }
@@ -328,7 +340,25 @@ impl<'a> Parser<'a> {
             Tok::Keyword(
                 keyword @ (Keyword::Explain | Keyword::Grant | Keyword::Revoke | Keyword::Alter | Keyword::Set | Keyword::Kill),
             ) => Err(self.unsupported(token.start, keyword.as_str())),
-            _ => Err(self.unexpected(&token, &["SELECT", "DELETE", "SHOW", "CREATE", "DROP"])),
+            // InfluxDB 1.8's list, though EXPLAIN and the rest after DROP are not served.
+            _ => Err(self
+                .unexpected(&token, &["SELECT", "DELETE", "SHOW", "CREATE", "DROP", "EXPLAIN", "GRANT", "REVOKE", "ALTER", "SET", "KILL"])),
         }
+    }
+}
+
+impl std::str::FromStr for Query {
+    type Err = ParseError;
+
+    fn from_str(source: &str) -> Result<Query> {
+        parse(source)
+    }
+}
+
+impl std::str::FromStr for Statement {
+    type Err = ParseError;
+
+    fn from_str(source: &str) -> Result<Statement> {
+        parse_statement(source)
     }
 }

@@ -7,6 +7,7 @@ use super::{Parser, Result};
 use crate::ast::{
     Dimension, Expr, Field, Fill, Measurement, MeasurementName, SelectStatement, Source, Target, TimeOffset, VarRef, WildcardType,
 };
+use crate::error::{ParseError, ParseErrorKind};
 use crate::lexer::{Keyword, Tok};
 
 impl Parser<'_> {
@@ -50,8 +51,7 @@ impl Parser<'_> {
                     let start = self.peek()?.start;
                     let expr = self.parse_expr()?;
                     if let Some(op) = super::expr::condition_operator(&expr) {
-                        let message = format!("invalid operator {} in SELECT clause; operator is intended for WHERE clause", op.as_str());
-                        return Err(self.invalid(start, message));
+                        return Err(ParseError::at(self.source(), start, ParseErrorKind::OperatorInSelect(op.as_str())));
                     }
                     expr
                 }
@@ -148,7 +148,12 @@ impl Parser<'_> {
         self.expect_keyword(Keyword::By)?;
         let mut dimensions = Vec::new();
         loop {
-            dimensions.push(self.parse_dimension()?);
+            let start = self.peek()?.start;
+            let dimension = self.parse_dimension()?;
+            if matches!(dimension, Dimension::Time { .. }) && dimensions.iter().any(|d| matches!(d, Dimension::Time { .. })) {
+                return Err(self.invalid(start, "multiple time dimensions not allowed"));
+            }
+            dimensions.push(dimension);
             if !self.eat(&Tok::Comma)? {
                 return Ok(dimensions);
             }

@@ -7,12 +7,32 @@ use super::{Parser, Result};
 use crate::ast::{ShowFieldKeys, ShowMeasurements, ShowRetentionPolicies, ShowSeries, ShowTagKeys, ShowTagValues, Statement, TagKeyFilter};
 use crate::lexer::{Keyword, Tok};
 
+/// What may follow SHOW, InfluxDB 1.8's list (most of them refused here as not supported).
+const SHOW_KEYWORDS: &[&str] = &[
+    "CONTINUOUS",
+    "DATABASES",
+    "DIAGNOSTICS",
+    "FIELD",
+    "GRANTS",
+    "MEASUREMENT",
+    "MEASUREMENTS",
+    "QUERIES",
+    "RETENTION",
+    "SERIES",
+    "SHARD",
+    "SHARDS",
+    "STATS",
+    "SUBSCRIPTIONS",
+    "TAG",
+    "USERS",
+];
+
 impl Parser<'_> {
     /// A SHOW statement whose `SHOW` keyword is consumed.
     pub(super) fn parse_show(&mut self) -> Result<Statement> {
         let token = self.next()?;
         let Tok::Keyword(keyword) = token.tok else {
-            return Err(self.unexpected(&token, &["DATABASES", "FIELD", "MEASUREMENTS", "RETENTION", "SERIES", "TAG"]));
+            return Err(self.unexpected(&token, SHOW_KEYWORDS));
         };
         match keyword {
             Keyword::Databases => Ok(Statement::ShowDatabases),
@@ -59,7 +79,7 @@ impl Parser<'_> {
             | Keyword::Stats
             | Keyword::Subscriptions
             | Keyword::Users => Err(self.unsupported(token.start, format!("SHOW {}", keyword.as_str()))),
-            _ => Err(self.unexpected(&token, &["DATABASES", "FIELD", "MEASUREMENTS", "RETENTION", "SERIES", "TAG"])),
+            _ => Err(self.unexpected(&token, SHOW_KEYWORDS)),
         }
     }
 
