@@ -1,4 +1,4 @@
-//! Write → flush → restart → read equivalence against a simple in-memory model
+//! Write → flush → restart → read (and newest point) equivalence against a simple in-memory model
 //! (a `BTreeMap` keyed by (series, timestamp), last write wins), over both block stores: the
 //! segment files of `Engine::open` and the `MemoryStore` given to `Engine::open_with_store`.
 
@@ -68,6 +68,17 @@ fn check_read(engine: &Engine, ids: &[SeriesId], model: &BTreeMap<(u8, i64), i64
         })
         .collect();
     assert_eq!(actual, expected, "series {series} over [{from}, {to})");
+}
+
+/// The newest point of every series, as `Engine::last_points` answers without reading history,
+/// is the model's newest.
+fn check_last(engine: &Engine, ids: &[SeriesId], model: &BTreeMap<(u8, i64), i64>) {
+    let actual = engine.last_points(ids).expect("last points");
+    for (series, got) in actual.into_iter().enumerate() {
+        let series = series as u8;
+        let expected = model.range((series, i64::MIN)..=(series, i64::MAX)).next_back().map(|(&(_, t), &v)| (t, Value::I64(v)));
+        assert_eq!(got, expected, "newest point of series {series}");
+    }
 }
 
 /// Where sealed blocks live in a run.
@@ -143,13 +154,17 @@ fn run(backend: Backend, durability: Durability, ops: Vec<Op>) {
                 assert!(reopened.recovery().problems.is_empty(), "{:?}", reopened.recovery().problems);
                 engine = Some(reopened);
             }
-            Op::Read { series, from, len } => check_read(e, &ids, &model, series, from, from + len),
+            Op::Read { series, from, len } => {
+                check_read(e, &ids, &model, series, from, from + len);
+                check_last(e, &ids, &model);
+            }
         }
     }
     let e = engine.as_ref().expect("open");
     for series in 0..4 {
         check_read(e, &ids, &model, series, i64::MIN, i64::MAX);
     }
+    check_last(e, &ids, &model);
 }
 
 proptest! {

@@ -42,12 +42,14 @@
 //! `impl` blocks, so nothing here imports from them.
 
 mod admin;
+mod last;
 mod options;
 mod pacer;
 mod recovery;
 mod workers;
 mod write;
 
+pub use last::LastPoint;
 pub use options::{system_clock, Clock, EngineOptions};
 pub use pacer::{FLUSH_PACE_PAUSE, FLUSH_PACE_SLICE};
 pub use recovery::{RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT};
@@ -165,6 +167,8 @@ struct Inner {
     signals: WorkerSignals,
     health: Health,
     maintenance: Maintenance,
+    /// Each series' newest sealed point, for [`Engine::last_points`].
+    last_points: last::LastPoints,
 }
 
 /// The background threads, joined at close.
@@ -241,6 +245,7 @@ impl Engine {
             },
             health: Health { closed: AtomicBool::new(false), poisoned: Mutex::new(None) },
             maintenance: Maintenance { running: Mutex::new(()), reclaimer },
+            last_points: last::LastPoints::default(),
             options,
         });
         let workers = Workers::default();
@@ -313,6 +318,26 @@ impl Engine {
         }
         memory.extend(active.read(series, from, to));
         RangeRead::new(inner.store.clone(), series, from, to, memory)
+    }
+
+    /// The newest live point of each of `series` (`None` for a series without one), without
+    /// reading history: the memtables, then a cache of each series' newest sealed point (see
+    /// `engine/last.rs`). Costs a hash lookup or two per series once the cache is warm.
+    pub fn last_points(&self, series: &[SeriesId]) -> Result<Vec<Option<LastPoint>>> {
+        let inner = &self.inner;
+        let (active, frozen) = {
+            let memtables = inner.memtables.read();
+            (memtables.active.clone(), memtables.frozen.clone())
+        };
+        let mut memtables: Vec<&Memtable> = Vec::with_capacity(2);
+        if let Some(frozen) = &frozen {
+            memtables.push(frozen);
+        }
+        memtables.push(&active);
+        series
+            .iter()
+            .map(|&id| inner.last_points.newest(inner.store.as_ref(), &memtables, id, inner.maintenance.reclaimer.cutoff(id)))
+            .collect()
     }
 
     /// Flushes, seals the open segment, and compacts until no segment is worth rewriting.

@@ -148,7 +148,10 @@ impl Inner {
         // A direct group covers no WAL record: it must not move the checkpoint past what flushes
         // have covered.
         let checkpoint = *self.flush.wal_checkpoint.lock();
-        match self.store.put_group(group, checkpoint) {
+        let result = self.store.put_group(group, checkpoint);
+        // Whatever the outcome, the newest sealed points of these series may have changed.
+        self.last_points.forget(batch.entries().iter().map(|e| e.series));
+        match result {
             Ok(_) => Ok(()),
             Err(e) if !e.is_fatal() => Err(e),
             Err(e) => {

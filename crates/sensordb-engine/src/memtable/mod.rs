@@ -230,6 +230,20 @@ impl Memtable {
         ids
     }
 
+    /// The newest buffered point of `series` (of repeated newest timestamps, the last written).
+    pub fn last_point(&self, series: SeriesId) -> Option<(Timestamp, crate::model::Value)> {
+        let shard = self.shard(series).lock();
+        let buffer = shard.get(&series)?;
+        let index = if buffer.strictly_increasing {
+            buffer.timestamps.len().checked_sub(1)?
+        } else {
+            // The last written of the greatest timestamp.
+            let newest = *buffer.timestamps.iter().max()?;
+            buffer.timestamps.iter().rposition(|&t| t == newest)?
+        };
+        Some((buffer.timestamps[index], buffer.values.get(index)))
+    }
+
     /// All buffered points of `series`, sorted, repeats resolved.
     pub fn read_all(&self, series: SeriesId) -> Option<ResolvedSeries> {
         self.read_bounded(series, Timestamp::MIN, None)

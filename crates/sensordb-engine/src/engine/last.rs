@@ -1,0 +1,111 @@
+//! The newest point of each series, answered without reading history: dashboards ask for the
+//! current value of every sensor, and a store that kept years of data must not scan them for it.
+//!
+//! The newest point is the newest of three places: the active memtable, the frozen one, and the
+//! sealed blocks. For the blocks a cache keeps each series' newest sealed point:
+//! - filled lazily: the first ask lists the series' blocks (index only), reads the one ending
+//!   last (the highest flush sequence among equals) and takes its last point;
+//! - kept current by every flush, which knows the newest point of each series it seals (an entry
+//!   is replaced only by a point at the same or a later time: late data never hides newer data);
+//! - dropped for series written directly to blocks and for deleted series.
+//!
+//! A lazy fill races a flush: the fill may have listed blocks before the flush published its
+//! group, and would then insert an older point after the flush updated (or did not find) the
+//! entry. The cache therefore counts flushes; a fill inserts only if no flush finished since it
+//! began listing. Retention is applied when answering: a newest point older than the series'
+//! cutoff means every point is dead.
+
+use crate::error::Result;
+use crate::memtable::Memtable;
+use crate::model::{SeriesId, Timestamp, Value};
+use crate::store::BlockStore;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+
+/// A series' newest point.
+pub type LastPoint = (Timestamp, Value);
+
+#[derive(Default)]
+pub(super) struct LastPoints {
+    state: Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    sealed: HashMap<SeriesId, LastPoint>,
+    /// Flushes (and direct writes) finished: a fill that began before one must not insert.
+    epoch: u64,
+}
+
+impl LastPoints {
+    /// Records the newest points of a flushed memtable, once its group is in the store.
+    pub(super) fn after_flush(&self, flushed: &Memtable) {
+        let mut state = self.state.lock();
+        state.epoch += 1;
+        for id in flushed.series_ids() {
+            if let (Some(entry), Some(point)) = (state.sealed.get_mut(&id), flushed.last_point(id)) {
+                if point.0 >= entry.0 {
+                    *entry = point;
+                }
+            }
+        }
+    }
+
+    /// Forgets series whose sealed data changed other than by a flush (direct writes, deletes).
+    pub(super) fn forget(&self, ids: impl IntoIterator<Item = SeriesId>) {
+        let mut state = self.state.lock();
+        state.epoch += 1;
+        for id in ids {
+            state.sealed.remove(&id);
+        }
+    }
+
+    /// The newest sealed point of `series`, from the cache or from its newest block.
+    fn sealed(&self, store: &dyn BlockStore, series: SeriesId) -> Result<Option<LastPoint>> {
+        let epoch = {
+            let state = self.state.lock();
+            if let Some(point) = state.sealed.get(&series) {
+                return Ok(Some(point.clone()));
+            }
+            state.epoch
+        };
+        let blocks = store.blocks(series, Timestamp::MIN, Timestamp::MAX);
+        let Some(newest) = blocks.iter().max_by_key(|b| (b.block.entry.max_timestamp, b.block.entry.sequence)) else {
+            return Ok(None);
+        };
+        let block = store.read_block(newest)?;
+        let Some(last) = block.timestamps.len().checked_sub(1) else { return Ok(None) };
+        let point = (block.timestamps[last], block.values.get(last));
+        let mut state = self.state.lock();
+        if state.epoch == epoch {
+            state.sealed.insert(series, point.clone());
+        }
+        Ok(Some(point))
+    }
+
+    /// The newest point of `series` that is not older than `cutoff`: the newest of the
+    /// memtables (`memtables`, read before this call) and the sealed blocks.
+    pub(super) fn newest(
+        &self,
+        store: &dyn BlockStore,
+        memtables: &[&Memtable],
+        series: SeriesId,
+        cutoff: Timestamp,
+    ) -> Result<Option<LastPoint>> {
+        // Memtables rank above blocks on a repeated timestamp, the active one above the frozen.
+        let mut best: Option<LastPoint> = None;
+        for memtable in memtables {
+            if let Some(point) = memtable.last_point(series) {
+                if best.as_ref().is_none_or(|b| point.0 >= b.0) {
+                    best = Some(point);
+                }
+            }
+        }
+        if let Some(sealed) = self.sealed(store, series)? {
+            if best.as_ref().is_none_or(|b| sealed.0 > b.0) {
+                best = Some(sealed);
+            }
+        }
+        Ok(best.filter(|p| p.0 >= cutoff))
+    }
+}
