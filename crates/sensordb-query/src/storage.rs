@@ -2,7 +2,7 @@
 //! series over a time range. The engine implements it in the server; tests implement it over
 //! plain vectors, so every query is checked without a disk.
 
-use crate::value::ColumnSlice;
+use crate::value::{ColumnSlice, FieldValue};
 use std::sync::Arc;
 
 /// The type of a field's values.
@@ -54,4 +54,21 @@ pub trait Storage: Send + Sync {
     /// Hands the points of `series` in `[from, to]` (both inclusive) to `sink` in ascending
     /// time order, in runs of any length.
     fn read(&self, series: &StoredSeries, from: i64, to: i64, sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>)) -> Result<(), StorageError>;
+
+    /// The newest point of each of `series`. Stores that keep it (the engine does) answer
+    /// without reading history; this default reads everything.
+    fn last(&self, series: &[StoredSeries]) -> Result<Vec<Option<(i64, FieldValue)>>, StorageError> {
+        series
+            .iter()
+            .map(|s| {
+                let mut last = None;
+                self.read(s, i64::MIN, i64::MAX, &mut |times: &[i64], values: ColumnSlice<'_>| {
+                    if let Some(&t) = times.last() {
+                        last = Some((t, values.get(times.len() - 1)));
+                    }
+                })?;
+                Ok(last)
+            })
+            .collect()
+    }
 }

@@ -140,6 +140,9 @@ pub(super) fn run(
             _ => return Ok(None),
         }
     }
+    if interval.is_none() && calls.iter().all(|(r, _)| *r == Reducer::Last) {
+        return newest(context, statement, measurement, source.database.as_deref(), range, condition, regexes, &calls).map(Some);
+    }
     // With GROUP BY time, both ends of the range must be known to lay out the buckets as the
     // general path does from the data.
     if interval.is_some() && !(range.has_lower_bound() && range.has_upper_bound()) {
@@ -162,17 +165,7 @@ pub(super) fn run(
                 Verdict::Unknown => return Ok(None),
             }
         }
-        let mut key = Vec::new();
-        for d in &statement.group_by {
-            match d {
-                Dimension::Tag(k) => key.push((k.clone(), tags.iter().find(|(t, _)| t == k).map_or(String::new(), |(_, v)| v.clone()))),
-                Dimension::Wildcard => key.extend(tags.iter().cloned()),
-                Dimension::Regex(_) | Dimension::Time { .. } => {}
-            }
-        }
-        key.sort();
-        key.dedup_by(|a, b| a.0 == b.0);
-        groups.entry(key).or_default().push(fields);
+        groups.entry(group_key(&statement.group_by, &tags)).or_default().push(fields);
     }
     let starts = match interval {
         None => vec![if range.has_lower_bound() { range.from } else { 0 }],
@@ -278,4 +271,104 @@ fn add_run(accs: &mut [Acc], starts: &[i64], length: Option<i64>, times: &[i64],
         accs[bucket].add(&times[lo..hi], &values[lo..hi]);
         lo = hi;
     }
+}
+
+/// `SELECT last(a)[, last(b)...] ... [GROUP BY tags]` without time buckets: each series' newest
+/// point from [`crate::Storage::last`] (the engine keeps it), read from history only for a
+/// series whose newest point lies after the range.
+#[allow(clippy::too_many_arguments)] // the parts of one statement, named at the call
+fn newest(
+    context: &Context<'_>,
+    statement: &SelectStatement,
+    measurement: &str,
+    database: Option<&str>,
+    range: TimeRange,
+    condition: Option<&Expr>,
+    regexes: &Regexes,
+    calls: &[(Reducer, String)],
+) -> Result<Vec<ResultSeries>, QueryError> {
+    let database = database.unwrap_or(context.database);
+    let all = context.storage.series(database, Some(measurement));
+    let field_names: std::collections::BTreeSet<&str> = all.iter().map(|s| &*s.field).collect();
+    let is_field = |name: &str| field_names.contains(name);
+    // Series of the asked fields, by group.
+    let mut groups: BTreeMap<Vec<(String, String)>, Vec<StoredSeries>> = BTreeMap::new();
+    for (tags, fields) in tag_series(all.clone()) {
+        if let Some(condition) = condition {
+            if tag_condition(condition, &tags, &is_field, regexes) == Verdict::False {
+                continue;
+            }
+        }
+        let key = group_key(&statement.group_by, &tags);
+        let wanted = fields.into_iter().filter(|(f, _)| calls.iter().any(|(_, c)| c.as_str() == &**f)).map(|(_, s)| s);
+        groups.entry(key).or_default().extend(wanted);
+    }
+    let mut names: Vec<String> = statement.fields.iter().map(|f| f.alias.clone().unwrap_or_else(|| column_name(&f.expr))).collect();
+    dedupe_names(&mut names);
+    let mut columns = vec!["time".to_string()];
+    columns.extend(names);
+    let mut out = Vec::new();
+    for (tags, members) in groups {
+        let lasts = context.storage.last(&members)?;
+        let mut best: BTreeMap<&str, (i64, FieldValue)> = BTreeMap::new();
+        for (series, last) in members.iter().zip(lasts) {
+            let point = match last {
+                Some((t, _)) if t < range.from => None,
+                Some((t, v)) if t <= range.to => Some((t, v)),
+                // Newer than the range: the newest point inside it, from history.
+                Some(_) => {
+                    let mut newest = None;
+                    context.storage.read(series, range.from, range.to, &mut |times: &[i64], values: ColumnSlice<'_>| {
+                        if let Some(&t) = times.last() {
+                            newest = Some((t, values.get(times.len() - 1)));
+                        }
+                    })?;
+                    newest
+                }
+                None => None,
+            };
+            let Some((t, v)) = point else { continue };
+            let slot = best.entry(&series.field).or_insert_with(|| (t, v.clone()));
+            // The newest wins; of equal times the larger value, as InfluxDB's last().
+            if t > slot.0 || (t == slot.0 && v.compare(&slot.1) == Some(std::cmp::Ordering::Greater)) {
+                *slot = (t, v);
+            }
+        }
+        if best.is_empty() {
+            continue;
+        }
+        let values: Vec<FieldValue> = calls.iter().map(|(_, f)| best.get(f.as_str()).map_or(FieldValue::Null, |p| p.1.clone())).collect();
+        let time = if calls.len() == 1 {
+            best.get(calls[0].1.as_str()).map_or(0, |p| p.0)
+        } else if range.has_lower_bound() {
+            range.from
+        } else {
+            0
+        };
+        out.push(ResultSeries {
+            name: measurement.to_string(),
+            tags,
+            columns: columns.clone(),
+            rows: vec![ResultRow { time, values }],
+            has_time: true,
+        });
+    }
+    #[cfg(test)]
+    TAKEN.with(|t| t.set(t.get() + 1));
+    Ok(out)
+}
+
+/// The GROUP BY tag values of a tag set, sorted by key.
+fn group_key(dimensions: &[Dimension], tags: &[(String, String)]) -> Vec<(String, String)> {
+    let mut key = Vec::new();
+    for d in dimensions {
+        match d {
+            Dimension::Tag(k) => key.push((k.clone(), tags.iter().find(|(t, _)| t == k).map_or(String::new(), |(_, v)| v.clone()))),
+            Dimension::Wildcard => key.extend(tags.iter().cloned()),
+            Dimension::Regex(_) | Dimension::Time { .. } => {}
+        }
+    }
+    key.sort();
+    key.dedup_by(|a, b| a.0 == b.0);
+    key
 }

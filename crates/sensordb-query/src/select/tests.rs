@@ -216,6 +216,13 @@ mod streaming_path {
                     }
                 }
             }
+            // The newest points, as the store keeps them, are the general path's last().
+            let text = format!("SELECT last(v) FROM m WHERE {filter}time <= 300s{}", if group_by_host { " GROUP BY host" } else { "" });
+            let taken = super::super::fast::TAKEN.with(|t| t.get());
+            let fast = run(&storage, &text, true).expect("fast runs");
+            prop_assert_eq!(super::super::fast::TAKEN.with(|t| t.get()), taken + 1, "the newest-point path ran: {}", text);
+            let general = run(&storage, &text, false).expect("general runs");
+            prop_assert_eq!(&fast, &general, "{}", text);
             // Without GROUP BY time, a lone selector keeps its point's time on both paths.
             let text = format!("SELECT {}(v) FROM m WHERE {filter}time >= 0 AND time < 600s{}", names[reducers[0]], if group_by_host { " GROUP BY host" } else { "" });
             let fast = run(&storage, &text, true).expect("fast runs");

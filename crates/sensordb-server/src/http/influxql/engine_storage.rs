@@ -1,8 +1,9 @@
-//! The engine as a query's [`Storage`]: series from the catalog, points from range reads, and
-//! the query's deadline checked before each series is read.
+//! The engine as a query's [`Storage`]: series from the catalog, points from range reads, the
+//! newest points from `Engine::last_points` (no history read), and the query's deadline checked
+//! before each series is read.
 
-use sensordb_engine::{Engine, SeriesId, ValueColumn, ValueKind};
-use sensordb_query::{ColumnSlice, FieldKind, Storage, StorageError, StoredSeries};
+use sensordb_engine::{Engine, SeriesId, Value, ValueColumn, ValueKind};
+use sensordb_query::{ColumnSlice, FieldKind, FieldValue, Storage, StorageError, StoredSeries};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -39,6 +40,26 @@ impl Storage for EngineStorage<'_> {
                 kind: kind(entry.kind),
             })
             .collect()
+    }
+
+    fn last(&self, series: &[StoredSeries]) -> Result<Vec<Option<(i64, FieldValue)>>, StorageError> {
+        let ids: Vec<SeriesId> = series.iter().map(|s| SeriesId(s.handle as u32)).collect();
+        let points = self.engine.last_points(&ids).map_err(|e| StorageError(format!("newest points: {e}")))?;
+        Ok(points
+            .into_iter()
+            .map(|p| {
+                p.map(|(t, v)| {
+                    let value = match v {
+                        Value::F64(x) => FieldValue::Float(x),
+                        Value::I64(x) => FieldValue::Integer(x),
+                        Value::U64(x) => FieldValue::Unsigned(x),
+                        Value::Bool(x) => FieldValue::Boolean(x),
+                        Value::Bytes(b) => FieldValue::String(String::from_utf8_lossy(&b).into_owned()),
+                    };
+                    (t, value)
+                })
+            })
+            .collect())
     }
 
     fn read(&self, series: &StoredSeries, from: i64, to: i64, sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>)) -> Result<(), StorageError> {
