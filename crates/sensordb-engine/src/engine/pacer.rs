@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 /// `FLUSH_PACE_SLICE` of encoding (a third of a core at most) while it has time: while the active
 /// memtable is under half its flush threshold, so writers are far from waiting for this flush.
 /// Once it is half full, or the engine closes, the flush runs at full speed. Explicit flushes
-/// (`Engine::flush`, close) never pause. A lower thread priority was tried instead and did not
-/// help: the scheduler still gives an idle-priority thread whole slices (docs/BENCHMARKS.md).
+/// (`Engine::flush`, close) never pause. Pacing alone, at normal priority, did not keep slow
+/// acknowledgements out of flush windows: the flush thread also runs at nice 19
+/// (`background_priority`), and together they did (docs/BENCHMARKS.md, `bench tx`).
 pub const FLUSH_PACE_SLICE: Duration = Duration::from_millis(2);
 /// See [`FLUSH_PACE_SLICE`].
 pub const FLUSH_PACE_PAUSE: Duration = Duration::from_millis(4);
