@@ -49,7 +49,6 @@ mod workers;
 mod write;
 
 pub use options::{system_clock, Clock, EngineOptions};
-pub use pacer::{FLUSH_PACE_PAUSE, FLUSH_PACE_SLICE};
 pub use recovery::{RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT};
 
 use crate::batch::WriteBatch;
