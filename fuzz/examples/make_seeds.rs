@@ -6,12 +6,10 @@
 //! `cargo run --manifest-path fuzz/Cargo.toml --example make_seeds`
 //! `codec_roundtrip` and `engine_model` take `arbitrary` input and start from an empty corpus.
 
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::block::{self, TimestampColumn};
-use sensordb_engine::codec;
-use sensordb_engine::model::{SeriesId, SeriesKey, ValueColumn, ValueKind};
-use sensordb_engine::segment::IndexEntry;
-use sensordb_engine::{Durability, Engine, EngineOptions};
+use sensordb_engine::test_support::block::{self, TimestampColumn};
+use sensordb_engine::test_support::codec;
+use sensordb_engine::test_support::segment::IndexEntry;
+use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey, ValueColumn, ValueKind, WriteBatch};
 use sensordb_fuzz::{catalog_bytes, scratch_dir, series_keys, value_of, write_catalog, CATALOG_NAME, KINDS, SEGMENT_NAME, WAL_NAME};
 use std::path::{Path, PathBuf};
 
@@ -145,7 +143,7 @@ fn series_key_seeds(root: &Path) {
 }
 
 fn databases_file_seeds(root: &Path) {
-    use sensordb_engine::reclaim::policy::{DatabasePolicy, Databases, PeriodOverride};
+    use sensordb_engine::{DatabasePolicy, Databases, PeriodOverride};
     let mut databases = Databases::default();
     write(root, "databases_file", "empty", databases.encode().as_bytes());
     databases.policies.insert("default".into(), DatabasePolicy::default());
@@ -169,7 +167,7 @@ fn catalog_seeds(root: &Path) {
     let dir = scratch_dir();
     let path = dir.path().join(CATALOG_NAME);
     write_catalog(&path);
-    let (catalog, _) = sensordb_engine::catalog::Catalog::open(&sensordb_engine::fs::RealFs, &path, false).expect("open");
+    let (catalog, _) = sensordb_engine::test_support::catalog::Catalog::open(&sensordb_engine::RealFs, &path, false).expect("open");
     for i in 0..20 {
         let key = SeriesKey::new("diagnostics", [("name", format!("truck_{i}")), ("fleet", "East".into())], "fuel_state").expect("key");
         catalog.get_or_create(&key, KINDS[i % 5]).expect("register");

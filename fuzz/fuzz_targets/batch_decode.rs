@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::batch::WriteBatch;
+use sensordb_engine::WriteBatch;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(batch) = WriteBatch::decode(data) else { return };

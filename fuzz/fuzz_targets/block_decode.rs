@@ -16,7 +16,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::block::{self, Block, BlockError, TimestampColumn};
+use sensordb_engine::test_support::block::{self, Block, BlockError, TimestampColumn};
 use sensordb_fuzz::fixup;
 
 fn check(block: &Block) {

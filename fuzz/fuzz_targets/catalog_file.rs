@@ -11,9 +11,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::catalog::Catalog;
-use sensordb_engine::fs::RealFs;
-use sensordb_engine::model::SeriesId;
+use sensordb_engine::test_support::catalog::Catalog;
+use sensordb_engine::{RealFs, SeriesId};
 use sensordb_fuzz::{fixup, scratch_dir, CATALOG_NAME};
 
 fn run(data: &[u8]) {

@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::codec;
+use sensordb_engine::test_support::codec;
 use sensordb_fuzz::KINDS;
 
 const COUNT_MAX: u32 = 100_000;

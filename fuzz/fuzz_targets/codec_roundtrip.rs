@@ -9,8 +9,8 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::codec;
-use sensordb_engine::model::ValueColumn;
+use sensordb_engine::test_support::codec;
+use sensordb_engine::ValueColumn;
 
 /// Longest column built (keeps one run fast).
 const LEN_MAX: usize = 4096;

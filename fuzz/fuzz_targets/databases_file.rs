@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::reclaim::policy::Databases;
+use sensordb_engine::Databases;
 
 fuzz_target!(|text: &str| {
     let Ok(databases) = Databases::decode(text) else { return };

@@ -12,9 +12,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::model::{SeriesId, Value, ValueKind};
-use sensordb_engine::{Durability, Engine, EngineOptions};
+use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, Value, ValueKind, WriteBatch};
 use sensordb_fuzz::{scratch_dir, series_keys, value_of};
 use std::collections::BTreeMap;
 use std::path::Path;

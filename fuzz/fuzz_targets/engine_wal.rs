@@ -14,9 +14,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::model::SeriesId;
-use sensordb_engine::query::Chunk;
-use sensordb_engine::{Durability, Engine, EngineOptions};
+use sensordb_engine::{Chunk, Durability, Engine, EngineOptions, SeriesId};
 use sensordb_fuzz::{catalog_bytes, fixup, scratch_dir, series_keys, CATALOG_NAME, WAL_NAME};
 
 fn read_all(engine: &Engine) -> Vec<Option<Chunk>> {

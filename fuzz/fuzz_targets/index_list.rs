@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::segment::IndexEntry;
+use sensordb_engine::test_support::segment::IndexEntry;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(entries) = IndexEntry::decode_list(data) else { return };

@@ -21,8 +21,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::{SeriesId, ValueColumn, ValueKind};
+use sensordb_engine::{SeriesId, ValueColumn, ValueKind, WriteBatch};
 use sensordb_protocol::points::{Appended, PointRecord, PointsDecoder, PointsEncoder};
 use sensordb_server::native::batch_sink::BatchSink;
 

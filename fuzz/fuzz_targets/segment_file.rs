@@ -12,8 +12,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::fs::RealFs;
-use sensordb_engine::segment::{read_block, scan_segment};
+use sensordb_engine::test_support::segment::{read_block, scan_segment};
+use sensordb_engine::RealFs;
 use sensordb_fuzz::{fixup, scratch_dir, SEGMENT_NAME};
 
 fn run(data: &[u8]) {

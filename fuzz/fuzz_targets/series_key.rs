@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::model::SeriesKey;
+use sensordb_engine::SeriesKey;
 
 fuzz_target!(|text: &str| {
     let Ok(key) = SeriesKey::parse(text) else { return };

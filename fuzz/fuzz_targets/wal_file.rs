@@ -10,8 +10,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::fs::RealFs;
-use sensordb_engine::wal::{Durability, Wal, WalOptions};
+use sensordb_engine::test_support::wal::{Wal, WalOptions};
+use sensordb_engine::{Durability, RealFs};
 use sensordb_fuzz::{fixup, scratch_dir, WAL_NAME};
 use std::path::Path;
 use std::sync::Arc;

@@ -2,9 +2,8 @@
 //! `examples/make_seeds.rs`: scratch directories, the series every engine-level target uses,
 //! and the catalog file that registers them.
 
-use sensordb_engine::catalog::Catalog;
-use sensordb_engine::fs::RealFs;
-use sensordb_engine::model::{SeriesKey, Value, ValueKind};
+use sensordb_engine::test_support::catalog::Catalog;
+use sensordb_engine::{RealFs, SeriesKey, Value, ValueKind};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -81,9 +80,9 @@ pub const KINDS: [ValueKind; 5] = [ValueKind::F64, ValueKind::I64, ValueKind::U6
 /// a mismatch. Targets run both the input as it is and its repaired copy (when it differs).
 /// Structure that cannot be located is left alone: the copy is still arbitrary bytes.
 pub mod fixup {
-    use sensordb_engine::block::{BlockHeader, FLAG_SHARED_TIMESTAMPS};
-    use sensordb_engine::checksum::crc32c;
-    use sensordb_engine::segment::IndexEntry;
+    use sensordb_engine::test_support::block::{BlockHeader, FLAG_SHARED_TIMESTAMPS};
+    use sensordb_engine::test_support::checksum::crc32c;
+    use sensordb_engine::test_support::segment::IndexEntry;
     use sensordb_model::varint::get_varint;
 
     fn put_u32(bytes: &mut [u8], at: usize, value: u32) {

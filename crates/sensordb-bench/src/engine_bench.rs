@@ -13,9 +13,7 @@
 
 use crate::row::SeriesMap;
 use crate::tsbs::{TsbsConfig, TsbsGenerator};
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::engine::EngineStats;
-use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey, Value, ValueKind};
+use sensordb_engine::{Durability, Engine, EngineOptions, EngineStats, SeriesId, SeriesKey, Value, ValueKind, WriteBatch};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

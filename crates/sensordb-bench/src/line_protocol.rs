@@ -15,7 +15,7 @@
 
 use crate::row::{Row, TagSet};
 use influxdb_line_protocol::FieldValue;
-use sensordb_engine::model::{Timestamp, Value};
+use sensordb_engine::{Timestamp, Value};
 use sensordb_server::http::line_protocol::series_prefix;
 use std::collections::HashMap;
 use std::io::BufRead;

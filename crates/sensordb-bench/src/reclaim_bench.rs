@@ -28,12 +28,10 @@
 //! data time, far faster than real time).
 
 use crate::engine_bench::{directory_bytes, process_cpu_time};
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::fs::{DiskSpace, FileSystem, RealFs, StorageFile};
-use sensordb_engine::reclaim::policy::{DatabasePolicy, PeriodOverride};
-use sensordb_engine::reclaim::throttle::Admission;
-use sensordb_engine::reclaim::{ReclaimOptions, ReclaimStats};
-use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey, ValueColumn, ValueKind};
+use sensordb_engine::{
+    Admission, DatabasePolicy, DiskSpace, Durability, Engine, EngineOptions, FileSystem, PeriodOverride, RealFs, ReclaimOptions,
+    ReclaimStats, SeriesId, SeriesKey, StorageFile, ValueColumn, ValueKind, WriteBatch,
+};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

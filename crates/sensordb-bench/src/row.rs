@@ -7,7 +7,7 @@
 //! a dense [`TagSet::id`], which [`SeriesMap`] uses to cache whatever the consumer wants per series
 //! (a [`SeriesKey`], or later an engine series id) without hashing tag strings per value.
 
-use sensordb_engine::model::{SeriesKey, SeriesKeyError, Timestamp, Value};
+use sensordb_engine::{SeriesKey, SeriesKeyError, Timestamp, Value};
 use std::sync::Arc;
 
 /// A tag set shared by many rows. `tags` are in source order (not sorted, and possibly with

@@ -7,7 +7,7 @@
 //! form, as Go's `strconv.FormatFloat(v, 'f', -1, 64)` and Rust's `Display` both print).
 
 use crate::row::Row;
-use sensordb_engine::model::{Timestamp, Value};
+use sensordb_engine::{Timestamp, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 

@@ -41,7 +41,7 @@
 use crate::row::{Row, SeriesMap, TagSet};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sensordb_engine::model::{SeriesKey, SeriesKeyError, Timestamp, Value};
+use sensordb_engine::{SeriesKey, SeriesKeyError, Timestamp, Value};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::{Rng, SeedableRng};
-use sensordb_engine::codec::{decode_timestamps, decode_values, encode_timestamps, encode_values};
+use sensordb_engine::test_support::codec::{decode_timestamps, decode_values, encode_timestamps, encode_values};
 use sensordb_engine::{ValueColumn, ValueKind};
 
 const N: usize = 86_400;

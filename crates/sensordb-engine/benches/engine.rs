@@ -5,8 +5,7 @@
 //! on real TSBS data come from `sensordb bench engine`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey, Value, ValueKind};
+use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey, Value, ValueKind, WriteBatch};
 
 const T0: i64 = 1_451_606_400_000_000_000;
 const SEC: i64 = 1_000_000_000;
@@ -83,7 +82,7 @@ fn read_path(c: &mut Criterion) {
 /// 100 runs of 50 sorted timestamps. Reading them back sorts 1,000,000 points, about what one
 /// flush of that bench sorts.
 fn memtable_resolve(c: &mut Criterion) {
-    use sensordb_engine::memtable::Memtable;
+    use sensordb_engine::test_support::memtable::Memtable;
     let memtable = Memtable::new(16);
     for round in 0..2i64 {
         let mut batch = WriteBatch::new();

@@ -16,13 +16,8 @@ use crate::segment::{GroupBuilder, SharedTimestamps};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Encodes every series of `memtable` into one flush group.
-pub fn encode_group(memtable: &Memtable, catalog: &Catalog, block_points_max: usize, block_bytes_max: usize) -> GroupBuilder {
-    encode_group_paced(memtable, catalog, block_points_max, block_bytes_max, &mut || {})
-}
-
-/// [`encode_group`], calling `pace` after each row: the background flush pauses there (see
-/// `Engine`'s flush pacing).
+/// Encodes every series of `memtable` into one flush group, calling `pace` after each row: the
+/// background flush pauses there (see `Engine`'s flush pacing).
 pub fn encode_group_paced(
     memtable: &Memtable,
     catalog: &Catalog,

@@ -303,6 +303,7 @@ pub struct AlignedBuffer {
 
 impl AlignedBuffer {
     /// Replaces the contents with a copy of `bytes`.
+    #[cfg(test)]
     pub fn fill_from(&mut self, bytes: &[u8]) {
         let needed = bytes.len() + DIRECT_IO_ALIGNMENT;
         if self.storage.len() < needed {

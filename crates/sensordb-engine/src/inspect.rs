@@ -13,6 +13,10 @@ use crate::segment::{read_block, scan_segment, IndexEntry};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The column encoding tags [`InspectReport::timestamp_encodings`] and
+/// [`InspectReport::value_encodings`] are keyed by.
+pub use crate::codec::tag;
+
 /// Pseudo encoding tag under which [`InspectReport::timestamp_encodings`] counts references to
 /// shared timestamp records (the records themselves count as other segment bytes).
 pub const SHARED_REFERENCE_TAG: u8 = 0xfe;

@@ -1,54 +1,97 @@
 //! sensordb's embedded storage engine.
 //!
-//! # Layout
-//! Data flows through these components, each a module:
+//! # Public API
+//! A small facade; everything else is internal to the crate.
 //!
-//! - [`model`]: series ids and stored points; series keys, values and columns re-exported from
+//! - **Open:** [`Engine::open`], [`Engine::open_with_store`], [`EngineOptions`] (with
+//!   [`Durability`], [`ReclaimOptions`], [`Clock`], and the [`FileSystem`] it does I/O through).
+//! - **Write:** [`WriteBatch`] of points per [`SeriesId`], from [`Engine::series_id`].
+//! - **Read:** [`Engine::read`] gives a [`RangeRead`] of [`Chunk`]s; series are found with
+//!   [`Engine::find_series`], [`Engine::series`] and [`Engine::select_series`] ([`SeriesEntry`]).
+//! - **Flush and close:** [`Engine::flush`], [`Engine::close`].
+//! - **Statistics:** [`EngineStats`], [`RecoveryReport`], [`ReclaimStats`], [`StoreStats`].
+//! - **Throttling:** [`Engine::admission`] says what a writer must do as the disk fills
+//!   ([`Admission`]).
+//! - **Databases:** [`Databases`], [`DatabasePolicy`], [`PeriodOverride`].
+//! - **Administration:** [`Engine::delete_series`], [`Engine::compact`], [`Engine::reclaim`].
+//! - **Model:** [`SeriesKey`], [`SeriesId`], [`Value`], [`ValueKind`], [`ValueColumn`],
+//!   [`Timestamp`], [`Error`] and [`Result`].
+//! - [`store`]: the [`store::BlockStore`] trait that hides where sealed blocks live, with the
+//!   types a backend outside the crate needs to implement it.
+//! - [`inspect`]: offline inspection of a data directory (`sensordb inspect`).
+//!
+//! A hidden `test_support` module gives the fuzz targets, benchmarks and integration tests the
+//! few internals they drive directly; it is not API.
+//!
+//! # Layout
+//! Data flows through these components, each a module (internal unless linked above):
+//!
+//! - `model`: series ids and stored points; series keys, values and columns re-exported from
 //!   `sensordb-model`.
-//! - [`catalog`]: the persisted map from series key to compact [`model::SeriesId`].
-//! - [`wal`]: the write-ahead log, segmented files of checksummed records with group commit and
+//! - `catalog`: the persisted map from series key to compact [`SeriesId`].
+//! - `wal`: the write-ahead log, segmented files of checksummed records with group commit and
 //!   three durability modes.
-//! - [`memtable`]: per-series in-memory buffers; the active one takes writes while a frozen one
+//! - `memtable`: per-series in-memory buffers; the active one takes writes while a frozen one
 //!   is flushed (double buffering).
-//! - [`codec`]: column compression for timestamps and values.
-//! - [`block`]: one series over one time range, compressed, with header statistics and checksum.
-//! - [`segment`]: append-only files of blocks, written in 4 KiB-aligned flush groups and sealed
+//! - `codec`: column compression for timestamps and values.
+//! - `block`: one series over one time range, compressed, with header statistics and checksum.
+//! - `segment`: append-only files of blocks, written in 4 KiB-aligned flush groups and sealed
 //!   with a footer index.
-//! - [`index`]: the in-memory map from series to its blocks, rebuilt at start-up from footers.
-//! - [`store`]: the [`store::BlockStore`] trait that hides where sealed blocks live.
-//! - [`compaction`]: rewrites segments of short blocks (frequent flushes) into long blocks.
-//! - [`reclaim`]: bounded, cyclic storage: retention by period and capacity, removal of dead
+//! - `index`: the in-memory map from series to its blocks, rebuilt at start-up from footers.
+//! - [`store`]: where sealed blocks live (segment files, or memory, or another backend).
+//! - `compaction`: rewrites segments of short blocks (frequent flushes) into long blocks.
+//! - `reclaim`: bounded, cyclic storage: retention by period and capacity, removal of dead
 //!   segments, Fisherman merge selection, throttling as the disk fills.
-//! - [`query`]: range reads that merge memtables and blocks into one time-ordered stream.
-//! - [`engine`]: ties them together: write, read, flush, recovery.
-//! - [`fs`]: file I/O behind a trait so tests can inject faults.
+//! - `query`: range reads that merge memtables and blocks into one time-ordered stream.
+//! - `engine`: ties them together: write, read, flush, recovery.
+//! - `fs`: file I/O behind a trait so tests can inject faults.
 //!
 //! A write goes catalog (series id) → WAL (durable per mode) → memtable. A flush freezes the
 //! memtable, encodes one block per series into a flush group of the open segment, publishes the
 //! blocks in the index and then trims the WAL.
 
-pub mod batch;
-pub mod block;
-pub mod catalog;
-pub mod checksum;
-pub mod codec;
-pub mod compaction;
-pub mod engine;
-pub mod error;
-pub mod filenames;
-pub mod flush;
-pub mod fs;
-pub mod index;
+mod batch;
+mod block;
+mod catalog;
+mod checksum;
+mod codec;
+mod compaction;
+mod engine;
+mod error;
+mod filenames;
+mod flush;
+mod fs;
+mod index;
 pub mod inspect;
-pub mod memtable;
-pub mod model;
-pub mod query;
-pub mod reclaim;
-pub mod segment;
+mod memtable;
+mod model;
+mod query;
+mod reclaim;
+mod segment;
 pub mod store;
-pub mod wal;
+#[doc(hidden)]
+pub mod test_support;
+mod wal;
 
-pub use engine::{Engine, EngineOptions};
-pub use error::{Error, Result};
-pub use model::{Point, SeriesId, SeriesKey, Timestamp, Value, ValueColumn, ValueKind};
+// Open and configure.
+pub use engine::{system_clock, Clock, Engine, EngineOptions};
+pub use fs::{DiskSpace, FileSystem, RealFs, StorageFile};
+pub use reclaim::ReclaimOptions;
 pub use wal::Durability;
+// Write.
+pub use batch::{BatchKindError, SeriesPoints, WriteBatch};
+// Read.
+pub use catalog::SeriesEntry;
+pub use query::{Chunk, Points, RangeRead};
+// Statistics, recovery, maintenance.
+pub use compaction::CompactionReport;
+pub use engine::{EngineStats, RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT};
+pub use reclaim::{ReclaimStats, Usage};
+pub use store::StoreStats;
+// Throttling as the disk fills.
+pub use reclaim::throttle::Admission;
+// Databases and retention.
+pub use reclaim::policy::{DatabasePolicy, Databases, PeriodOverride};
+// Model and errors.
+pub use error::{CodecError, Error, Result};
+pub use model::{Point, SeriesId, SeriesKey, SeriesKeyError, Timestamp, Value, ValueColumn, ValueKind, DEFAULT_DATABASE};

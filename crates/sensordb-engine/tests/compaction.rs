@@ -2,16 +2,15 @@
 //! reads stay identical to a last-write-wins model before, after and across restarts, and a
 //! crash at any step of a compaction loses and duplicates nothing.
 
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::fs::{FaultyFs, RealFs};
-use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey, Value, ValueKind};
+use sensordb_engine::test_support::fs::FaultyFs;
+use sensordb_engine::{Durability, Engine, EngineOptions, RealFs, SeriesId, SeriesKey, Value, ValueKind, WriteBatch};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 const SERIES: u8 = 6;
 
-fn options(fs: Arc<dyn sensordb_engine::fs::FileSystem>) -> EngineOptions {
+fn options(fs: Arc<dyn sensordb_engine::FileSystem>) -> EngineOptions {
     EngineOptions {
         durability: Durability::Os,
         segment_bytes_max: 64 * 1024,

@@ -1,8 +1,7 @@
 //! Corruption test: bytes flipped or cut in WAL, segment and catalog files. Every case must be
 //! reported with the file and the offset, and the undamaged data must stay readable.
 
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::{Durability, Engine, EngineOptions, Error, SeriesId, SeriesKey, Value, ValueKind};
+use sensordb_engine::{Durability, Engine, EngineOptions, Error, SeriesId, SeriesKey, Value, ValueKind, WriteBatch};
 use std::path::{Path, PathBuf};
 
 const SERIES: u32 = 4;
@@ -45,7 +44,7 @@ fn flip(path: &Path, offset: u64) {
 /// Where the records of a WAL file end: under `fsync` the log keeps zeros written ahead of its
 /// records, so the file is longer.
 fn wal_records_end(path: &Path) -> u64 {
-    use sensordb_engine::wal::format::{decode_record, RecordStep, HEADER_LEN};
+    use sensordb_engine::test_support::wal::format::{decode_record, RecordStep, HEADER_LEN};
     let data = std::fs::read(path).expect("read");
     let mut offset = HEADER_LEN;
     while let RecordStep::Record { next, .. } = decode_record(&data, offset) {
@@ -186,7 +185,7 @@ fn a_damaged_catalog_tail_is_cut_and_reported() {
     // under a placeholder key with its old id, and its data stays readable.
     let lost = SeriesId(SERIES);
     let entry = engine.series(lost).expect("placeholder registered");
-    assert_eq!(entry.key.measurement(), sensordb_engine::engine::LOST_SERIES_MEASUREMENT);
+    assert_eq!(entry.key.measurement(), sensordb_engine::LOST_SERIES_MEASUREMENT);
     assert_eq!(engine.read(lost, 0, 100).points().count(), 100);
     // A new series never takes over the lost id.
     let fresh = engine.series_id(&key(99), ValueKind::F64).expect("new series");
@@ -197,13 +196,13 @@ fn a_damaged_catalog_tail_is_cut_and_reported() {
 /// names series id 2^30 made start-up register a billion placeholder series.
 #[test]
 fn a_wal_record_naming_an_absurd_series_id_is_damage_not_a_billion_placeholders() {
-    use sensordb_engine::wal::{Wal, WalOptions};
+    use sensordb_engine::test_support::wal::{Wal, WalOptions};
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = Engine::open(dir.path(), options()).expect("open");
     let ids = write_range(&engine, 0, 100);
     engine.close().expect("close");
     {
-        let fs: std::sync::Arc<dyn sensordb_engine::fs::FileSystem> = std::sync::Arc::new(sensordb_engine::fs::RealFs);
+        let fs: std::sync::Arc<dyn sensordb_engine::FileSystem> = std::sync::Arc::new(sensordb_engine::RealFs);
         let (wal, _) = Wal::open(fs, &dir.path().join("wal"), WalOptions::default(), &mut |_| Ok(())).expect("wal");
         let mut batch = WriteBatch::new();
         batch.push(SeriesId(1 << 30), 5, Value::F64(1.0)).expect("push");

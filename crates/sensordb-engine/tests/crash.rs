@@ -7,8 +7,7 @@
 //! `crash_child` do the writing; it prints one line per acknowledged batch.
 
 use rand::{Rng, SeedableRng};
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::{Durability, Engine, EngineOptions, SeriesKey, Value, ValueKind};
+use sensordb_engine::{Durability, Engine, EngineOptions, SeriesKey, Value, ValueKind, WriteBatch};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -29,7 +28,7 @@ fn options(durability: Durability) -> EngineOptions {
         wal_file_bytes_max: 64 * 1024,
         block_points_max: 500,
         // The host disk's usage must not throttle or evict here.
-        reclaim: sensordb_engine::reclaim::ReclaimOptions { file_system_usage: false, ..Default::default() },
+        reclaim: sensordb_engine::ReclaimOptions { file_system_usage: false, ..Default::default() },
         ..EngineOptions::default()
     }
 }

@@ -2,9 +2,8 @@
 //! disk freeing up) and goes on by itself; one that waits longer than its limit fails with a
 //! clear `NoSpace` error instead of poisoning the engine; nothing acknowledged is lost.
 
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::fs::{FaultyFs, RealFs};
-use sensordb_engine::{Durability, Engine, EngineOptions, Error, SeriesId, SeriesKey, Value, ValueKind};
+use sensordb_engine::test_support::fs::FaultyFs;
+use sensordb_engine::{Durability, Engine, EngineOptions, Error, RealFs, SeriesId, SeriesKey, Value, ValueKind, WriteBatch};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

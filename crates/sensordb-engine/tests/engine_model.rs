@@ -3,9 +3,8 @@
 //! segment files of `Engine::open` and the `MemoryStore` given to `Engine::open_with_store`.
 
 use proptest::prelude::*;
-use sensordb_engine::batch::WriteBatch;
 use sensordb_engine::store::{BlockStore, MemoryStore};
-use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey, Value, ValueKind};
+use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey, Value, ValueKind, WriteBatch};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -331,7 +330,7 @@ fn a_row_with_a_point_at_the_largest_timestamp_keeps_its_other_fields() {
 fn compaction_and_reclaim_run_over_the_memory_store() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Arc::new(MemoryStore::new(4096));
-    let reclaim = sensordb_engine::reclaim::ReclaimOptions {
+    let reclaim = sensordb_engine::ReclaimOptions {
         // Far over capacity, so the Fisherman takes every segment with dead data at once.
         capacity_bytes: Some(100),
         evict_oldest_when_full: false,

@@ -10,9 +10,9 @@
 //! after mounting the tmpfs; the mount disappears with the namespace. When no namespace or
 //! tmpfs can be made it skips, saying so.
 
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::fs::{DiskSpace, FileSystem, RealFs};
-use sensordb_engine::{Durability, Engine, EngineOptions, SeriesId, SeriesKey, Value, ValueKind};
+use sensordb_engine::{
+    DiskSpace, Durability, Engine, EngineOptions, FileSystem, RealFs, SeriesId, SeriesKey, Value, ValueKind, WriteBatch,
+};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -145,10 +145,7 @@ fn inner_run() {
 
     // And a removal frees what it says: expire everything older than the last 100 batches.
     engine
-        .set_database_policy(
-            "default",
-            sensordb_engine::reclaim::policy::DatabasePolicy { period: Some(Duration::from_nanos(100)), ..Default::default() },
-        )
+        .set_database_policy("default", sensordb_engine::DatabasePolicy { period: Some(Duration::from_nanos(100)), ..Default::default() })
         .expect("policy");
     let before = space(&dir).available_bytes;
     let removed_before = engine.reclaim_stats().bytes_removed;

@@ -3,9 +3,8 @@
 //! write is refused and the engine refuses every later write, since a record could otherwise name
 //! a series the catalog may have lost.
 
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::fs::{FaultyFs, RealFs};
-use sensordb_engine::{Durability, Engine, EngineOptions, Error, SeriesKey, Value, ValueKind};
+use sensordb_engine::test_support::fs::FaultyFs;
+use sensordb_engine::{Durability, Engine, EngineOptions, Error, RealFs, SeriesKey, Value, ValueKind, WriteBatch};
 use std::sync::Arc;
 
 fn key(sensor: u32) -> SeriesKey {

@@ -1,7 +1,7 @@
 //! Point records: the compact binary body of SEND frames (after the transaction id).
 //!
 //! A SEND body holds any number of records back to back; varints are unsigned LEB128, signed
-//! values zigzag-encoded first (the engine's WAL batch encoding, `sensordb_engine::batch`):
+//! values zigzag-encoded first (the engine's WAL batch encoding, `sensordb_engine::WriteBatch::encode`):
 //! ```text
 //! POINTS (u8 1):  varint short series id, varint count N (≥ 1),
 //!                 N timestamps: zigzag varint of the first, then zigzag varint deltas,

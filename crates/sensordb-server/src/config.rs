@@ -147,20 +147,20 @@ pub fn parse_period(text: &str) -> Option<std::time::Duration> {
 }
 
 impl DatabaseConfig {
-    pub fn policy(&self) -> Result<sensordb_engine::reclaim::policy::DatabasePolicy, ConfigError> {
+    pub fn policy(&self) -> Result<sensordb_engine::DatabasePolicy, ConfigError> {
         let period = |text: &str| {
             parse_period(text)
                 .ok_or_else(|| ConfigError::Invalid(format!("database {:?}: bad period {text:?} (use e.g. 30d, 12h, 90m)", self.name)))
         };
         let mut overrides = Vec::new();
         for o in &self.overrides {
-            overrides.push(sensordb_engine::reclaim::policy::PeriodOverride {
+            overrides.push(sensordb_engine::PeriodOverride {
                 measurement: o.measurement.clone(),
                 tags: o.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 period: period(&o.period)?,
             });
         }
-        Ok(sensordb_engine::reclaim::policy::DatabasePolicy {
+        Ok(sensordb_engine::DatabasePolicy {
             period: self.period.as_deref().map(period).transpose()?,
             capacity_bytes: self.capacity_bytes,
             overrides,

@@ -29,7 +29,7 @@ impl ServerState {
     pub async fn wait_for_space(&self) -> Result<(), sensordb_engine::Error> {
         let started = std::time::Instant::now();
         let wait_max = self.engine.reclaim_options().full_wait_max;
-        while self.engine.admission() == sensordb_engine::reclaim::throttle::Admission::WaitForSpace {
+        while self.engine.admission() == sensordb_engine::Admission::WaitForSpace {
             if started.elapsed() >= wait_max {
                 return Err(sensordb_engine::Error::NoSpace { path: self.engine.data_dir().to_path_buf() });
             }
@@ -57,7 +57,7 @@ impl ServerState {
     /// a caller that waits otherwise.
     pub fn acknowledgement_delay(&self) -> Option<std::time::Duration> {
         match self.engine.admission() {
-            sensordb_engine::reclaim::throttle::Admission::After(delay) => {
+            sensordb_engine::Admission::After(delay) => {
                 crate::metrics::Metrics::add(&self.metrics.throttle_delay_us, delay.as_micros() as u64);
                 Some(delay)
             }

@@ -1,7 +1,7 @@
 //! `sensordb inspect`: verify every block of a data directory and show where the bytes go.
 
-use sensordb_engine::fs::RealFs;
 use sensordb_engine::inspect::{inspect, EncodingUse};
+use sensordb_engine::RealFs;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ pub struct InspectArgs {
 }
 
 fn encoding_name(tag: u8) -> &'static str {
-    use sensordb_engine::codec::tag;
+    use sensordb_engine::inspect::tag;
     match tag {
         tag::RAW => "raw",
         tag::CONSTANT => "constant",

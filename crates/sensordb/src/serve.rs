@@ -9,8 +9,7 @@
 use anyhow::Context;
 use sensordb_bench::row::SeriesMap;
 use sensordb_bench::tsbs::{TsbsConfig, TsbsGenerator};
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::{Durability, Engine, SeriesId};
+use sensordb_engine::{Durability, Engine, SeriesId, WriteBatch};
 use sensordb_server::{Server, ServerConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -95,7 +94,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let policy = database.policy()?;
         engine.set_database_policy(&database.name, policy).with_context(|| format!("applying database {:?}", database.name))?;
     }
-    let disk_bytes = sensordb_engine::fs::FileSystem::space(&sensordb_engine::fs::RealFs, &config.data_dir).ok().map(|s| s.total_bytes);
+    let disk_bytes = sensordb_engine::FileSystem::space(&sensordb_engine::RealFs, &config.data_dir).ok().map(|s| s.total_bytes);
     if let Some(warning) = config.capacity_warning(disk_bytes) {
         tracing::warn!("{warning}");
     }

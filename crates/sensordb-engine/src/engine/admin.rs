@@ -13,7 +13,7 @@ use std::time::Duration;
 impl Engine {
     /// Runs one reclaim cycle now (the background thread runs them every
     /// [`ReclaimOptions::interval`]): removes dead segments, merges as the Fisherman chooses,
-    /// evicts when full. See [`crate::reclaim`].
+    /// evicts when full. See the `reclaim` module.
     pub fn reclaim(&self) -> Result<()> {
         self.inner.health.check_writable()?;
         self.inner.reclaim_once()

@@ -51,7 +51,6 @@ mod write;
 
 pub use last::LastPoint;
 pub use options::{system_clock, Clock, EngineOptions};
-pub use pacer::{FLUSH_PACE_PAUSE, FLUSH_PACE_SLICE};
 pub use recovery::{RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT};
 
 use crate::batch::WriteBatch;

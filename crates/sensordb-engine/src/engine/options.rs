@@ -35,16 +35,16 @@ pub struct EngineOptions {
     /// Memtable shards; more shards mean fewer writers meeting on one lock.
     pub memtable_shards: usize,
     /// Sealed segments whose blocks average fewer points than this are rewritten into long
-    /// blocks (see [`crate::compaction`]).
+    /// blocks (see the `compaction` module).
     pub compaction_small_block_points: u64,
     /// Compact in a background thread; otherwise only [`Engine::compact`](crate::engine::Engine::compact) does.
     pub background_compaction: bool,
-    /// Retention, reclaim and throttling (see [`crate::reclaim`]).
+    /// Retention, reclaim and throttling (see the `reclaim` module).
     pub reclaim: ReclaimOptions,
     /// Reclaim in a background thread; otherwise only [`Engine::reclaim`](crate::engine::Engine::reclaim) does.
     pub background_reclaim: bool,
     /// [`Engine::write`](crate::engine::Engine::write) itself delays its return as the disk fills (see
-    /// [`crate::reclaim::throttle`]). A server that delays acknowledgements asynchronously turns
+    /// [`Admission`](crate::Admission)). A server that delays acknowledgements asynchronously turns
     /// this off and asks [`Engine::admission`](crate::engine::Engine::admission) instead.
     pub throttle_writes: bool,
     /// The wall clock in nanoseconds since the epoch, against which storage periods run.

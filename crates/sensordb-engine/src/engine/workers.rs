@@ -195,7 +195,7 @@ impl Inner {
     }
 
     /// [`Self::flush_once`]; `paced` (the background flush) lets the encoding pause (see
-    /// [`FLUSH_PACE_SLICE`]).
+    /// [`FLUSH_PACE_SLICE`](super::pacer::FLUSH_PACE_SLICE)).
     fn flush_once_paced(&self, paced: bool) -> Result<bool> {
         let _flushing = self.flush.running.lock();
         let began = Instant::now();

@@ -55,6 +55,7 @@ impl BlockIndex {
     }
 
     /// Forgets every block of `segment`.
+    #[cfg(test)]
     pub fn remove_segment(&mut self, segment: u64) {
         let (mut blocks, mut points) = (0usize, 0u64);
         self.series.retain(|_, list| {
@@ -104,10 +105,6 @@ impl BlockIndex {
 
     pub fn point_count(&self) -> u64 {
         self.points
-    }
-
-    pub fn series_count(&self) -> usize {
-        self.series.len()
     }
 
     /// Every series with blocks and the value kind of its blocks.

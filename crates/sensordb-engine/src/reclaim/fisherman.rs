@@ -49,6 +49,7 @@ pub struct Fisherman {
 
 impl Fisherman {
     /// The paper's form: hunger is full at `U` = 1.
+    #[cfg(test)]
     pub fn new(target_usage: f64, alpha: f64) -> Fisherman {
         Fisherman::with_full_usage(target_usage, 1.0, alpha)
     }

@@ -231,10 +231,6 @@ impl Reclaimer {
         })
     }
 
-    pub fn options(&self) -> &ReclaimOptions {
-        &self.options
-    }
-
     /// The databases and their policies.
     pub fn databases(&self) -> Databases {
         self.databases.read().0.clone()

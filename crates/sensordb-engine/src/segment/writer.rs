@@ -75,7 +75,7 @@ impl GroupBuilder {
         });
     }
 
-    /// Copies a block read by [`super::read_raw_block`] from segment `source` as it is; a block
+    /// Copies a block read by `read_raw_block` from segment `source` as it is; a block
     /// with shared timestamps brings its record, copied once per group (`records` maps a source
     /// record's segment and offset to its copy in this group and must be cleared with each new
     /// group) and the block's reference is pointed at the copy.
@@ -118,7 +118,7 @@ impl GroupBuilder {
         (blocks, self.entries)
     }
 
-    /// Copies the blocks into a page-aligned part, ready for [`SegmentWriter::append_parts`].
+    /// Copies the blocks into a page-aligned part, ready for `SegmentWriter::append_parts`.
     /// Done by each writer before group commit, so the committing thread only does I/O.
     pub fn into_part(self) -> GroupPart {
         let blocks = &self.buffer[GROUP_HEADER_BYTES..];
@@ -266,10 +266,6 @@ impl SegmentWriter {
         self.end
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// Index entries of every block written so far.
     pub fn entries(&self) -> &[IndexEntry] {
         &self.entries
@@ -278,6 +274,7 @@ impl SegmentWriter {
     /// Appends `group` and makes it durable. On failure the file is cut back to its previous
     /// end, so the segment stays valid and the group can be retried (for example once a full
     /// disk has room again).
+    #[cfg(test)]
     pub fn append_group(&mut self, group: GroupBuilder, sequence: u64, wal_checkpoint: u64) -> Result<Vec<IndexEntry>> {
         assert!(!group.is_empty(), "BUG: empty flush group");
         self.append_parts(vec![group.into_part()], sequence, wal_checkpoint)

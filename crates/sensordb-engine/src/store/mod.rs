@@ -1,7 +1,7 @@
 //! Where sealed blocks live, behind the [`BlockStore`] trait. The engine holds its store as an
 //! `Arc<dyn BlockStore>` and its write path, reads, compaction and reclaim talk only to this
 //! trait, so another backend (Cassandra/ScyllaDB) can stand in for local segment files without
-//! touching them. [`SegmentStore`] is the local implementation; [`MemoryStore`] keeps
+//! touching them. `SegmentStore` is the local implementation; [`MemoryStore`] keeps
 //! everything in memory and runs the engine's model tests to prove the seam.
 //!
 //! Dynamic dispatch costs a virtual call per store call: one `blocks` listing per read and one
@@ -10,7 +10,7 @@
 //!
 //! # What a backend provides
 //! - **Groups.** Writes arrive as flush groups ([`GroupBuilder`]): encoded blocks and the shared
-//!   timestamp records they refer to (see [`crate::block`]). [`BlockStore::put_group`] makes a
+//!   timestamp records they refer to (see the `block` module). [`BlockStore::put_group`] makes a
 //!   group durable and numbers it: a later group wins over an earlier one on a repeated
 //!   timestamp, so sequences must grow in the order groups become durable.
 //! - **Segments.** Blocks are kept in *segments*, the unit maintenance lists, rewrites and
@@ -32,14 +32,16 @@ mod segments;
 mod summary;
 
 pub use memory::MemoryStore;
-pub use segments::{SegmentHandle, SegmentStore, SegmentStoreOptions, StoreRecovery};
+pub(crate) use segments::{SegmentStore, SegmentStoreOptions};
 pub use summary::{BlockLife, SegmentSummary};
 
-use crate::block::Block;
+// The types the trait's signatures use, public here for backends outside the crate.
+pub use crate::block::{Block, BlockHeader, ValueStats};
+pub use crate::index::BlockRef;
+pub use crate::segment::{GroupBuilder, IndexEntry, RawBlock};
+
 use crate::error::Result;
-use crate::index::BlockRef;
 use crate::model::{SeriesId, Timestamp, ValueKind};
-use crate::segment::{GroupBuilder, IndexEntry, RawBlock};
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -247,6 +247,7 @@ impl SegmentStore {
     }
 
     /// Ids of all segments, oldest first.
+    #[cfg(test)]
     pub fn segment_ids(&self) -> Vec<u64> {
         self.files.read().keys().copied().collect()
     }

@@ -117,7 +117,7 @@ pub async fn points(
 
 fn render_points(
     http: &HttpState,
-    entries: &[sensordb_engine::catalog::SeriesEntry],
+    entries: &[sensordb_engine::SeriesEntry],
     from: i64,
     to: i64,
     limit: usize,

@@ -19,8 +19,7 @@
 use super::line_protocol::Field;
 use foldhash::quality::RandomState;
 use parking_lot::RwLock;
-use sensordb_engine::batch::{BatchKindError, WriteBatch};
-use sensordb_engine::{Engine, SeriesId, SeriesKey, ValueKind};
+use sensordb_engine::{BatchKindError, Engine, SeriesId, SeriesKey, ValueKind, WriteBatch};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;

@@ -29,8 +29,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::Value;
+use sensordb_engine::{Value, WriteBatch};
 use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -221,7 +220,7 @@ fn ingest_into(
             continue;
         }
         // Cannot fail: kinds were checked against the catalog above.
-        let bug = |e: sensordb_engine::batch::BatchKindError| ApiError::internal(format!("BUG: {e}"));
+        let bug = |e: sensordb_engine::BatchKindError| ApiError::internal(format!("BUG: {e}"));
         let slots = body_series.slots(batch, body_number).map_err(bug)?;
         for (&slot, field) in slots.iter().zip(fields.drain(..)) {
             let value = match field.value {

@@ -8,8 +8,7 @@
 //! the wrapper is local). The wrapper also carries the connection's short-id definitions,
 //! which are the server's anyway.
 
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::{SeriesId, Timestamp, ValueColumn, ValueKind};
+use sensordb_engine::{SeriesId, Timestamp, ValueColumn, ValueKind, WriteBatch};
 use sensordb_protocol::points::{DecodeError, PointsSink};
 
 /// A [`PointsSink`] that appends POINTS records to `batch`, to the series `resolve` maps their

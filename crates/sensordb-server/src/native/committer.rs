@@ -37,8 +37,7 @@
 use super::answer::{Answer, Outcome};
 use super::transaction::HeldBytes;
 use super::txlog::{CompletionGuard, TxLog};
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::{Engine, Error as EngineError};
+use sensordb_engine::{Engine, Error as EngineError, WriteBatch};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 

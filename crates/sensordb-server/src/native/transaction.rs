@@ -4,8 +4,7 @@
 
 use super::batch_sink::BatchSink;
 use bytes::{Bytes, BytesMut};
-use sensordb_engine::batch::WriteBatch;
-use sensordb_engine::{SeriesId, Timestamp, Value, ValueKind};
+use sensordb_engine::{SeriesId, Timestamp, Value, ValueKind, WriteBatch};
 use sensordb_protocol::frame::ErrorCode;
 use sensordb_protocol::points::{Appended, DecodeError, PointsDecoder};
 use std::collections::HashMap;

@@ -1,0 +1,55 @@
+//! **Not API.** Internals that the fuzz targets (`fuzz/`), the benchmarks (`benches/`) and the
+//! integration tests (`tests/`) drive directly: file formats decoded from arbitrary bytes, the
+//! codecs and the memtable measured alone, fault injection. Hidden from the documentation and
+//! free to change with any release; applications use the items at the crate root, [`crate::store`]
+//! and [`crate::inspect`] instead.
+//!
+//! Each submodule mirrors the internal module it re-exports from and holds only what those
+//! callers use.
+
+/// Fault injection under the engine: a file system that fails writes on command.
+pub mod fs {
+    pub use crate::fs::FaultyFs;
+}
+
+/// The series catalog file, opened alone by the catalog fuzz target.
+pub mod catalog {
+    pub use crate::catalog::Catalog;
+}
+
+/// The checksum the file formats use, to repair fuzzed inputs so they reach the parsers.
+pub mod checksum {
+    pub use crate::checksum::crc32c;
+}
+
+/// Block encoding and decoding (fuzz targets, seed generation).
+pub mod block {
+    pub use crate::block::{
+        decode, decode_shared_timestamps, decode_with_shared, encode, encode_shared_timestamps, Block, BlockError, BlockHeader,
+        TimestampColumn, FLAG_SHARED_TIMESTAMPS,
+    };
+}
+
+/// Column codecs (fuzz targets, codec benchmarks).
+pub mod codec {
+    pub use crate::codec::{decode_timestamps, decode_values, encode_timestamps, encode_values};
+}
+
+/// Segment files read alone (fuzz targets).
+pub mod segment {
+    pub use crate::segment::{read_block, scan_segment, IndexEntry};
+}
+
+/// The write-ahead log opened alone, and its record format (fuzz target, corruption tests).
+pub mod wal {
+    pub use crate::wal::{Wal, WalOptions};
+
+    pub mod format {
+        pub use crate::wal::format::{decode_record, RecordStep, HEADER_LEN};
+    }
+}
+
+/// The memtable measured alone (benchmarks).
+pub mod memtable {
+    pub use crate::memtable::Memtable;
+}
