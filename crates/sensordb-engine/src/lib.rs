@@ -40,6 +40,7 @@ pub mod flush;
 pub mod fs;
 pub mod index;
 pub mod inspect;
+mod mark;
 pub mod memtable;
 pub mod model;
 pub mod query;
@@ -50,5 +51,6 @@ pub mod wal;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};
+pub use mark::{MarkSink, TxMark};
 pub use model::{Point, SeriesId, SeriesKey, Timestamp, Value, ValueColumn, ValueKind};
 pub use wal::Durability;
