@@ -310,4 +310,45 @@ mod tests {
         assert_eq!(engine.read(live, 100, 200).points().count(), 30);
         assert_eq!(counted.load(std::sync::atomic::Ordering::Relaxed), 30);
     }
+
+    /// A commit group costs one fdatasync, the WAL's: the ids travel in its record, and the
+    /// log's file is written (and synced) by the engine's flush, off the commit path. Before,
+    /// each group also synced the log's file.
+    #[tokio::test]
+    async fn a_commit_group_costs_one_fdatasync_and_a_flush_checkpoints_its_ids() {
+        use sensordb_engine::fs::{FaultyFs, RealFs};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = Arc::new(FaultyFs::new(Arc::new(RealFs)));
+        let options = EngineOptions { durability: Durability::Fsync, fs: fs.clone(), ..Default::default() };
+        let engine = Arc::new(Engine::open(dir.path(), options).expect("engine"));
+        let (log, _) = TxLog::open(dir.path(), TxLogOptions::default()).expect("log");
+        engine.set_mark_sink(Some(log.clone()));
+        let series = engine.series_id(&SeriesKey::new("m", [("s", "one")], "v").expect("key"), ValueKind::F64).expect("series");
+        let mut first = WriteBatch::new();
+        first.push(series, 0, Value::F64(0.0)).expect("push");
+        // The new series' catalog sync, out of the count.
+        engine.write(&first).expect("written");
+
+        let (committer, thread) = Committer::start(engine.clone(), log.clone(), Box::new(|_| {})).expect("committer");
+        let (syncs_before, log_syncs_before) = (fs.data_syncs(), log.appends_synced());
+        for n in 1..=5u8 {
+            let Begin::Started(guard) = log.begin(([4; 16], [n; 16])).await else { panic!("new id") };
+            let mut batch = WriteBatch::new();
+            batch.push(series, i64::from(n), Value::F64(1.0)).expect("push");
+            // One at a time: each commit is a group of its own.
+            committer.commit(batch, 1, guard).await.expect("stored");
+        }
+        assert_eq!(fs.data_syncs() - syncs_before, 5, "one fdatasync per group");
+        assert_eq!(log.appends_synced(), log_syncs_before, "none of the log's");
+        assert_eq!(log.lookup(&([4; 16], [5; 16])), Some(1), "remembered");
+        drop(committer);
+        thread.join().expect("the thread ends");
+
+        engine.flush().expect("flushed");
+        assert_eq!(log.appends_synced(), log_syncs_before + 1, "the flush checkpointed the ids with one sync");
+        drop(log);
+        let (reopened, report) = TxLog::open(dir.path(), TxLogOptions::default()).expect("reopened");
+        assert_eq!(report.loaded, 5, "the checkpoint holds every id of the flushed data");
+        assert_eq!(reopened.lookup(&([4; 16], [3; 16])), Some(1));
+    }
 }
