@@ -9,7 +9,8 @@
 //! and rotate the WAL (both under the exclusive lock, so every record in older WAL files is in
 //! the frozen memtable or earlier) → encode one block per series (split at
 //! `block_points_max`, fields of one row sharing one timestamp record; see [`crate::flush`])
-//! into a flush group → hand it to the block store, which makes it durable (the segment store:
+//! into a flush group → hand the frozen memtable's completion marks to the mark sink (or carry
+//! them forward in the WAL; see [`crate::mark`]) → hand the group to the block store, which makes it durable (the segment store:
 //! append it to the open segment and fsync) → publish the blocks in the index → drop the frozen
 //! memtable → delete the WAL files it covered. The group records the first WAL file it does not
 //! cover, so recovery replays only newer files even if the deletion never happened.
