@@ -3,9 +3,10 @@
 //! Points are grouped by series as they are pushed, so the memtable takes each series' points
 //! with one lock and the WAL record stores each series id once.
 //!
-//! WAL record payload (version 1), all varints unsigned LEB128, signed ones zigzag-encoded:
+//! WAL record payload (version 1, or 2 with completion marks), all varints unsigned LEB128,
+//! signed ones zigzag-encoded:
 //! ```text
-//! u8       batch format version (1)
+//! u8       batch format version: 1 without marks, 2 with
 //! varint   number of series entries E
 //! E times:
 //!   varint   series id
@@ -14,18 +15,27 @@
 //!   N times  timestamp: the first as zigzag varint, then zigzag varint deltas to the previous
 //!   N times  value: f64 as 8 bytes LE | i64 zigzag varint | u64 varint | bool as one byte 0/1 |
 //!            bytes as varint length + the bytes
+//! version 2 only, the marks section (see [`crate::mark`]):
+//!   varint   number of marks M (≥ 1)
+//!   M times  [16] client id | [16] transaction id | i64 LE completed at (Unix ns) | varint points
 //! ```
-//! The record's framing and checksum belong to the WAL.
+//! A batch written without marks is version 1, byte for byte what earlier builds wrote; both
+//! versions are read. The record's framing and checksum (which covers the marks too) belong to
+//! the WAL.
 
 #[cfg(doc)]
 use crate::checksum::put_varint;
 use crate::checksum::{get_varint, unzigzag, zigzag};
+use crate::mark::{decode_marks, encode_marks, TxMark};
 use crate::model::{SeriesId, Timestamp, Value, ValueColumn, ValueKind};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+/// The batch format of a record without marks.
 const BATCH_FORMAT_VERSION: u8 = 1;
+/// The batch format of a record with a marks section.
+const BATCH_FORMAT_VERSION_MARKED: u8 = 2;
 
 /// Points of one series within a batch, in the order they were pushed.
 #[derive(Clone, Debug, PartialEq)]
@@ -211,11 +221,16 @@ impl WriteBatch {
     /// points, scattered over the heap in thousands of small vectors (a TSBS body: ~9,000
     /// entries of ~5 points), so the next entries' points are prefetched while one is written.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_with_marks(&[], out);
+    }
+
+    /// [`WriteBatch::encode`] with a marks section (version 2) when `marks` is not empty.
+    pub fn encode_with_marks(&self, marks: &[TxMark], out: &mut Vec<u8>) {
         // Varints take at most 10 bytes; payloads are counted in `value_bytes`.
         let bound = 1 + 10 + self.entries.len() * (10 + 1 + 10) + self.points * (10 + 10) + self.value_bytes;
-        out.reserve(bound);
+        out.reserve(bound + if marks.is_empty() { 0 } else { crate::mark::encoded_bound(marks.len()) });
         let mut cursor = Cursor { buf: &mut out.spare_capacity_mut()[..bound], len: 0 };
-        cursor.byte(BATCH_FORMAT_VERSION);
+        cursor.byte(if marks.is_empty() { BATCH_FORMAT_VERSION } else { BATCH_FORMAT_VERSION_MARKED });
         cursor.varint(self.entries.len() as u64);
         for (i, entry) in self.entries.iter().enumerate() {
             if let Some(ahead) = self.entries.get(i + PREFETCH_AHEAD) {
@@ -244,13 +259,23 @@ impl WriteBatch {
         // SAFETY: the cursor initialized the first `written` bytes of the spare capacity (it
         // only ever writes at `len` and advances it), and `written <= bound <= spare capacity`.
         unsafe { out.set_len(out.len() + written) };
+        if !marks.is_empty() {
+            encode_marks(marks, out);
+        }
     }
 
-    /// Decodes a record written by [`WriteBatch::encode`]; the error says what is wrong.
+    /// Decodes a record written by [`WriteBatch::encode`]; the error says what is wrong. The
+    /// marks of a version 2 record are checked and dropped.
     pub fn decode(record: &[u8]) -> Result<WriteBatch, String> {
+        WriteBatch::decode_with_marks(record).map(|(batch, _)| batch)
+    }
+
+    /// Decodes a record written by [`WriteBatch::encode_with_marks`] (or an earlier build's
+    /// version 1 record, which has no marks).
+    pub fn decode_with_marks(record: &[u8]) -> Result<(WriteBatch, Vec<TxMark>), String> {
         let mut position = 0usize;
         let version = *record.first().ok_or("empty batch record")?;
-        if version != BATCH_FORMAT_VERSION {
+        if version != BATCH_FORMAT_VERSION && version != BATCH_FORMAT_VERSION_MARKED {
             return Err(format!("unknown batch format version {version}"));
         }
         position += 1;
@@ -301,10 +326,11 @@ impl WriteBatch {
             };
             batch.push_column(SeriesId(series), &timestamps, &values).map_err(|e| e.to_string())?;
         }
+        let marks = if version == BATCH_FORMAT_VERSION_MARKED { decode_marks(record, &mut position)? } else { Vec::new() };
         if position != record.len() {
             return Err(format!("{} trailing bytes after batch", record.len() - position));
         }
-        Ok(batch)
+        Ok((batch, marks))
     }
 }
 

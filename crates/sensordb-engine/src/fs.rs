@@ -357,6 +357,8 @@ struct Faults {
     fail_creates: AtomicBool,
     /// When set, every write panics (a bug in code under the caller, say).
     panic_writes: AtomicBool,
+    /// File syncs (`sync_data`) that succeeded: what a write path costs in fdatasyncs.
+    data_syncs: AtomicU64,
 }
 
 /// A file system that injects faults into another one; for tests.
@@ -392,6 +394,10 @@ impl FaultyFs {
     }
     pub fn set_panic_writes(&self, on: bool) {
         self.faults.panic_writes.store(on, Ordering::SeqCst);
+    }
+    /// Successful `sync_data` calls on files opened through this file system so far.
+    pub fn data_syncs(&self) -> u64 {
+        self.faults.data_syncs.load(Ordering::SeqCst)
     }
     fn wrap(&self, file: Arc<dyn StorageFile>) -> Arc<dyn StorageFile> {
         Arc::new(FaultyFile { inner: file, faults: self.faults.clone() })
@@ -437,7 +443,9 @@ impl StorageFile for FaultyFile {
         if self.faults.fail_sync.load(Ordering::SeqCst) {
             return Err(io::Error::other("injected fsync failure"));
         }
-        self.inner.sync_data()
+        self.inner.sync_data()?;
+        self.faults.data_syncs.fetch_add(1, Ordering::SeqCst);
+        Ok(())
     }
     fn len(&self) -> io::Result<u64> {
         self.inner.len()

@@ -63,6 +63,7 @@ mod flush;
 mod fs;
 mod index;
 pub mod inspect;
+mod mark;
 mod memtable;
 mod model;
 mod query;
@@ -80,6 +81,7 @@ pub use reclaim::ReclaimOptions;
 pub use wal::Durability;
 // Write.
 pub use batch::{BatchKindError, SeriesPoints, WriteBatch};
+pub use mark::{MarkSink, TxMark};
 // Read.
 pub use catalog::SeriesEntry;
 pub use query::{Chunk, Points, RangeRead};

@@ -1,5 +1,5 @@
 //! End-to-end tests of the native protocol over real sockets on 127.0.0.1: round trip and read
-//! back, pipelining, idempotent retries (also across a restart), cancel, timeout rollback,
+//! back, pipelining, idempotent retries (also across a restart and a crash), cancel, timeout rollback,
 //! CONFIRM checksum mismatch, bad frames and tokens, the client's pipelined and frame-by-frame
 //! commits, acknowledgements delayed by the disk-usage throttle and refused on a full disk.
 //! Every test is bounded in time.
@@ -49,6 +49,23 @@ async fn stop(server: RunningServer, engine: Arc<Engine>) {
                 engine.close().expect("engine closes");
                 return;
             }
+            Err(shared) => {
+                engine = shared;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    panic!("the engine is still shared after shutdown");
+}
+
+/// Stops the server and drops the engine the way a killed process stops: no flush, the WAL
+/// holds what was not flushed.
+async fn crash(server: RunningServer, engine: Arc<Engine>) {
+    server.shutdown().await;
+    let mut engine = engine;
+    for _ in 0..200 {
+        match Arc::try_unwrap(engine) {
+            Ok(engine) => return engine.abandon(),
             Err(shared) => {
                 engine = shared;
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -200,6 +217,56 @@ async fn a_retry_after_a_lost_complete_answer_stores_once_even_after_a_restart()
         assert!(!tx.commit().await.expect("commits").duplicate);
         assert_eq!(stored(&engine, &key("r")).len(), 301);
         stop(server, engine).await;
+    })
+    .await
+}
+
+/// An acknowledged COMPLETE, a crash (the engine abandoned, its WAL replayed at restart), with
+/// and without a flush before it, then a retry of the same id: answered as already completed,
+/// the points stored once. Without a flush the id was only in the WAL record of its points.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_transaction_is_recognised_after_a_crash_with_or_without_a_flush() {
+    bounded(async {
+        for flushed in [false, true] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let options = ClientOptions { client_id: [6; 16], ..ClientOptions::default() };
+            let commit = |client: Client| async move {
+                let handle = client.series(&key("crash"), ValueKind::F64).await.expect("series");
+                let mut tx = client.transaction_with_id(TxId::from_u64(11));
+                for i in 0..50i64 {
+                    tx.push(&handle, i, Value::F64(i as f64)).expect("push");
+                }
+                tx.commit().await.expect("commits")
+            };
+            let (server, engine) = start(dir.path(), |_| {}).await;
+            let stats = commit(Client::connect_with(server.native_addr, options.clone()).await.expect("connects")).await;
+            assert!(!stats.duplicate);
+            assert_eq!(written(&server), 50);
+            let log = dir.path().join("transactions.log");
+            if flushed {
+                engine.flush().expect("flushed");
+                assert!(std::fs::metadata(&log).expect("log").len() > 16, "the flush checkpointed the id into the log");
+            } else {
+                assert_eq!(std::fs::metadata(&log).expect("log").len(), 16, "the id is in the WAL only");
+            }
+            crash(server, engine).await;
+
+            let (server, engine) = start(dir.path(), |_| {}).await;
+            assert_eq!(engine.recovery().marks_replayed, u64::from(!flushed), "flushed: {flushed}");
+            let stats = commit(Client::connect_with(server.native_addr, options.clone()).await.expect("connects")).await;
+            assert!(stats.duplicate, "flushed: {flushed}: the retry is answered as already completed");
+            assert_eq!(written(&server), 0, "flushed: {flushed}: nothing written again");
+            assert_eq!(stored(&engine, &key("crash")).len(), 50);
+            // The replayed id is checkpointed by the next flush, and survives another crash.
+            engine.flush().expect("flushed");
+            crash(server, engine).await;
+            let (server, engine) = start(dir.path(), |_| {}).await;
+            let stats = commit(Client::connect_with(server.native_addr, options).await.expect("connects")).await;
+            assert!(stats.duplicate, "flushed: {flushed}: still completed after the second crash");
+            assert_eq!(written(&server), 0);
+            assert_eq!(stored(&engine, &key("crash")).len(), 50);
+            stop(server, engine).await;
+        }
     })
     .await
 }

@@ -9,7 +9,8 @@
 //! and rotate the WAL (both under the exclusive lock, so every record in older WAL files is in
 //! the frozen memtable or earlier) → encode one block per series (split at
 //! `block_points_max`, fields of one row sharing one timestamp record; see [`crate::flush`])
-//! into a flush group → hand it to the block store, which makes it durable (the segment store:
+//! into a flush group → hand the frozen memtable's completion marks to the mark sink (or carry
+//! them forward in the WAL; see [`crate::mark`]) → hand the group to the block store, which makes it durable (the segment store:
 //! append it to the open segment and fsync) → publish the blocks in the index → drop the frozen
 //! memtable → delete the WAL files it covered. The group records the first WAL file it does not
 //! cover, so recovery replays only newer files even if the deletion never happened.
@@ -56,6 +57,7 @@ pub use recovery::{RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT};
 use crate::batch::WriteBatch;
 use crate::catalog::{Catalog, SeriesEntry};
 use crate::error::{Error, Result};
+use crate::mark::{MarkSink, TxMark};
 use crate::memtable::Memtable;
 use crate::model::{SeriesId, SeriesKey, Timestamp, ValueKind};
 use crate::query::RangeRead;
@@ -87,6 +89,11 @@ struct Memtables {
     frozen: Option<Arc<Memtable>>,
     /// WAL files before this id are covered once `frozen` is flushed.
     frozen_wal_checkpoint: u64,
+    /// The completion marks of the records whose points are in `active`, in write order
+    /// (pushed under the shared lock, like the points).
+    active_marks: Mutex<Vec<TxMark>>,
+    /// The marks of `frozen`'s records, given to the [`MarkSink`] by the flush.
+    frozen_marks: Vec<TxMark>,
 }
 
 /// What the background threads are asked to do; they all wait on `changed`.
@@ -168,6 +175,8 @@ struct Inner {
     maintenance: Maintenance,
     /// Each series' newest sealed point, for [`Engine::last_points`].
     last_points: last::LastPoints,
+    /// Where flushes hand completion marks before their WAL files go (see [`crate::mark`]).
+    mark_sink: Mutex<Option<Arc<dyn MarkSink>>>,
 }
 
 /// The background threads, joined at close.
@@ -228,7 +237,13 @@ impl Engine {
             wal: recovered.wal,
             wal_dir: recovered.wal_dir,
             store: recovered.store,
-            memtables: RwLock::new(Memtables { active: Arc::new(recovered.memtable), frozen: None, frozen_wal_checkpoint: 0 }),
+            memtables: RwLock::new(Memtables {
+                active: Arc::new(recovered.memtable),
+                frozen: None,
+                frozen_wal_checkpoint: 0,
+                active_marks: Mutex::new(recovered.marks),
+                frozen_marks: Vec::new(),
+            }),
             flush: FlushState {
                 running: Mutex::new(()),
                 attempted: Condvar::new(),
@@ -245,6 +260,7 @@ impl Engine {
             health: Health { closed: AtomicBool::new(false), poisoned: Mutex::new(None) },
             maintenance: Maintenance { running: Mutex::new(()), reclaimer },
             last_points: last::LastPoints::default(),
+            mark_sink: Mutex::new(None),
             options,
         });
         let workers = Workers::default();
@@ -296,7 +312,38 @@ impl Engine {
 
     /// Writes `batch`; returns once it is durable under the configured durability.
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
-        self.inner.write(batch)
+        self.inner.write(batch, &[])
+    }
+
+    /// [`Engine::write`] with completion marks stored in the same WAL record as the points (see
+    /// [`crate::mark`]): once this returns `Ok`, the marks are as durable as the points. Marks
+    /// with an empty batch are logged alone. Without a WAL (`Durability::None`, see
+    /// [`Engine::logs_marks`]) the marks are only kept in memory until the next flush gives them
+    /// to the sink.
+    pub fn write_with_marks(&self, batch: &WriteBatch, marks: &[TxMark]) -> Result<()> {
+        self.inner.write(batch, marks)
+    }
+
+    /// Whether [`Engine::write_with_marks`] makes marks durable (the engine keeps a WAL).
+    pub fn logs_marks(&self) -> bool {
+        self.inner.wal.is_some()
+    }
+
+    /// Registers where flushes give the marks of flushed data (replacing any sink before). Until
+    /// one is registered, flushes carry marks forward in the WAL (see [`crate::mark`]).
+    pub fn set_mark_sink(&self, sink: Option<Arc<dyn MarkSink>>) {
+        *self.inner.mark_sink.lock() = sink;
+    }
+
+    /// The marks whose data is not flushed yet: those found by WAL replay at open, carried
+    /// forward, or written since, not yet given to the sink. A server rebuilding its set of
+    /// completed transactions takes these after registering its sink: every mark is then in
+    /// this list, or given to the sink, or both.
+    pub fn unflushed_marks(&self) -> Vec<TxMark> {
+        let memtables = self.inner.memtables.read();
+        let mut marks = memtables.frozen_marks.clone();
+        marks.extend_from_slice(&memtables.active_marks.lock());
+        marks
     }
 
     /// Points of `series` in `[from, to)`, in time order, repeated timestamps resolved.

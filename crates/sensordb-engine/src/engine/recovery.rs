@@ -9,6 +9,7 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::filenames::{catalog_path, parse_numbered_file, segment_dir, wal_dir, LOCK_FILE, WAL_EXTENSION};
 use crate::fs::FileSystem;
+use crate::mark::TxMark;
 use crate::memtable::Memtable;
 use crate::model::{SeriesId, SeriesKey, ValueKind};
 use crate::store::{BlockStore, SegmentStore, SegmentStoreOptions};
@@ -24,6 +25,8 @@ pub struct RecoveryReport {
     pub segments: usize,
     pub wal_records_replayed: u64,
     pub points_replayed: u64,
+    /// Completion marks found in the replayed records (see [`crate::mark`]).
+    pub marks_replayed: u64,
     /// Every damaged spot worked around: (file, offset, what).
     pub problems: Vec<(PathBuf, u64, String)>,
     pub duration: Duration,
@@ -40,6 +43,8 @@ pub(super) struct Recovered {
     pub(super) wal_dir: PathBuf,
     /// The replayed points of the WAL files the store does not cover.
     pub(super) memtable: Memtable,
+    /// The completion marks of those files, in replay order.
+    pub(super) marks: Vec<TxMark>,
     pub(super) report: RecoveryReport,
 }
 
@@ -80,6 +85,7 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<A
 
     let active = Memtable::new(options.memtable_shards);
     let wal_dir = wal_dir(dir);
+    let mut marks = Vec::new();
     let wal = if options.durability == Durability::None {
         None
     } else {
@@ -88,8 +94,10 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<A
             WalOptions { durability: options.durability, file_bytes_max: options.wal_file_bytes_max, ..WalOptions::default() };
         let catalog_file = catalog_path(dir);
         let mut replay = |record: &[u8]| -> Result<()> {
-            let batch =
-                WriteBatch::decode(record).map_err(|what| Error::corruption(&wal_dir, 0, format!("undecodable WAL batch: {what}")))?;
+            let (batch, record_marks) = WriteBatch::decode_with_marks(record)
+                .map_err(|what| Error::corruption(&wal_dir, 0, format!("undecodable WAL batch: {what}")))?;
+            report.marks_replayed += record_marks.len() as u64;
+            marks.extend(record_marks);
             for entry in batch.entries() {
                 adopt_lost_series(&catalog, &catalog_file, entry.series, entry.values.kind(), &mut report)?;
                 match catalog.kind(entry.series) {
@@ -111,7 +119,7 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<A
         report.problems.extend(wal_recovery.truncated.iter().cloned());
         Some(wal)
     };
-    Ok(Recovered { lock, catalog, store, wal_checkpoint, wal, wal_dir, memtable: active, report })
+    Ok(Recovered { lock, catalog, store, wal_checkpoint, wal, wal_dir, memtable: active, marks, report })
 }
 
 /// Measurement under which series whose catalog record was lost to damage are re-registered.

@@ -214,9 +214,12 @@ impl Inner {
                 let old = std::mem::replace(&mut memtables.active, fresh);
                 memtables.frozen = Some(old);
                 memtables.frozen_wal_checkpoint = checkpoint;
+                let marks = std::mem::take(memtables.active_marks.get_mut());
+                memtables.frozen_marks.extend(marks);
             }
             (memtables.frozen.clone().expect("BUG: frozen memtable vanished"), memtables.frozen_wal_checkpoint)
         };
+        self.hand_over_frozen_marks()?;
         let frozen_at = began.elapsed();
         let mut pacer = FlushPacer::new(paced);
         let group = encode_group_paced(&frozen, &self.catalog, self.options.block_points_max, self.options.block_bytes_max, &mut || {
@@ -243,7 +246,11 @@ impl Inner {
             store_ms = (began.elapsed() - encoded_at).as_secs_f64() * 1e3,
             "memtable flushed"
         );
-        self.memtables.write().frozen = None;
+        {
+            let mut memtables = self.memtables.write();
+            memtables.frozen = None;
+            memtables.frozen_marks.clear();
+        }
         drop(frozen);
         self.flush.count.fetch_add(1, Ordering::Relaxed);
         *self.flush.last.lock() = Instant::now();
@@ -254,6 +261,38 @@ impl Inner {
             }
         }
         Ok(true)
+    }
+
+    /// Makes the frozen memtable's completion marks durable outside the WAL files the flush
+    /// will let go, before its group (and so its WAL checkpoint) is stored: given to the sink,
+    /// or with no sink registered, carried forward into the WAL file written now (and into the
+    /// active memtable's marks, so the next flush takes them again). See [`crate::mark`].
+    fn hand_over_frozen_marks(&self) -> Result<()> {
+        let marks = self.memtables.read().frozen_marks.clone();
+        if marks.is_empty() {
+            return Ok(());
+        }
+        let sink = self.mark_sink.lock().clone();
+        if let Some(sink) = sink {
+            // Kept (frozen) until the flush ends: `unflushed_marks` lists them meanwhile.
+            if let Err(error) = sink.checkpoint(&marks) {
+                tracing::warn!(%error, marks = marks.len(), "completion marks not checkpointed; their WAL files go all the same");
+            }
+            return Ok(());
+        }
+        if let Some(wal) = &self.wal {
+            let mut record = Vec::new();
+            crate::batch::WriteBatch::new().encode_with_marks(&marks, &mut record);
+            // After the rotation: the record lies in a file the flush does not cover.
+            let position = wal.append(&record)?;
+            wal.wait_durable(position)?;
+        }
+        let mut memtables = self.memtables.write();
+        let carried = std::mem::take(&mut memtables.frozen_marks);
+        let active = memtables.active_marks.get_mut();
+        let newer = std::mem::replace(active, carried);
+        active.extend(newer);
+        Ok(())
     }
 }
 

@@ -6,6 +6,7 @@ use super::Inner;
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::flush::add_inline;
+use crate::mark::TxMark;
 use crate::memtable::{Memtable, ResolvedSeries};
 use crate::model::{last_write_wins, SeriesId, Timestamp, ValueColumn};
 use crate::reclaim::throttle::Admission;
@@ -21,10 +22,10 @@ impl Inner {
         (self.options.memtable_bytes_max / 2).max(1)
     }
 
-    /// Writes `batch`; on a full disk, waits for reclaim (up to
+    /// Writes `batch` (with `marks` in its WAL record); on a full disk, waits for reclaim (up to
     /// [`ReclaimOptions::full_wait_max`]) and tries again instead of failing; with
     /// [`EngineOptions::throttle_writes`], delays the return as the disk fills.
-    pub(super) fn write(&self, batch: &WriteBatch) -> Result<()> {
+    pub(super) fn write(&self, batch: &WriteBatch, marks: &[TxMark]) -> Result<()> {
         let started = Instant::now();
         let wait_max = self.options.reclaim.full_wait_max;
         loop {
@@ -32,7 +33,7 @@ impl Inner {
                 self.wait_for_space(started, wait_max)?;
                 continue;
             }
-            match self.write_once(batch) {
+            match self.write_once(batch, marks) {
                 Err(e) if e.is_no_space() && started.elapsed() < wait_max => {
                     tracing::warn!(error = %e, "write paused: disk full; waiting for reclaim");
                     self.request_reclaim();
@@ -62,8 +63,8 @@ impl Inner {
         Ok(())
     }
 
-    fn write_once(&self, batch: &WriteBatch) -> Result<()> {
-        if batch.is_empty() {
+    fn write_once(&self, batch: &WriteBatch, marks: &[TxMark]) -> Result<()> {
+        if batch.is_empty() && marks.is_empty() {
             return Ok(());
         }
         self.health.check_writable()?;
@@ -89,13 +90,21 @@ impl Inner {
             self.health.poison(&e);
             return Err(e);
         }
-        if self.writes_direct(batch) {
-            return self.write_direct(batch);
+        if !batch.is_empty() && self.writes_direct(batch) {
+            self.write_direct(batch)?;
+            // The points are durable in the store; their marks go to the WAL alone, after them.
+            return if marks.is_empty() { Ok(()) } else { self.log_and_insert(&WriteBatch::new(), marks) };
         }
         self.wait_for_memory()?;
+        self.log_and_insert(batch, marks)
+    }
+
+    /// Appends `batch` and `marks` as one WAL record, inserts them into the active memtable and
+    /// its marks, and waits until the record is durable.
+    fn log_and_insert(&self, batch: &WriteBatch, marks: &[TxMark]) -> Result<()> {
         let record = self.wal.as_ref().map(|_| {
             let mut record = Vec::new();
-            batch.encode(&mut record);
+            batch.encode_with_marks(marks, &mut record);
             record
         });
         let (position, active_bytes) = {
@@ -105,6 +114,11 @@ impl Inner {
                 _ => None,
             };
             memtables.active.insert_all(batch.entries());
+            if !marks.is_empty() {
+                // Under the same shared lock as the points: a flush freezes both together, so
+                // the marks of every record in the WAL files it covers reach its sink.
+                memtables.active_marks.lock().extend_from_slice(marks);
+            }
             (position, memtables.active.bytes())
         };
         if active_bytes >= self.flush_threshold_bytes() {

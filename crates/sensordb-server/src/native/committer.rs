@@ -5,10 +5,12 @@
 //! ([`Committer::try_submit`] from the connection itself, [`Committer::submit`] or
 //! [`Committer::commit`] from a task). The committer thread takes every
 //! transaction queued at that moment (at most [`GROUP_TRANSACTIONS_MAX`], or until
-//! [`GROUP_VALUE_BYTES_MAX`]), writes their points with one `Engine::write` (one WAL record,
-//! one fdatasync under `fsync`), then records their ids in the completed-transaction log with
-//! one append and one fdatasync, and answers each. While it does I/O the next group gathers in
-//! the queue: the busier the server, the larger the groups.
+//! [`GROUP_VALUE_BYTES_MAX`]), writes their points and their completed ids (completion marks)
+//! with one `Engine::write_with_marks` (one WAL record, one fdatasync under `fsync`), remembers
+//! the ids in the completed-transaction log's memory, and answers each. One fdatasync per group:
+//! the log's file is written by the engine's flushes, off this path (see `txlog`). Without a WAL
+//! (durability `none`) the ids are appended to the log's file instead, unsynced. While it does
+//! I/O the next group gathers in the queue: the busier the server, the larger the groups.
 //!
 //! It answers a connection's transaction itself, handing COMPLETED to the connection's writer
 //! ([`Reply::Connection`]): no task per transaction waits for it, so a COMPLETE costs the
@@ -22,8 +24,8 @@
 //! hand-off saves.
 //!
 //! Atomicity and ordering: the group's merged batch is stored whole or not at all, so each
-//! transaction's points are too, and the data is durable before any of the group's ids is
-//! recorded (data first, ids second, as `txlog` requires). When the merged write fails for a
+//! transaction's points are too, with the group's ids in the same WAL record (so an id is
+//! durable exactly when its points are; without a WAL: data first, ids second). When the merged write fails for a
 //! reason that may belong to one transaction (a kind mismatch, a series deleted meanwhile, a
 //! value or WAL record too large), each transaction of the group is written alone, so only the
 //! guilty one fails. Any other failure (disk full after the engine's wait, I/O, a stopped
@@ -36,8 +38,8 @@
 
 use super::answer::{Answer, Outcome};
 use super::transaction::HeldBytes;
-use super::txlog::{CompletionGuard, TxLog};
-use sensordb_engine::{Engine, Error as EngineError, WriteBatch};
+use super::txlog::{now_ns, CompletionGuard, TxLog};
+use sensordb_engine::{Engine, Error as EngineError, TxMark, WriteBatch};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
@@ -153,7 +155,10 @@ fn run(engine: &Engine, txlog: &TxLog, on_stored: &OnStored, runtime: &tokio::ru
                 Err(_) => break,
             }
         }
-        let outcomes = write_group(engine, &mut merged, &group);
+        let logs_marks = engine.logs_marks();
+        let at_ns = now_ns();
+        let marks: Vec<TxMark> = if logs_marks { group.iter().map(|job| job.guard.mark(job.points, at_ns)).collect() } else { Vec::new() };
+        let outcomes = write_group(engine, &mut merged, &group, &marks);
         debug_assert_eq!(outcomes.len(), group.len());
         let mut stored = Vec::with_capacity(group.len());
         let mut answers = Vec::with_capacity(group.len());
@@ -167,8 +172,15 @@ fn run(engine: &Engine, txlog: &TxLog, on_stored: &OnStored, runtime: &tokio::ru
             answers.push((reply, outcome));
         }
         on_stored(stored.iter().map(|(_, points)| points).sum());
-        if let Err(error) = txlog.record_all(stored) {
-            // The points are durable; only a retry after a restart could write them again,
+        if logs_marks {
+            // Durable already, in the WAL record with the points.
+            let marked = stored.into_iter().map(|(guard, points)| {
+                let mark = guard.mark(points, at_ns);
+                (guard, mark)
+            });
+            txlog.remember_all(marked.collect());
+        } else if let Err(error) = txlog.record_all(stored) {
+            // The points are written; only a retry after a restart could write them again,
             // which stores nothing twice (same series, timestamps and values).
             tracing::warn!(%error, "cannot record completed transaction ids");
         }
@@ -178,17 +190,19 @@ fn run(engine: &Engine, txlog: &TxLog, on_stored: &OnStored, runtime: &tokio::ru
     }
 }
 
-/// Writes the group's batches, merged into one write when there are several; one outcome per
-/// job, in order.
-fn write_group(engine: &Engine, merged: &mut WriteBatch, group: &[Job]) -> Vec<Outcome> {
-    let alone = |job: &Job| -> Outcome {
-        if job.batch.is_empty() {
+/// Writes the group's batches, merged into one write when there are several, with `marks`
+/// (one per job, in order, or none when the engine keeps no WAL); one outcome per job, in order.
+fn write_group(engine: &Engine, merged: &mut WriteBatch, group: &[Job], marks: &[TxMark]) -> Vec<Outcome> {
+    debug_assert!(marks.is_empty() || marks.len() == group.len());
+    let alone = |(i, job): (usize, &Job)| -> Outcome {
+        let mark = marks.get(i..=i).unwrap_or(&[]);
+        if job.batch.is_empty() && mark.is_empty() {
             return Ok(());
         }
-        engine.write(&job.batch).map_err(Arc::new)
+        engine.write_with_marks(&job.batch, mark).map_err(Arc::new)
     };
     if group.len() == 1 {
-        return group.iter().map(alone).collect();
+        return group.iter().enumerate().map(alone).collect();
     }
     merged.clear();
     let mut mergeable = true;
@@ -202,12 +216,12 @@ fn write_group(engine: &Engine, merged: &mut WriteBatch, group: &[Job]) -> Vec<O
         }
     }
     if !mergeable {
-        return group.iter().map(alone).collect();
+        return group.iter().enumerate().map(alone).collect();
     }
-    let written = if merged.is_empty() { Ok(()) } else { engine.write(merged) };
+    let written = if merged.is_empty() && marks.is_empty() { Ok(()) } else { engine.write_with_marks(merged, marks) };
     match written {
         Ok(()) => group.iter().map(|_| Ok(())).collect(),
-        Err(error) if may_belong_to_one(&error) => group.iter().map(alone).collect(),
+        Err(error) if may_belong_to_one(&error) => group.iter().enumerate().map(alone).collect(),
         Err(error) => {
             let error = Arc::new(error);
             group.iter().map(|_| Err(error.clone())).collect()
@@ -257,7 +271,7 @@ mod tests {
         let (a, _) = job(&log, 1, live, 0..10).await;
         let (b, _) = job(&log, 2, doomed, 0..10).await;
         let (c, _) = job(&log, 3, live, 10..25).await;
-        let outcomes = write_group(&engine, &mut merged, &[a, b, c]);
+        let outcomes = write_group(&engine, &mut merged, &[a, b, c], &[]);
         assert!(outcomes[0].is_ok() && outcomes[2].is_ok(), "{outcomes:?}");
         assert!(matches!(&outcomes[1], Err(error) if matches!(**error, EngineError::SeriesDeleted(_))), "{outcomes:?}");
         let stored: Vec<i64> = engine.read(live, i64::MIN, i64::MAX).points().map(|p| p.expect("reads").timestamp).collect();
@@ -294,5 +308,47 @@ mod tests {
         assert_eq!(log.lookup(&([2; 16], [39; 16])), Some(1));
         assert_eq!(engine.read(live, 100, 200).points().count(), 30);
         assert_eq!(counted.load(std::sync::atomic::Ordering::Relaxed), 30);
+    }
+
+    /// A commit group costs one fdatasync, the WAL's: the ids travel in its record, and the
+    /// log's file is written (and synced) by the engine's flush, off the commit path. Before,
+    /// each group also synced the log's file.
+    #[tokio::test]
+    async fn a_commit_group_costs_one_fdatasync_and_a_flush_checkpoints_its_ids() {
+        use sensordb_engine::test_support::fs::FaultyFs;
+        use sensordb_engine::RealFs;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = Arc::new(FaultyFs::new(Arc::new(RealFs)));
+        let options = EngineOptions { durability: Durability::Fsync, fs: fs.clone(), ..Default::default() };
+        let engine = Arc::new(Engine::open(dir.path(), options).expect("engine"));
+        let (log, _) = TxLog::open(dir.path(), TxLogOptions::default()).expect("log");
+        engine.set_mark_sink(Some(log.clone()));
+        let series = engine.series_id(&SeriesKey::new("m", [("s", "one")], "v").expect("key"), ValueKind::F64).expect("series");
+        let mut first = WriteBatch::new();
+        first.push(series, 0, Value::F64(0.0)).expect("push");
+        // The new series' catalog sync, out of the count.
+        engine.write(&first).expect("written");
+
+        let (committer, thread) = Committer::start(engine.clone(), log.clone(), Box::new(|_| {})).expect("committer");
+        let (syncs_before, log_syncs_before) = (fs.data_syncs(), log.appends_synced());
+        for n in 1..=5u8 {
+            let Begin::Started(guard) = log.begin(([4; 16], [n; 16])).await else { panic!("new id") };
+            let mut batch = WriteBatch::new();
+            batch.push(series, i64::from(n), Value::F64(1.0)).expect("push");
+            // One at a time: each commit is a group of its own.
+            committer.commit(batch, 1, guard).await.expect("stored");
+        }
+        assert_eq!(fs.data_syncs() - syncs_before, 5, "one fdatasync per group");
+        assert_eq!(log.appends_synced(), log_syncs_before, "none of the log's");
+        assert_eq!(log.lookup(&([4; 16], [5; 16])), Some(1), "remembered");
+        drop(committer);
+        thread.join().expect("the thread ends");
+
+        engine.flush().expect("flushed");
+        assert_eq!(log.appends_synced(), log_syncs_before + 1, "the flush checkpointed the ids with one sync");
+        drop(log);
+        let (reopened, report) = TxLog::open(dir.path(), TxLogOptions::default()).expect("reopened");
+        assert_eq!(report.loaded, 5, "the checkpoint holds every id of the flushed data");
+        assert_eq!(reopened.lookup(&([4; 16], [3; 16])), Some(1));
     }
 }

@@ -20,7 +20,7 @@
 use super::answer::{engine_error_code, error_frame, Answer, Completing, Outcome};
 use super::committer::{Committer, Job, Reply, SMALL_TRANSACTION_BYTES};
 use super::transaction::{HeldBytes, OpenTransaction};
-use super::txlog::{Begin, TxLog};
+use super::txlog::{now_ns, Begin, TxLog};
 use crate::auth::{AuthError, Scope};
 use crate::state::{ServerState, ShutdownSignal};
 use bytes::{Buf, Bytes, BytesMut};
@@ -265,6 +265,16 @@ impl Connection {
     }
 
     async fn handle(&mut self, frame: Frame, held: Option<HeldBytes>) -> Flow {
+        // Only a SEND keeps its bytes (its records, in the transaction's batch). Any other
+        // frame's permits go before it is handled: a COMPLETE's before its transaction is
+        // handed to whoever answers it, so every permit of a transaction is released by the
+        // time COMPLETED leaves.
+        let held = if matches!(frame, Frame::Send { .. }) {
+            held
+        } else {
+            drop(held);
+            None
+        };
         let Some(client_id) = self.client_id else {
             return self.hello(frame).await;
         };
@@ -529,7 +539,10 @@ impl Connection {
         let small = batch.value_bytes() <= SMALL_TRANSACTION_BYTES;
         if small && self.state.engine.admission() != Admission::WaitForSpace {
             match self.txlog.try_begin(key) {
-                Some(Begin::Known(points)) => return answer.already_completed(points),
+                Some(Begin::Known(points)) => {
+                    drop(held);
+                    return answer.already_completed(points);
+                }
                 Some(Begin::Started(guard)) => {
                     let job = Job { batch, points, guard, held, reply: Reply::Connection(answer) };
                     if let Err(job) = self.committer.try_submit(job) {
@@ -558,7 +571,11 @@ async fn finish(
 ) {
     let state = answer.state.clone();
     let guard = match txlog.begin(key).await {
-        Begin::Known(points) => return answer.already_completed(points),
+        Begin::Known(points) => {
+            // Permits go before the answer leaves: once answered, the bytes are released.
+            drop(held);
+            return answer.already_completed(points);
+        }
         Begin::Started(guard) => guard,
     };
     if let Err(error) = state.wait_for_space().await {
@@ -570,6 +587,14 @@ async fn finish(
     }
     let writer = state.clone();
     let task = tokio::task::spawn_blocking(move || {
+        if writer.engine.logs_marks() {
+            // The id in the WAL record of the points, as the committer writes it.
+            let mark = guard.mark(points, now_ns());
+            writer.engine.write_with_marks(&batch, &[mark]).map_err(Arc::new)?;
+            writer.metrics.points_written.fetch_add(points, Ordering::Relaxed);
+            txlog.remember_all(vec![(guard, mark)]);
+            return Ok(());
+        }
         if !batch.is_empty() {
             writer.engine.write(&batch).map_err(Arc::new)?;
         }

@@ -7,8 +7,8 @@
 //! - [`connection`]: one connection: a reader task (frames, byte permits for backpressure), a
 //!   writer task (answers, batched), and the state machine between them.
 //! - [`answer`]: the answer to a COMPLETE, shared by the connection and the committer.
-//! - [`committer`]: the thread that writes small transactions in groups (one engine write and
-//!   one log sync per group).
+//! - [`committer`]: the thread that writes small transactions in groups (one engine write, with
+//!   the completed ids in its WAL record: one fdatasync per group).
 //! - [`transaction`]: an open transaction's buffered points.
 //! - [`batch_sink`]: SEND records decoded straight into a transaction's write batch.
 //! - [`txlog`]: the durable window of completed transaction ids that makes retries idempotent.
@@ -49,6 +49,14 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown:
             return;
         }
     };
+    if state.engine.logs_marks() {
+        // Completed ids travel in the WAL with their points; flushes checkpoint them into the
+        // log. The sink first, then the marks not flushed yet: every mark is in one or the other.
+        state.engine.set_mark_sink(Some(txlog.clone()));
+        let unflushed = state.engine.unflushed_marks();
+        txlog.remember(&unflushed);
+        tracing::info!(remembered = txlog.len(), from_wal = unflushed.len(), "completed transaction ids of the WAL remembered");
+    }
     let on_stored = {
         let state = state.clone();
         Box::new(move |points| {

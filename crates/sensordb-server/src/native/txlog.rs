@@ -1,6 +1,7 @@
 //! The completed-transaction log: which (client id, transaction id) pairs were completed
-//! recently, kept durably in `<data_dir>/transactions.log` so a retried transaction whose
-//! COMPLETED answer was lost is answered again without writing its points a second time.
+//! recently, so a retried transaction whose COMPLETED answer was lost is answered again without
+//! writing its points a second time. Kept in memory, and durably in the engine's WAL and in
+//! `<data_dir>/transactions.log`.
 //!
 //! File (version 1), all integers little-endian:
 //! ```text
@@ -8,13 +9,45 @@
 //! record, 52 bytes:  [16] client id | [16] transaction id | i64 completed at (Unix ns) |
 //!                    u64 points | u32 CRC32C of the record's first 48 bytes
 //! ```
-//! Records are appended after the transaction's batch is durable in the engine, and synced
-//! (fdatasync, group-committed across concurrent completions) when the server runs with
-//! `durability = "fsync"`. At open a torn tail is cut, a record with a bad checksum is skipped
-//! (reported), and records outside the window are dropped. The window keeps the newest
-//! [`TxLogOptions::max_entries`] ids no older than [`TxLogOptions::max_age`]; the file is rewritten
-//! (temporary file, fsync, rename, fsync of the directory) when it holds more than twice the
-//! live records plus [`COMPACT_SLACK`], and at open when anything expired or was damaged.
+//! At open a torn tail is cut, a record with a bad checksum is skipped (reported), and records
+//! outside the window are dropped. The window keeps the newest [`TxLogOptions::max_entries`] ids
+//! no older than [`TxLogOptions::max_age`]; the file is rewritten (temporary file, fsync, rename,
+//! fsync of the directory) when it holds more than twice the live records plus
+//! [`COMPACT_SLACK`], and at open when anything expired or was damaged.
+//!
+//! # Where a completion is made durable: one fdatasync per commit group
+//! When the engine keeps a WAL (`Engine::logs_marks`, durability `os` or `fsync`), a completed
+//! id travels as a completion mark ([`TxMark`]) in the WAL record of the transaction's points
+//! (`Engine::write_with_marks`): points and id become durable in the same group commit, one
+//! fdatasync, and the id is then only remembered in memory here ([`TxLog::remember_all`]); the
+//! file is not touched on the commit path. The file is the checkpoint of the ids whose WAL files
+//! are trimmed: this log is the engine's [`MarkSink`], and every flush hands it the marks of the
+//! flushed memtable ([`MarkSink::checkpoint`]: append, fdatasync under `fsync`) *before* the
+//! flush stores its segment group, whose WAL checkpoint is what lets the WAL files go. At start
+//! the server registers the sink, then takes `Engine::unflushed_marks` (the marks WAL replay
+//! found, and any carried forward by flushes that ran before a sink was registered).
+//!
+//! Crash analysis (durability `fsync`; under `os` the same holds for a process crash):
+//! - When COMPLETED is sent, the WAL record holding the points and the id has been fdatasynced.
+//!   A crash before the next flush: WAL replay finds the mark, the retry is answered as already
+//!   completed.
+//! - A flush: (1) the memtable and its marks are frozen and the WAL rotated; (2) the marks are
+//!   appended here and synced; (3) the segment group with the new WAL checkpoint is stored; (4)
+//!   the covered WAL files are deleted. A crash before (2) ends: the WAL still holds the marks.
+//!   Between (2) and (3): the marks are both here and in the WAL, replayed again (remembering an
+//!   id twice is harmless). After (3), whether or not (4) ran (recovery deletes covered files):
+//!   the marks are here. No moment leaves a mark in neither place.
+//! - A flush before a sink is registered (at start-up) carries the marks forward: it appends
+//!   them again to the new WAL file, synced, before (3).
+//! - If (2) fails (disk error), the flush goes on and the failure is logged: the points are
+//!   stored, and until the next restart this process still answers retries from memory; after a
+//!   crash a retry would write the same points again, which stores nothing twice (a repeated
+//!   (series, timestamp) keeps one value, here the same). The same as a failed append before.
+//!
+//! Without a WAL (durability `none`), completions are appended here after the points are
+//! written ([`TxLog::record_all`]), unsynced, as before: nothing is durable in that mode anyway.
+//! With `sync`, [`TxLog::record_all`] and checkpoints fdatasync (group-committed across
+//! concurrent callers).
 //!
 //! Zeros ahead: with `sync`, the file is kept written with zeros up to [`ZERO_AHEAD_BYTES`] past
 //! its last record (extended a step at a time, synced with the records), so an append overwrites
@@ -23,17 +56,21 @@
 //! zeros at the end are that tail, the clean end of the log, not damage (a record of zeros never
 //! has a valid checksum).
 //!
-//! Ordering: data first, id second. A crash between the two leaves durable points whose id is
-//! not recorded; the client's retry then writes the same points again, which stores nothing
-//! twice because a repeated (series, timestamp) keeps one value, the last written (here the same
-//! value).
+//! Ordering: data first, id second, in both modes (in the WAL the id is in the data's own
+//! record). A crash between the two leaves durable points whose id is not recorded; the client's
+//! retry then writes the same points again, which stores nothing twice.
+//!
+//! Over 600 lines with its tests: the file format, the window and the two ways ids become
+//! durable share the one state and its locks; splitting them would expose that state.
 
 use parking_lot::Mutex;
+use sensordb_engine::{MarkSink, TxMark};
 use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
@@ -107,6 +144,8 @@ pub struct TxLog {
     state: Mutex<State>,
     file: Mutex<FileState>,
     synced_seq: Mutex<u64>,
+    /// fdatasyncs of the file by appends (not rewrites): what completions cost in syncs here.
+    appends_synced: AtomicU64,
 }
 
 /// The outcome of [`TxLog::begin`].
@@ -125,7 +164,7 @@ pub struct CompletionGuard {
     _done: watch::Sender<()>,
 }
 
-fn now_ns() -> i64 {
+pub fn now_ns() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
 }
 
@@ -168,7 +207,12 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 impl State {
+    /// Remembers `key` unless it is known already (a mark found both in the file and in the WAL,
+    /// say): the first completion counts.
     fn insert(&mut self, key: TxKey, entry: Entry, options: &TxLogOptions) {
+        if self.known.contains_key(&key) {
+            return;
+        }
         self.known.insert(key, entry);
         self.order.push_back((entry.at_ns, key));
         self.expire(options, now_ns());
@@ -260,6 +304,7 @@ impl TxLog {
             state: Mutex::new(state),
             file: Mutex::new(FileState { file: Arc::new(file), records, written_seq: 0, end, zeroed_to: end }),
             synced_seq: Mutex::new(0),
+            appends_synced: AtomicU64::new(0),
         });
         if log.needs_compaction() || report.damaged > 0 || report.expired > 0 {
             log.compact()?;
@@ -278,6 +323,20 @@ impl TxLog {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// fdatasyncs of the file by appends so far (completions without a WAL, checkpoints).
+    pub fn appends_synced(&self) -> u64 {
+        self.appends_synced.load(Ordering::Relaxed)
+    }
+
+    /// Remembers completions found elsewhere (the engine's unflushed marks, at start), in
+    /// memory only: they are durable where they were found. Expired ones are dropped.
+    pub fn remember(&self, marks: &[TxMark]) {
+        let mut state = self.state.lock();
+        for mark in marks {
+            state.insert((mark.client, mark.tx), Entry { at_ns: mark.completed_at_ns, points: mark.points }, &self.options);
+        }
     }
 
     /// The points of a completed transaction, if it is in the window.
@@ -367,6 +426,7 @@ impl TxLog {
                     (file.written_seq, file.file.clone())
                 };
                 handle.sync_data()?;
+                self.appends_synced.fetch_add(1, Ordering::Relaxed);
                 *synced = target;
             }
         }
@@ -408,9 +468,15 @@ impl TxLog {
 
 impl CompletionGuard {
     /// Records the completion durably, after the transaction's points are durable. Blocking.
+    /// (Without a WAL; with one, see [`CompletionGuard::mark`].)
     pub fn record(self, points: u64) -> io::Result<()> {
         let log = self.log.clone();
         log.record_all(vec![(self, points)])
+    }
+
+    /// The completion mark to write with the transaction's points, completed at `at_ns`.
+    pub fn mark(&self, points: u64, at_ns: i64) -> TxMark {
+        TxMark { client: self.key.0, tx: self.key.1, completed_at_ns: at_ns, points }
     }
 }
 
@@ -438,6 +504,49 @@ impl TxLog {
         }
         drop(completed);
         written?;
+        if self.needs_compaction() {
+            self.compact()?;
+        }
+        Ok(())
+    }
+}
+
+impl TxLog {
+    /// Remembers completions whose marks were written durably with their points (the WAL
+    /// carries them until a flush checkpoints them here), in memory only: no file I/O. Before
+    /// the guards go, so a retry waiting for one finds the id known.
+    pub fn remember_all(&self, completed: Vec<(CompletionGuard, TxMark)>) {
+        let mut state = self.state.lock();
+        for (guard, mark) in &completed {
+            assert!(std::ptr::eq(Arc::as_ptr(&guard.log), self), "BUG: a completion guard of another log");
+            debug_assert_eq!(guard.key, (mark.client, mark.tx));
+            state.insert(guard.key, Entry { at_ns: mark.completed_at_ns, points: mark.points }, &self.options);
+        }
+        drop(state);
+        drop(completed);
+    }
+}
+
+/// The engine's flushes hand over the marks of the data they store, before the WAL files that
+/// held them go: appended (and synced, with `sync`) here. Called on the engine's flush thread.
+impl MarkSink for TxLog {
+    fn checkpoint(&self, marks: &[TxMark]) -> io::Result<()> {
+        let oldest = now_ns().saturating_sub(self.options.max_age.as_nanos() as i64);
+        let mut records = Vec::with_capacity(marks.len() * RECORD_LEN);
+        let mut count = 0;
+        {
+            let mut state = self.state.lock();
+            for mark in marks.iter().filter(|mark| mark.completed_at_ns >= oldest) {
+                let (key, entry) = ((mark.client, mark.tx), Entry { at_ns: mark.completed_at_ns, points: mark.points });
+                records.extend_from_slice(&encode_record(&key, entry));
+                count += 1;
+                state.insert(key, entry, &self.options);
+            }
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        self.append(&records, count)?;
         if self.needs_compaction() {
             self.compact()?;
         }
