@@ -138,7 +138,8 @@ fn is_tag_ref(expr: &Expr, row: &dyn Row) -> bool {
     matches!(expr, Expr::VarRef(v) if !v.name.eq_ignore_ascii_case("time") && v.data_type.is_none_or(|t| t == DataType::Tag) && row.field(&v.name).is_none())
 }
 
-/// `left op right` for arithmetic and comparison operators.
+/// `left op right` for arithmetic and comparison operators. As in InfluxDB, dividing by zero
+/// gives 0 (not infinity or NaN) and so does an integer remainder by zero.
 pub fn apply(op: BinaryOp, left: &FieldValue, right: &FieldValue) -> FieldValue {
     use FieldValue::{Boolean, Float, Integer, Null, Unsigned};
     match op {
@@ -158,8 +159,10 @@ pub fn apply(op: BinaryOp, left: &FieldValue, right: &FieldValue) -> FieldValue 
                 BinaryOp::Add => Integer(a.wrapping_add(*b)),
                 BinaryOp::Sub => Integer(a.wrapping_sub(*b)),
                 BinaryOp::Mul => Integer(a.wrapping_mul(*b)),
+                BinaryOp::Div if *b == 0 => Float(0.0),
                 BinaryOp::Div => Float(*a as f64 / *b as f64),
-                BinaryOp::Mod if *b != 0 => Integer(a.wrapping_rem(*b)),
+                BinaryOp::Mod if *b == 0 => Integer(0),
+                BinaryOp::Mod => Integer(a.wrapping_rem(*b)),
                 BinaryOp::BitAnd => Integer(a & b),
                 BinaryOp::BitOr => Integer(a | b),
                 BinaryOp::BitXor => Integer(a ^ b),
@@ -169,8 +172,10 @@ pub fn apply(op: BinaryOp, left: &FieldValue, right: &FieldValue) -> FieldValue 
                 BinaryOp::Add => Unsigned(a.wrapping_add(*b)),
                 BinaryOp::Sub => Unsigned(a.wrapping_sub(*b)),
                 BinaryOp::Mul => Unsigned(a.wrapping_mul(*b)),
+                BinaryOp::Div if *b == 0 => Unsigned(0),
                 BinaryOp::Div => Float(*a as f64 / *b as f64),
-                BinaryOp::Mod if *b != 0 => Unsigned(a % b),
+                BinaryOp::Mod if *b == 0 => Unsigned(0),
+                BinaryOp::Mod => Unsigned(a % b),
                 _ => Null,
             },
             (Boolean(a), Boolean(b)) => match op {
@@ -185,6 +190,7 @@ pub fn apply(op: BinaryOp, left: &FieldValue, right: &FieldValue) -> FieldValue 
                     BinaryOp::Add => Float(a + b),
                     BinaryOp::Sub => Float(a - b),
                     BinaryOp::Mul => Float(a * b),
+                    BinaryOp::Div if b == 0.0 => Float(0.0),
                     BinaryOp::Div => Float(a / b),
                     BinaryOp::Mod => Float(a % b),
                     _ => Null,

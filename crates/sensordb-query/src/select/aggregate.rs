@@ -216,6 +216,9 @@ fn cells(agg: &Agg, rows: &Rows<'_>, buckets: &[Bucket], fill: &Fill) -> Result<
                     out.push(Cell { time: bucket.start, value: r.value, empty: false, point_time: r.time });
                 }
             }
+            if out.len() == buckets.len() {
+                fill_reduced(fill, *reducer, &mut out);
+            }
             out
         }
         Agg::Literal(value) => {
@@ -278,6 +281,27 @@ fn cells(agg: &Agg, rows: &Rows<'_>, buckets: &[Bucket], fill: &Fill) -> Result<
                 .collect()
         }
     })
+}
+
+/// Fills the empty buckets of one aggregate's column, before any math over it, as InfluxDB
+/// fills its aggregate iterators: `fill(5)` on `mean(x) * 2` shows 10. A fill value takes the
+/// aggregate's type (`fill(0)` on a mean is the float 0). Filled cells are no longer empty, so
+/// nothing fills them again above.
+fn fill_reduced(fill: &Fill, reducer: crate::reduce::Reducer, column: &mut [Cell]) {
+    use crate::reduce::Reducer;
+    if matches!(fill, Fill::Null | Fill::None) {
+        return;
+    }
+    let float_output =
+        matches!(reducer, Reducer::Mean | Reducer::Stddev) || column.iter().any(|c| !c.empty && matches!(c.value, FieldValue::Float(_)));
+    let fill = match fill {
+        Fill::Value(FieldValue::Integer(n)) if float_output => Fill::Value(FieldValue::Float(*n as f64)),
+        other => other.clone(),
+    };
+    fill_cells(&fill, column);
+    for cell in column.iter_mut().filter(|c| c.empty && !c.value.is_null()) {
+        cell.empty = false;
+    }
 }
 
 /// Fills the empty cells of one per-bucket column.

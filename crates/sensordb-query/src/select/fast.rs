@@ -231,8 +231,14 @@ pub(super) fn run(
             cells.push(accs.iter().map(|a| a.result(*reducer)).collect());
             empty.push(accs.iter().map(|a| a.count == 0).collect());
         }
-        for (column, empty) in cells.iter_mut().zip(&empty) {
+        for ((column, empty), (reducer, _)) in cells.iter_mut().zip(&empty).zip(&calls) {
             let mut values: Vec<FieldValue> = column.iter().map(|c| c.0.clone()).collect();
+            // A fill value takes the aggregate's type, as on the general path (`fill_reduced`).
+            let float_output = *reducer == Reducer::Mean || values.iter().zip(empty).any(|(v, e)| !e && matches!(v, FieldValue::Float(_)));
+            let fill = match &fill {
+                Fill::Value(FieldValue::Integer(n)) if float_output => Fill::Value(FieldValue::Float(*n as f64)),
+                other => other.clone(),
+            };
             fill_column(&fill, &starts, &mut values, empty);
             for (cell, value) in column.iter_mut().zip(values) {
                 cell.0 = value;

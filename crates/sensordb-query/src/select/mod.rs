@@ -7,6 +7,7 @@ mod aggregate;
 pub(crate) mod fast;
 pub(crate) mod plan;
 mod raw;
+mod subquery;
 pub(crate) mod table;
 
 use crate::error::QueryError;
@@ -46,13 +47,16 @@ pub struct Context<'a> {
 /// Runs a SELECT statement.
 pub fn select(context: &Context<'_>, statement: &SelectStatement) -> Result<Vec<ResultSeries>, QueryError> {
     let budget = Budget { max_points: context.limits.max_points_scanned, used: std::cell::Cell::new(0) };
-    run(context, statement, TimeRange::ALL, &budget)
+    run(context, statement, TimeRange::ALL, None, &budget)
 }
 
+/// Runs `statement` within `outer_range`; `per_series_limit` (the outer query's GROUP BY) makes
+/// raw LIMIT and OFFSET count as InfluxDB's engine does then (see [`limit_per_series`]).
 fn run(
     context: &Context<'_>,
     statement: &SelectStatement,
     outer_range: TimeRange,
+    per_series_limit: Option<&[Dimension]>,
     budget: &Budget,
 ) -> Result<Vec<ResultSeries>, QueryError> {
     if statement.into.is_some() {
@@ -74,7 +78,7 @@ fn run(
     let mut regex_sources: Vec<&Expr> = statement.fields.iter().map(|f| &f.expr).collect();
     regex_sources.extend(condition.as_ref());
     let regexes = Regexes::compile(regex_sources)?;
-    if aggregate {
+    if aggregate && per_series_limit.is_none() {
         if let Some(series) = fast::run(context, statement, range, condition.as_ref(), interval, &regexes, budget)? {
             return Ok(finish(statement, series));
         }
@@ -83,7 +87,11 @@ fn run(
     let mut tables = Vec::new();
     for source in &statement.sources {
         match source {
-            Source::Subquery(inner) => tables.extend(tables_of_result(run(context, inner, range, budget)?)),
+            Source::Subquery(inner) => {
+                let (inner, per_series) = subquery::under(inner, statement);
+                let outer_dimensions = per_series.then_some(statement.group_by.as_slice());
+                tables.extend(tables_of_result(run(context, &inner, range, outer_dimensions, budget)?));
+            }
             Source::Measurement(m) => {
                 let database = m.database.as_deref().unwrap_or(context.database);
                 let names: Vec<String> = match &m.name {
@@ -108,44 +116,63 @@ fn run(
             }
         }
     }
-    // Rows outside the range (a subquery's bucket times) and rows the condition rejects go.
+    // Rows the condition rejects go. A subquery's rows are not cut to the range again: its
+    // buckets carry their start times, which may lie before the range that made them, and
+    // InfluxDB keeps them (`WHERE time > '00:00'` around `GROUP BY time(10m)` keeps 00:00).
     for table in &mut tables {
-        keep_rows(table, range, condition.as_ref(), &regexes);
+        keep_rows(table, condition.as_ref(), &regexes);
     }
     tables.retain(|t| !t.times.is_empty());
+    let mut limited = match per_series_limit {
+        Some(outer) if !aggregate => Some(limit_per_series(statement, &tables, outer, &regexes)?),
+        _ => None,
+    };
     let groups = group(&tables, &statement.group_by)?;
     let mut series = Vec::new();
     for ((name, tags), members) in groups {
         let mut out = if aggregate {
             aggregate::run(statement, &members, range, interval, context, &regexes)?
+        } else if let Some(limited) = &mut limited {
+            limited.remove(&(name.clone(), tags.clone())).unwrap_or_default()
         } else {
             raw::run(statement, &members, &regexes)?
         };
-        out.name = name;
-        out.tags = tags;
-        series.push(out);
-    }
-    Ok(finish(statement, series))
-}
-
-/// ORDER BY, OFFSET, LIMIT per series, then SOFFSET and SLIMIT over them; empty series go.
-fn finish(statement: &SelectStatement, all: Vec<ResultSeries>) -> Vec<ResultSeries> {
-    let mut series = Vec::with_capacity(all.len());
-    for mut out in all {
         if out.rows.is_empty() {
             continue;
         }
-        if statement.order == SortOrder::Descending {
-            out.rows.reverse();
-        }
-        let offset = statement.offset.unwrap_or(0) as usize;
-        out.rows.drain(..offset.min(out.rows.len()));
-        if let Some(limit) = statement.limit {
-            out.rows.truncate(limit as usize);
+        out.name = name;
+        out.tags = tags;
+        if limited.is_none() {
+            order_and_limit(statement, &mut out.rows);
         }
         if !out.rows.is_empty() {
             series.push(out);
         }
+    }
+    // InfluxDB walks series in descending key order too when the points run backwards.
+    if statement.order == SortOrder::Descending {
+        series.reverse();
+    }
+    let series_offset = statement.series_offset.unwrap_or(0) as usize;
+    series.drain(..series_offset.min(series.len()));
+    if let Some(limit) = statement.series_limit {
+        series.truncate(limit as usize);
+    }
+    Ok(series)
+}
+
+/// Orders and limits the rows of each series, drops empty ones, then orders the series and
+/// applies SOFFSET and SLIMIT, as the general path does.
+fn finish(statement: &SelectStatement, all: Vec<ResultSeries>) -> Vec<ResultSeries> {
+    let mut series = Vec::with_capacity(all.len());
+    for mut out in all {
+        order_and_limit(statement, &mut out.rows);
+        if !out.rows.is_empty() {
+            series.push(out);
+        }
+    }
+    if statement.order == SortOrder::Descending {
+        series.reverse();
     }
     let series_offset = statement.series_offset.unwrap_or(0) as usize;
     series.drain(..series_offset.min(series.len()));
@@ -153,6 +180,63 @@ fn finish(statement: &SelectStatement, all: Vec<ResultSeries>) -> Vec<ResultSeri
         series.truncate(limit as usize);
     }
     series
+}
+
+/// Puts rows in the statement's order and applies its OFFSET and LIMIT.
+fn order_and_limit(statement: &SelectStatement, rows: &mut Vec<crate::result::ResultRow>) {
+    if statement.order == SortOrder::Descending {
+        rows.reverse();
+    }
+    let offset = statement.offset.unwrap_or(0) as usize;
+    rows.drain(..offset.min(rows.len()));
+    if let Some(limit) = statement.limit {
+        rows.truncate(limit as usize);
+    }
+}
+
+/// The rows of a raw subquery limited as InfluxDB 1.8's engine limits them when the outer
+/// query groups differently: LIMIT and OFFSET first apply to each stored series (table); the
+/// series of one outer group are then merged in time order and limited again, the count
+/// starting over whenever the inner group changes from one row to the next. By inner group.
+fn limit_per_series(
+    statement: &SelectStatement,
+    tables: &[Table],
+    outer: &[Dimension],
+    regexes: &Regexes,
+) -> Result<BTreeMap<GroupKey, ResultSeries>, QueryError> {
+    let offset = statement.offset.unwrap_or(0) as usize;
+    let mut kept: BTreeMap<GroupKey, ResultSeries> = BTreeMap::new();
+    for members in group(tables, outer)?.into_values() {
+        let mut rows = Vec::new();
+        let mut shape = None;
+        for table in members {
+            let Some(key) = group(std::slice::from_ref(table), &statement.group_by)?.into_keys().next() else { continue };
+            let mut out = raw::run(statement, &[table], regexes)?;
+            order_and_limit(statement, &mut out.rows);
+            shape.get_or_insert((out.columns, out.has_time));
+            rows.extend(out.rows.into_iter().map(|row| (key.clone(), row)));
+        }
+        match statement.order {
+            SortOrder::Descending => rows.sort_by_key(|(_, row)| std::cmp::Reverse(row.time)),
+            _ => rows.sort_by_key(|(_, row)| row.time),
+        }
+        let (columns, has_time) = shape.unwrap_or_default();
+        let mut previous: Option<GroupKey> = None;
+        let mut count = 0;
+        for (key, row) in rows {
+            if previous.as_ref() != Some(&key) {
+                previous = Some(key.clone());
+                count = 0;
+            }
+            count += 1;
+            if count <= offset || statement.limit.is_some_and(|l| count - offset > l as usize) {
+                continue;
+            }
+            let series = kept.entry(key).or_insert_with(|| ResultSeries { columns: columns.clone(), has_time, ..ResultSeries::default() });
+            series.rows.push(row);
+        }
+    }
+    Ok(kept)
 }
 
 /// The measurements of a database, sorted.
@@ -197,13 +281,9 @@ fn collect_names(expr: &Expr, out: &mut Vec<String>) -> bool {
     }
 }
 
-fn keep_rows(table: &mut Table, range: TimeRange, condition: Option<&Expr>, regexes: &Regexes) {
-    let keep: Vec<bool> = (0..table.times.len())
-        .map(|i| {
-            let t = table.times[i];
-            t >= range.from && t <= range.to && condition.is_none_or(|c| holds(c, &TableRow { table, index: i }, regexes))
-        })
-        .collect();
+fn keep_rows(table: &mut Table, condition: Option<&Expr>, regexes: &Regexes) {
+    let Some(condition) = condition else { return };
+    let keep: Vec<bool> = (0..table.times.len()).map(|i| holds(condition, &TableRow { table, index: i }, regexes)).collect();
     if keep.iter().all(|&k| k) {
         return;
     }
@@ -261,3 +341,5 @@ pub(crate) fn merged_rows<'t>(members: &[&'t Table]) -> Vec<(i64, &'t Table, usi
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tsbs_tests;

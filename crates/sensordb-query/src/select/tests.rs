@@ -82,7 +82,8 @@ fn empty_buckets_are_filled_as_asked() {
     assert_eq!(q("fill(none)"), vec![(0, vec![F(10.0)]), (20 * S, vec![F(30.0)])]);
     assert_eq!(q("fill(previous)"), vec![(0, vec![F(10.0)]), (10 * S, vec![F(10.0)]), (20 * S, vec![F(30.0)]), (30 * S, vec![F(30.0)])]);
     assert_eq!(q("fill(linear)"), vec![(0, vec![F(10.0)]), (10 * S, vec![F(20.0)]), (20 * S, vec![F(30.0)]), (30 * S, vec![N])]);
-    assert_eq!(q("fill(-1)"), vec![(0, vec![F(10.0)]), (10 * S, vec![I(-1)]), (20 * S, vec![F(30.0)]), (30 * S, vec![I(-1)])]);
+    assert_eq!(q("fill(-1)"), vec![(0, vec![F(10.0)]), (10 * S, vec![F(-1.0)]), (20 * S, vec![F(30.0)]), (30 * S, vec![F(-1.0)])]);
+    // (The fill value takes the aggregate's type: a mean is a float, so fill(-1) shows the float -1, as in InfluxDB.)
     // count reports 0 for an empty bucket; fill(none) drops it.
     let counts = only("SELECT count(usage) FROM cpu WHERE host = 'b' AND time >= 0 AND time < 40s GROUP BY time(10s)");
     assert_eq!(counts.iter().map(|r| r.1[0].clone()).collect::<Vec<_>>(), vec![I(1), I(0), I(1), I(0)]);

@@ -14,6 +14,7 @@
 
 mod admin;
 mod engine_storage;
+mod into;
 pub mod render;
 
 use super::{json_response, v1_token, ApiError, HttpState};
@@ -34,7 +35,15 @@ const DEFAULT_CHUNK_SIZE: usize = 10_000;
 
 /// Whether a statement only reads.
 fn reads_only(statement: &Statement) -> bool {
-    !matches!(
+    match statement {
+        Statement::Select(select) => select.into.is_none(),
+        _ => !deletes(statement),
+    }
+}
+
+/// Whether a statement may remove series (so cached series ids must go).
+fn deletes(statement: &Statement) -> bool {
+    matches!(
         statement,
         Statement::CreateDatabase(_)
             | Statement::DropDatabase(_)
@@ -120,7 +129,7 @@ fn run_statements(
     let context = Context { storage: &storage, database, now, limits };
     let mut results = Vec::with_capacity(statements.len());
     for statement in statements {
-        let deletes = !reads_only(statement);
+        let deletes = deletes(statement);
         let outcome = run_one(http, &context, statement);
         let failed = outcome.is_err();
         results.push(match outcome {
@@ -151,7 +160,7 @@ fn run_one(http: &HttpState, context: &Context<'_>, statement: &Statement) -> Re
             if !names_database {
                 needs_database()?;
             }
-            sensordb_query::select::select(context, select)
+            into::select_into(http, context, select)
         }
         Statement::ShowMeasurements(s) => {
             if s.database.is_none() {
