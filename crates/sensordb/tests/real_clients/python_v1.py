@@ -103,8 +103,11 @@ def open_server(args):
         [{"measurement": "v1_types", "tags": {"host": "a", "region": "eu west"}, "fields": {"count": 1.5},
           "time": 1700000000000000009}]
     ))
-    # InfluxQL beyond CREATE DATABASE / SHOW DATABASES is refused with a message.
-    seen["select"] = refused(lambda: client.query("SELECT * FROM v1_types"))
+    # InfluxQL reads through the client's own result parsing; a query that does not parse is
+    # refused with its position.
+    result = client.query("SELECT \"count\", \"note\" FROM v1_types WHERE \"host\" = 'a'", epoch="ns")
+    seen["select"] = list(result.get_points())
+    seen["bad_query"] = refused(lambda: client.query("SELECT * FROMM v1_types"))
     return seen
 
 

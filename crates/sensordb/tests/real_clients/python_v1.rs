@@ -44,11 +44,16 @@ fn influxdb_v1_client_writes_every_field_type_and_precision() {
     let (code, body) = refusal(&seen, "type_conflict");
     assert_eq!(code, 400);
     assert!(body["error"].as_str().expect("error text").contains("field type conflict"), "{body}");
-    let (code, body) = refusal(&seen, "select");
+    let (code, body) = refusal(&seen, "bad_query");
     assert_eq!(code, 400);
-    assert!(body["error"].as_str().expect("error text").starts_with("unsupported InfluxQL statement"), "{body}");
+    assert!(body["error"].as_str().expect("error text").starts_with("error parsing query: found FROMM, expected FROM"), "{body}");
 
     let t = 1_700_000_000_000_000_000i64;
+    assert_eq!(
+        seen["select"],
+        json!([{"time": t + 1, "count": 7, "note": "say \"hi\" \\o/"}, {"time": t + 2, "count": -(1i64 << 62), "note": ""}]),
+        "the 1.x client reads back through InfluxQL"
+    );
     let key = |field: &str| format!("v1_types,host=a,region=eu\\ west {field}");
     assert_stored(
         &server,
