@@ -106,7 +106,7 @@ impl Committer {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(job)) => Err(job),
             Err(mpsc::error::TrySendError::Closed(job)) => {
-                job.reply.send(Err(closed()), None);
+                job.refuse();
                 Ok(())
             }
         }
@@ -116,7 +116,7 @@ impl Committer {
     pub async fn submit(&self, job: Job) {
         debug_assert!(job.batch.value_bytes() <= SMALL_TRANSACTION_BYTES);
         if let Err(mpsc::error::SendError(job)) = self.queue.send(job).await {
-            job.reply.send(Err(closed()), None);
+            job.refuse();
         }
     }
 
@@ -127,6 +127,15 @@ impl Committer {
         let (done, answer) = oneshot::channel();
         self.submit(Job { batch, points, guard, held: Vec::new(), reply: Reply::Waiter(done) }).await;
         answer.await.unwrap_or_else(|_| Err(closed()))
+    }
+}
+
+impl Job {
+    /// Answers `Closed`, the byte permits released first (as every answer does).
+    fn refuse(self) {
+        let Job { held, reply, .. } = self;
+        drop(held);
+        reply.send(Err(closed()), None);
     }
 }
 

@@ -579,6 +579,7 @@ async fn finish(
         Begin::Started(guard) => guard,
     };
     if let Err(error) = state.wait_for_space().await {
+        drop(held);
         return answer.deliver(Err(Arc::new(error)), None);
     }
     answer.started = Instant::now();
