@@ -17,6 +17,19 @@ pub enum Fill {
     Linear,
 }
 
+impl From<sensordb_influxql::Fill> for Fill {
+    fn from(fill: sensordb_influxql::Fill) -> Fill {
+        match fill {
+            sensordb_influxql::Fill::Null => Fill::Null,
+            sensordb_influxql::Fill::None => Fill::None,
+            sensordb_influxql::Fill::Previous => Fill::Previous,
+            sensordb_influxql::Fill::Linear => Fill::Linear,
+            sensordb_influxql::Fill::Integer(n) => Fill::Value(FieldValue::Integer(n)),
+            sensordb_influxql::Fill::Float(x) => Fill::Value(FieldValue::Float(x)),
+        }
+    }
+}
+
 /// Fills the nulls of one column of bucketed results (`times` ascending unless `descending`);
 /// `originally_empty[i]` says that bucket `i` had no points (a null from a non-empty bucket, such
 /// as the `stddev` of one point, is left alone). `fill(none)` leaves the column as it is: the

@@ -49,14 +49,7 @@ pub(super) fn run(
     let (projections, mut names) = expand(statement, members, interval.map(|i| i.0))?;
     dedupe_names(&mut names);
     let buckets = buckets(&rows, range, interval, context, first, last)?;
-    let fill = match statement.fill {
-        sensordb_influxql::Fill::Null => Fill::Null,
-        sensordb_influxql::Fill::None => Fill::None,
-        sensordb_influxql::Fill::Previous => Fill::Previous,
-        sensordb_influxql::Fill::Linear => Fill::Linear,
-        sensordb_influxql::Fill::Integer(n) => Fill::Value(FieldValue::Integer(n)),
-        sensordb_influxql::Fill::Float(x) => Fill::Value(FieldValue::Float(x)),
-    };
+    let fill = Fill::from(statement.fill);
     let mut columns: Vec<Vec<Cell>> = Vec::with_capacity(projections.len());
     for agg in &projections {
         columns.push(cells(agg, &rows, &buckets, &fill)?);
@@ -136,20 +129,9 @@ fn buckets(
         let start = if range.has_lower_bound() { range.from } else { 0 };
         return Ok(vec![Bucket { start, lo: 0, hi: rows.len() }]);
     };
-    let offset = match offset {
-        None => 0,
-        Some(TimeOffset::Duration(d)) => d.nanos(),
-        Some(TimeOffset::Now) => context.now.rem_euclid(length),
-    };
-    let windows = Windows::new(length, offset);
     let from = if range.has_lower_bound() { range.from } else { first };
     let to = if range.has_upper_bound() { range.to } else { context.now.max(last) };
-    let starts = windows.starts(from, to, context.limits.max_buckets).ok_or_else(|| {
-        QueryError::Limit(format!(
-            "GROUP BY time gives more than {} buckets (max_buckets); use a longer interval",
-            context.limits.max_buckets
-        ))
-    })?;
+    let starts = bucket_starts(length, offset, from, to, context)?;
     let mut buckets = Vec::with_capacity(starts.len());
     let mut lo = 0;
     for start in starts {
@@ -160,6 +142,28 @@ fn buckets(
         lo = hi;
     }
     Ok(buckets)
+}
+
+/// The starts of the `GROUP BY time(length[, offset])` buckets that meet `[from, to]`, or a
+/// limit error beyond `max_buckets`.
+pub(super) fn bucket_starts(
+    length: i64,
+    offset: Option<TimeOffset>,
+    from: i64,
+    to: i64,
+    context: &Context<'_>,
+) -> Result<Vec<i64>, QueryError> {
+    let offset = match offset {
+        None => 0,
+        Some(TimeOffset::Duration(d)) => d.nanos(),
+        Some(TimeOffset::Now) => context.now.rem_euclid(length),
+    };
+    Windows::new(length, offset).starts(from, to, context.limits.max_buckets).ok_or_else(|| {
+        QueryError::Limit(format!(
+            "GROUP BY time gives more than {} buckets (max_buckets); use a longer interval",
+            context.limits.max_buckets
+        ))
+    })
 }
 
 /// The non-null values of `field` over `rows`, as one typed column (numbers of mixed types

@@ -18,7 +18,6 @@ use crate::result::{ResultRow, ResultSeries};
 use crate::storage::{FieldKind, StoredSeries};
 use crate::time::TimeRange;
 use crate::value::{ColumnSlice, FieldValue};
-use crate::window::Windows;
 use sensordb_influxql::{Dimension, Expr, MeasurementName, SelectStatement, Source, TimeOffset};
 use std::collections::BTreeMap;
 
@@ -165,37 +164,18 @@ pub(super) fn run(
                 Verdict::Unknown => return Ok(None),
             }
         }
-        groups.entry(group_key(&statement.group_by, &tags)).or_default().push(fields);
+        groups.entry(super::group_key(&statement.group_by, &[], &tags)).or_default().push(fields);
     }
     let starts = match interval {
         None => vec![if range.has_lower_bound() { range.from } else { 0 }],
-        Some((length, offset)) => {
-            let offset = match offset {
-                None => 0,
-                Some(TimeOffset::Duration(d)) => d.nanos(),
-                Some(TimeOffset::Now) => context.now.rem_euclid(length),
-            };
-            Windows::new(length, offset).starts(range.from, range.to, context.limits.max_buckets).ok_or_else(|| {
-                QueryError::Limit(format!(
-                    "GROUP BY time gives more than {} buckets (max_buckets); use a longer interval",
-                    context.limits.max_buckets
-                ))
-            })?
-        }
+        Some((length, offset)) => super::aggregate::bucket_starts(length, offset, range.from, range.to, context)?,
     };
     let length = interval.map(|i| i.0);
     let mut names: Vec<String> = statement.fields.iter().map(|f| f.alias.clone().unwrap_or_else(|| column_name(&f.expr))).collect();
     dedupe_names(&mut names);
     let mut columns = vec!["time".to_string()];
     columns.extend(names);
-    let fill = match statement.fill {
-        sensordb_influxql::Fill::Null => Fill::Null,
-        sensordb_influxql::Fill::None => Fill::None,
-        sensordb_influxql::Fill::Previous => Fill::Previous,
-        sensordb_influxql::Fill::Linear => Fill::Linear,
-        sensordb_influxql::Fill::Integer(n) => Fill::Value(FieldValue::Integer(n)),
-        sensordb_influxql::Fill::Float(x) => Fill::Value(FieldValue::Float(x)),
-    };
+    let fill = Fill::from(statement.fill);
     let single_selector = interval.is_none() && calls.len() == 1 && calls[0].0.is_selector();
     let mut out = Vec::new();
     for (tags, members) in groups {
@@ -305,7 +285,7 @@ fn newest(
                 continue;
             }
         }
-        let key = group_key(&statement.group_by, &tags);
+        let key = super::group_key(&statement.group_by, &[], &tags);
         let wanted = fields.into_iter().filter(|(f, _)| calls.iter().any(|(_, c)| c.as_str() == &**f)).map(|(_, s)| s);
         groups.entry(key).or_default().extend(wanted);
     }
@@ -362,19 +342,4 @@ fn newest(
     #[cfg(test)]
     TAKEN.with(|t| t.set(t.get() + 1));
     Ok(out)
-}
-
-/// The GROUP BY tag values of a tag set, sorted by key.
-fn group_key(dimensions: &[Dimension], tags: &[(String, String)]) -> Vec<(String, String)> {
-    let mut key = Vec::new();
-    for d in dimensions {
-        match d {
-            Dimension::Tag(k) => key.push((k.clone(), tags.iter().find(|(t, _)| t == k).map_or(String::new(), |(_, v)| v.clone()))),
-            Dimension::Wildcard => key.extend(tags.iter().cloned()),
-            Dimension::Regex(_) | Dimension::Time { .. } => {}
-        }
-    }
-    key.sort();
-    key.dedup_by(|a, b| a.0 == b.0);
-    key
 }

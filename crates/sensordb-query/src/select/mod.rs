@@ -311,22 +311,29 @@ fn group<'t>(tables: &'t [Table], dimensions: &[Dimension]) -> Result<BTreeMap<G
     }
     let mut groups: BTreeMap<GroupKey, Vec<&Table>> = BTreeMap::new();
     for table in tables {
-        let mut key: Vec<(String, String)> = Vec::new();
-        for d in dimensions {
-            match d {
-                Dimension::Tag(k) => key.push((k.clone(), table.tag(k).unwrap_or("").to_string())),
-                Dimension::Wildcard => key.extend(table.tags.iter().cloned()),
-                Dimension::Regex(_) | Dimension::Time { .. } => {}
-            }
-        }
-        for re in &regexes {
-            key.extend(table.tags.iter().filter(|(k, _)| re.is_match(k)).cloned());
-        }
-        key.sort();
-        key.dedup_by(|a, b| a.0 == b.0);
+        let key = group_key(dimensions, &regexes, &table.tags);
         groups.entry((table.name.to_string(), key)).or_default().push(table);
     }
     Ok(groups)
+}
+
+/// The GROUP BY tag values of a tag set (`regexes`: the compiled `/regex/` dimensions), sorted
+/// by key; a missing tag is the empty string.
+pub(crate) fn group_key(dimensions: &[Dimension], regexes: &[regex::Regex], tags: &[(String, String)]) -> Vec<(String, String)> {
+    let mut key: Vec<(String, String)> = Vec::new();
+    for d in dimensions {
+        match d {
+            Dimension::Tag(k) => key.push((k.clone(), tags.iter().find(|(t, _)| t == k).map_or(String::new(), |(_, v)| v.clone()))),
+            Dimension::Wildcard => key.extend(tags.iter().cloned()),
+            Dimension::Regex(_) | Dimension::Time { .. } => {}
+        }
+    }
+    for re in regexes {
+        key.extend(tags.iter().filter(|(k, _)| re.is_match(k)).cloned());
+    }
+    key.sort();
+    key.dedup_by(|a, b| a.0 == b.0);
+    key
 }
 
 /// The rows of a group's tables merged by time (a tie keeps the tables' order).

@@ -8,6 +8,7 @@
 //! value],...]}]}` with times in milliseconds (what JavaScript numbers hold exactly) and at most
 //! 1,000 series.
 
+use super::influxql::engine_storage::with_slice;
 use super::query::parse_time;
 use super::{json_response, v1_token, ApiError, HttpState};
 use crate::auth::Scope;
@@ -16,7 +17,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use sensordb_engine::{SeriesId, ValueColumn};
 use sensordb_query::m4::M4;
-use sensordb_query::ColumnSlice;
 use std::sync::Arc;
 
 const WIDTH_MAX: usize = 10_000;
@@ -95,16 +95,14 @@ pub async fn graph(
 fn m4_of(http: &HttpState, id: SeriesId, from: i64, to: i64, width: usize) -> Result<Vec<(i64, f64)>, sensordb_engine::Error> {
     let mut m4 = M4::new(from, to, width);
     let mut read = http.server.engine.read(id, from, to.saturating_add(1));
+    let mut strings = Vec::new();
     while let Some(chunk) = read.next_chunk() {
         let chunk = chunk?;
-        let values = match &chunk.values {
-            ValueColumn::F64(v) => ColumnSlice::Float(v),
-            ValueColumn::I64(v) => ColumnSlice::Integer(v),
-            ValueColumn::U64(v) => ColumnSlice::Unsigned(v),
-            ValueColumn::Bool(v) => ColumnSlice::Boolean(v),
-            ValueColumn::Bytes(_) => continue,
-        };
-        m4.add(&chunk.timestamps, values);
+        // Payloads draw nothing: skip them before converting them to strings.
+        if matches!(chunk.values, ValueColumn::Bytes(_)) {
+            continue;
+        }
+        with_slice(&chunk.values, &mut strings, |values| m4.add(&chunk.timestamps, values));
     }
     Ok(m4.points())
 }

@@ -72,18 +72,24 @@ impl Storage for EngineStorage<'_> {
         let mut strings = Vec::new();
         while let Some(chunk) = read.next_chunk() {
             let chunk = chunk.map_err(|e| StorageError(format!("reading {}: {e}", series.measurement)))?;
-            match &chunk.values {
-                ValueColumn::F64(v) => sink(&chunk.timestamps, ColumnSlice::Float(v)),
-                ValueColumn::I64(v) => sink(&chunk.timestamps, ColumnSlice::Integer(v)),
-                ValueColumn::U64(v) => sink(&chunk.timestamps, ColumnSlice::Unsigned(v)),
-                ValueColumn::Bool(v) => sink(&chunk.timestamps, ColumnSlice::Boolean(v)),
-                ValueColumn::Bytes(v) => {
-                    strings.clear();
-                    strings.extend(v.iter().map(|b| String::from_utf8_lossy(b).into_owned()));
-                    sink(&chunk.timestamps, ColumnSlice::String(&strings));
-                }
-            }
+            with_slice(&chunk.values, &mut strings, |values| sink(&chunk.timestamps, values));
         }
         Ok(())
+    }
+}
+
+/// Hands `values` to `f` as a query column; byte values become strings (lossily, in `strings`,
+/// reused between calls).
+pub fn with_slice<T>(values: &ValueColumn, strings: &mut Vec<String>, f: impl FnOnce(ColumnSlice<'_>) -> T) -> T {
+    match values {
+        ValueColumn::F64(v) => f(ColumnSlice::Float(v)),
+        ValueColumn::I64(v) => f(ColumnSlice::Integer(v)),
+        ValueColumn::U64(v) => f(ColumnSlice::Unsigned(v)),
+        ValueColumn::Bool(v) => f(ColumnSlice::Boolean(v)),
+        ValueColumn::Bytes(v) => {
+            strings.clear();
+            strings.extend(v.iter().map(|b| String::from_utf8_lossy(b).into_owned()));
+            f(ColumnSlice::String(strings))
+        }
     }
 }

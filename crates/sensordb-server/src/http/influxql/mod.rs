@@ -13,7 +13,7 @@
 //! run on blocking threads, never on the ones that accept writes.
 
 mod admin;
-mod engine_storage;
+pub(super) mod engine_storage;
 mod into;
 pub mod render;
 
