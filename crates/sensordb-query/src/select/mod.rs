@@ -80,7 +80,7 @@ fn run(
     let regexes = Regexes::compile(regex_sources)?;
     if aggregate && per_series_limit.is_none() {
         if let Some(series) = fast::run(context, statement, range, condition.as_ref(), interval, &regexes, budget)? {
-            return Ok(finish(statement, series));
+            return Ok(finish(statement, series, true));
         }
     }
     let wanted = wanted_columns(statement, condition.as_ref());
@@ -137,36 +137,23 @@ fn run(
         } else {
             raw::run(statement, &members, &regexes)?
         };
-        if out.rows.is_empty() {
-            continue;
-        }
         out.name = name;
         out.tags = tags;
-        if limited.is_none() {
-            order_and_limit(statement, &mut out.rows);
-        }
-        if !out.rows.is_empty() {
-            series.push(out);
-        }
+        series.push(out);
     }
-    // InfluxDB walks series in descending key order too when the points run backwards.
-    if statement.order == SortOrder::Descending {
-        series.reverse();
-    }
-    let series_offset = statement.series_offset.unwrap_or(0) as usize;
-    series.drain(..series_offset.min(series.len()));
-    if let Some(limit) = statement.series_limit {
-        series.truncate(limit as usize);
-    }
-    Ok(series)
+    // Rows already limited per stored series keep their order and count.
+    let rows_limited = limited.is_some();
+    Ok(finish(statement, series, !rows_limited))
 }
 
-/// Orders and limits the rows of each series, drops empty ones, then orders the series and
-/// applies SOFFSET and SLIMIT, as the general path does.
-fn finish(statement: &SelectStatement, all: Vec<ResultSeries>) -> Vec<ResultSeries> {
+/// Orders and limits the rows of each series (unless `order_rows` is false: they were limited
+/// already), drops empty series, then orders the series and applies SOFFSET and SLIMIT.
+fn finish(statement: &SelectStatement, all: Vec<ResultSeries>, order_rows: bool) -> Vec<ResultSeries> {
     let mut series = Vec::with_capacity(all.len());
     for mut out in all {
-        order_and_limit(statement, &mut out.rows);
+        if order_rows {
+            order_and_limit(statement, &mut out.rows);
+        }
         if !out.rows.is_empty() {
             series.push(out);
         }
