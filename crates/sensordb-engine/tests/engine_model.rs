@@ -67,6 +67,40 @@ fn check_read(engine: &Engine, ids: &[SeriesId], model: &BTreeMap<(u8, i64), i64
         })
         .collect();
     assert_eq!(actual, expected, "series {series} over [{from}, {to})");
+
+    // Newest first, chunk by chunk: the same points in reverse.
+    let mut read = engine.read(ids[series as usize], from, to);
+    let mut backward = Vec::new();
+    while let Some(chunk) = read.next_chunk_back() {
+        backward.extend(pairs(&chunk.expect("read back")).into_iter().rev());
+    }
+    backward.reverse();
+    assert_eq!(backward, expected, "series {series} over [{from}, {to}) read newest first");
+
+    // Alternating ends meet in the middle: every point once.
+    let mut read = engine.read(ids[series as usize], from, to);
+    let (mut front, mut back) = (Vec::new(), Vec::new());
+    for step in 0.. {
+        let chunk = if step % 2 == 0 { read.next_chunk() } else { read.next_chunk_back() };
+        let Some(chunk) = chunk else { break };
+        let chunk = pairs(&chunk.expect("read"));
+        if step % 2 == 0 {
+            front.extend(chunk);
+        } else {
+            back.splice(0..0, chunk);
+        }
+    }
+    front.extend(back);
+    assert_eq!(front, expected, "series {series} over [{from}, {to}) read from both ends");
+}
+
+fn pairs(chunk: &sensordb_engine::Chunk) -> Vec<(i64, i64)> {
+    (0..chunk.len())
+        .map(|i| match chunk.values.get(i) {
+            Value::I64(v) => (chunk.timestamps[i], v),
+            other => panic!("wrong kind {other:?}"),
+        })
+        .collect()
 }
 
 /// The newest point of every series, as `Engine::last_points` answers without reading history,

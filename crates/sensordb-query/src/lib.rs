@@ -29,7 +29,7 @@ pub mod window;
 pub use error::QueryError;
 pub use result::{ResultRow, ResultSeries, StatementResult};
 pub use select::{Context, Limits};
-pub use storage::{FieldKind, Storage, StorageError, StoredSeries};
+pub use storage::{FieldKind, ScanOrder, Storage, StorageError, StoredSeries};
 pub use value::{Column, ColumnSlice, FieldValue};
 pub mod m4;
 pub mod show;

@@ -1,17 +1,26 @@
 //! A [`Storage`] over vectors in memory: the executor's tests run every query against it, and
 //! tools can answer queries over data they hold.
 
-use crate::storage::{FieldKind, Storage, StorageError, StoredSeries};
+use crate::storage::{FieldKind, ScanOrder, Storage, StorageError, StoredSeries};
 use crate::value::{Column, ColumnSlice};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 /// Series and their points, kept sorted by time.
 #[derive(Default)]
 pub struct MemoryStorage {
     series: Vec<(String, StoredSeries, Vec<i64>, Column)>,
+    /// Points per run handed to a reader (`None`: a range in one run), so tests see reads
+    /// split as a store's blocks split them.
+    run_points: Option<usize>,
 }
 
 impl MemoryStorage {
+    /// Hands reads out in runs of at most `points` points.
+    pub fn set_run_points(&mut self, points: usize) {
+        self.run_points = Some(points);
+    }
+
     /// Adds points of `measurement,tags field` in `database`; `points` need not be sorted.
     pub fn insert(&mut self, database: &str, measurement: &str, tags: &[(&str, &str)], field: &str, points: Vec<(i64, crate::FieldValue)>) {
         let mut tags: Vec<(String, String)> = tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -60,14 +69,25 @@ impl Storage for MemoryStorage {
             .collect()
     }
 
-    fn read(&self, series: &StoredSeries, from: i64, to: i64, sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>)) -> Result<(), StorageError> {
+    fn scan(
+        &self,
+        series: &StoredSeries,
+        from: i64,
+        to: i64,
+        order: ScanOrder,
+        sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>) -> ControlFlow<()>,
+    ) -> Result<(), StorageError> {
         let (_, _, times, column) =
             self.series.get(series.handle as usize).ok_or_else(|| StorageError(format!("no series {}", series.handle)))?;
         let lo = times.partition_point(|&t| t < from);
         let hi = times.partition_point(|&t| t <= to);
-        if lo < hi {
-            sink(&times[lo..hi], column.slice(lo..hi));
-        }
+        let run = self.run_points.unwrap_or(usize::MAX).max(1);
+        let runs: Vec<(usize, usize)> = (lo..hi).step_by(run).map(|start| (start, start.saturating_add(run).min(hi))).collect();
+        let mut hand = |&(start, end): &(usize, usize)| sink(&times[start..end], column.slice(start..end));
+        let _stopped = match order {
+            ScanOrder::OldestFirst => runs.iter().try_for_each(&mut hand),
+            ScanOrder::NewestFirst => runs.iter().rev().try_for_each(&mut hand),
+        };
         Ok(())
     }
 }

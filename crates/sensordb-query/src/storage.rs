@@ -3,6 +3,7 @@
 //! plain vectors, so every query is checked without a disk.
 
 use crate::value::{ColumnSlice, FieldValue};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 /// The type of a field's values.
@@ -45,15 +46,40 @@ pub struct StoredSeries {
 #[error("{0}")]
 pub struct StorageError(pub String);
 
+/// The order in which [`Storage::scan`] hands out a series' points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanOrder {
+    OldestFirst,
+    /// Runs come newest first; the points within a run still ascend.
+    NewestFirst,
+}
+
 /// The store a query reads from.
 pub trait Storage: Send + Sync {
     /// Names of the databases, sorted.
     fn databases(&self) -> Vec<String>;
     /// The series of `database`, of one measurement when `measurement` is given.
     fn series(&self, database: &str, measurement: Option<&str>) -> Vec<StoredSeries>;
-    /// Hands the points of `series` in `[from, to]` (both inclusive) to `sink` in ascending
-    /// time order, in runs of any length.
-    fn read(&self, series: &StoredSeries, from: i64, to: i64, sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>)) -> Result<(), StorageError>;
+    /// Hands the points of `series` in `[from, to]` (both inclusive) to `sink` in runs of any
+    /// length, in `order`. When `sink` answers [`ControlFlow::Break`] the read stops there: a
+    /// query that needs only the first or newest points reads no further.
+    fn scan(
+        &self,
+        series: &StoredSeries,
+        from: i64,
+        to: i64,
+        order: ScanOrder,
+        sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>) -> ControlFlow<()>,
+    ) -> Result<(), StorageError>;
+
+    /// Hands every point of `series` in `[from, to]` to `sink` in ascending time order, in runs
+    /// of any length.
+    fn read(&self, series: &StoredSeries, from: i64, to: i64, sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>)) -> Result<(), StorageError> {
+        self.scan(series, from, to, ScanOrder::OldestFirst, &mut |times, values| {
+            sink(times, values);
+            ControlFlow::Continue(())
+        })
+    }
 
     /// The newest point of each of `series`. Stores that keep it (the engine does) answer
     /// without reading history; this default reads everything.

@@ -8,6 +8,8 @@
 //! flush sequence. Memtable points are copied once when the read starts (they are bounded by the
 //! memtable limit) and woven into the block stream by time. The stream yields chunks, one
 //! cluster at a time, so memory stays bounded by the largest cluster, not the whole range.
+//! [`RangeRead::next_chunk_back`] walks the same clusters newest first, for reads that want the
+//! newest points and stop early (`ORDER BY time DESC LIMIT n`).
 
 use crate::error::Result;
 use crate::memtable::ResolvedSeries;
@@ -42,7 +44,10 @@ pub struct RangeRead {
     clusters: VecDeque<Vec<ListedBlock>>,
     /// Memtable points still to emit (newest memtable already resolved over older ones).
     memory: Option<Chunk>,
+    /// Memtable points `[memory_position, memory_end)` are not emitted yet: forward reads take
+    /// from the front, backward reads from the back.
     memory_position: usize,
+    memory_end: usize,
 }
 
 impl RangeRead {
@@ -50,7 +55,8 @@ impl RangeRead {
     pub fn new(store: Arc<dyn BlockStore>, series: SeriesId, from: Timestamp, to: Timestamp, memtables: Vec<ResolvedSeries>) -> RangeRead {
         let blocks = if from < to { store.blocks(series, from, to) } else { Vec::new() };
         let memory = merge_sorted_sources(memtables.into_iter().map(|m| Chunk { timestamps: m.timestamps, values: m.values }).collect());
-        RangeRead { store, from, to, clusters: clusters(blocks), memory, memory_position: 0 }
+        let memory_end = memory.as_ref().map_or(0, Chunk::len);
+        RangeRead { store, from, to, clusters: clusters(blocks), memory, memory_position: 0, memory_end }
     }
 
     /// The next chunk of points, or `None` at the end.
@@ -65,31 +71,70 @@ impl RangeRead {
                 return Some(Ok(before));
             }
             let cluster = self.clusters.pop_front().expect("BUG: cluster vanished");
-            let mut sources = Vec::with_capacity(cluster.len() + 1);
-            for block in &cluster {
-                match self.store.read_block(block) {
-                    Ok(block) => sources.push(clip(Chunk { timestamps: block.timestamps, values: block.values }, self.from, self.to)),
-                    Err(e) => return Some(Err(e)),
-                }
-            }
-            if let Some(memory) = self.take_memory_before(cluster_max.saturating_add(1)) {
-                sources.push(memory);
-            }
-            if let Some(chunk) = merge_sorted_sources(sources) {
-                return Some(Ok(chunk));
+            let memory = self.take_memory_before(cluster_max.saturating_add(1));
+            match self.merge_cluster(&cluster, memory) {
+                Ok(Some(chunk)) => return Some(Ok(chunk)),
+                Ok(None) => {}
+                Err(e) => return Some(Err(e)),
             }
         }
     }
 
-    /// Memtable points before `bound` not yet emitted.
+    /// The previous chunk, walking from the newest points to the oldest (points within a chunk
+    /// still ascend), or `None` when every point was handed out. Mixing it with
+    /// [`RangeRead::next_chunk`] hands out each point once: the two meet in the middle.
+    pub fn next_chunk_back(&mut self) -> Option<Result<Chunk>> {
+        loop {
+            let Some(cluster) = self.clusters.back() else {
+                return self.take_memory_from(Timestamp::MIN).map(Ok);
+            };
+            let cluster_min = cluster.iter().map(|b| b.block.entry.min_timestamp).min().unwrap_or(Timestamp::MIN);
+            let cluster_max = cluster.iter().map(|b| b.block.entry.max_timestamp).max().unwrap_or(Timestamp::MAX);
+            if let Some(after) = self.take_memory_from(cluster_max.saturating_add(1)) {
+                return Some(Ok(after));
+            }
+            let cluster = self.clusters.pop_back().expect("BUG: cluster vanished");
+            let memory = self.take_memory_from(cluster_min);
+            match self.merge_cluster(&cluster, memory) {
+                Ok(Some(chunk)) => return Some(Ok(chunk)),
+                Ok(None) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+
+    /// The points of one cluster of blocks and the memtable points within its time range.
+    fn merge_cluster(&self, cluster: &[ListedBlock], memory: Option<Chunk>) -> Result<Option<Chunk>> {
+        let mut sources = Vec::with_capacity(cluster.len() + 1);
+        for block in cluster {
+            let block = self.store.read_block(block)?;
+            sources.push(clip(Chunk { timestamps: block.timestamps, values: block.values }, self.from, self.to));
+        }
+        sources.extend(memory);
+        Ok(merge_sorted_sources(sources))
+    }
+
+    /// Memtable points before `bound` not yet emitted, from the front.
     fn take_memory_before(&mut self, bound: Timestamp) -> Option<Chunk> {
         let memory = self.memory.as_ref()?;
-        let start = self.memory_position;
-        let end = start + memory.timestamps[start..].partition_point(|&t| t < bound);
+        let (start, limit) = (self.memory_position, self.memory_end);
+        let end = start + memory.timestamps[start..limit].partition_point(|&t| t < bound);
         if start == end {
             return None;
         }
         self.memory_position = end;
+        Some(Chunk { timestamps: memory.timestamps[start..end].to_vec(), values: memory.values.slice(start..end) })
+    }
+
+    /// Memtable points at or after `bound` not yet emitted, from the back.
+    fn take_memory_from(&mut self, bound: Timestamp) -> Option<Chunk> {
+        let memory = self.memory.as_ref()?;
+        let (first, end) = (self.memory_position, self.memory_end);
+        let start = first + memory.timestamps[first..end].partition_point(|&t| t < bound);
+        if start == end {
+            return None;
+        }
+        self.memory_end = start;
         Some(Chunk { timestamps: memory.timestamps[start..end].to_vec(), values: memory.values.slice(start..end) })
     }
 

@@ -13,11 +13,12 @@ pub(crate) mod table;
 use crate::error::QueryError;
 use crate::eval::{holds, Regexes};
 use crate::result::ResultSeries;
+use crate::storage::ScanOrder;
 use crate::storage::Storage;
 use crate::time::{split_condition, TimeRange};
 use sensordb_influxql::{Dimension, Expr, MeasurementName, SelectStatement, SortOrder, Source};
 use std::collections::BTreeMap;
-use table::{read_measurement, tables_of_result, Budget, Table, TableRow};
+use table::{read_measurement, tables_of_result, Budget, RowLimit, Table, TableRow};
 
 /// Bounds on what one query may cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +34,10 @@ impl Default for Limits {
         Limits { max_points_scanned: 100_000_000, max_buckets: 1_000_000 }
     }
 }
+
+/// Above this LIMIT (plus OFFSET) a raw query reads its tables whole: the rows it returns are
+/// most of what it reads anyway.
+const MAX_LIMITED_ROWS: usize = 1 << 20;
 
 /// What a statement runs against.
 pub struct Context<'a> {
@@ -84,6 +89,16 @@ fn run(
         }
     }
     let wanted = wanted_columns(statement, condition.as_ref());
+    // A raw query with a LIMIT reads only the rows it can return.
+    let counted = |table: &Table| raw::counted_rows(statement, table, condition.as_ref(), &regexes);
+    let row_limit = match statement.limit {
+        Some(limit) if !aggregate => {
+            let rows = (limit as usize).saturating_add(statement.offset.unwrap_or(0) as usize);
+            let order = if statement.order == SortOrder::Descending { ScanOrder::NewestFirst } else { ScanOrder::OldestFirst };
+            (rows <= MAX_LIMITED_ROWS).then_some(RowLimit { order, rows, counted: &counted })
+        }
+        _ => None,
+    };
     let mut tables = Vec::new();
     for source in &statement.sources {
         match source {
@@ -111,6 +126,7 @@ fn run(
                         &regexes,
                         range,
                         budget,
+                        row_limit.as_ref(),
                     )?);
                 }
             }
@@ -333,6 +349,8 @@ pub(crate) fn merged_rows<'t>(members: &[&'t Table]) -> Vec<(i64, &'t Table, usi
     rows
 }
 
+#[cfg(test)]
+mod limit_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -5,7 +5,7 @@ use super::merged_rows;
 use super::plan::{column_name, dedupe_names};
 use super::table::{Table, TableRow};
 use crate::error::QueryError;
-use crate::eval::{eval, Regexes};
+use crate::eval::{eval, holds, Regexes};
 use crate::result::{ResultRow, ResultSeries};
 use crate::value::FieldValue;
 use sensordb_influxql::{Dimension, Expr, SelectStatement, VarRef, WildcardType};
@@ -18,26 +18,44 @@ pub(super) fn run(statement: &SelectStatement, members: &[&Table], regexes: &Reg
     for (time, table, index) in merged_rows(members) {
         let row = TableRow { table, index };
         let values: Vec<FieldValue> = exprs.iter().map(|e| eval(e, &row, regexes)).collect();
-        // A row exists where a selected field has a value; selecting only tags, where any field
-        // the query reads has one.
-        let mut selects_field = false;
-        let mut has_value = false;
-        for (expr, value) in exprs.iter().zip(&values) {
-            if refers_to_field(expr, table) {
-                selects_field = true;
-                has_value |= !value.is_null();
-            }
-        }
-        if !selects_field {
-            has_value = table.rows[index].iter().any(|v| !v.is_null());
-        }
-        if has_value {
+        if gives_row(&exprs, &values, table, index) {
             rows.push(ResultRow { time, values });
         }
     }
     let mut columns = vec!["time".to_string()];
     columns.extend(names);
     Ok(ResultSeries { columns, rows, has_time: true, ..ResultSeries::default() })
+}
+
+/// Which rows of `table` the statement returns (before ORDER, OFFSET and LIMIT): `condition`
+/// holds and the row gives an output row.
+pub(super) fn counted_rows(statement: &SelectStatement, table: &Table, condition: Option<&Expr>, regexes: &Regexes) -> Vec<bool> {
+    let (exprs, _) = expand(statement, &[table]);
+    (0..table.times.len())
+        .map(|index| {
+            let row = TableRow { table, index };
+            if condition.is_some_and(|c| !holds(c, &row, regexes)) {
+                return false;
+            }
+            let values: Vec<FieldValue> = exprs.iter().map(|e| eval(e, &row, regexes)).collect();
+            gives_row(&exprs, &values, table, index)
+        })
+        .collect()
+}
+
+/// A row exists where a selected field has a value; selecting only tags, where any field the
+/// query reads has one.
+fn gives_row(exprs: &[Expr], values: &[FieldValue], table: &Table, index: usize) -> bool {
+    let mut selects_field = false;
+    for (expr, value) in exprs.iter().zip(values) {
+        if refers_to_field(expr, table) {
+            selects_field = true;
+            if !value.is_null() {
+                return true;
+            }
+        }
+    }
+    !selects_field && table.rows[index].iter().any(|v| !v.is_null())
 }
 
 /// The SELECT fields with wildcards replaced by the fields and tags they stand for (sorted by

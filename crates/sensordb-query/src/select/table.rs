@@ -4,12 +4,13 @@
 use crate::error::QueryError;
 use crate::eval::{tag_condition, Regexes, Row, Verdict};
 use crate::result::ResultSeries;
-use crate::storage::{Storage, StoredSeries};
+use crate::storage::{ScanOrder, Storage, StoredSeries};
 use crate::time::TimeRange;
 use crate::value::{ColumnSlice, FieldValue};
 use sensordb_influxql::Expr;
 use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 /// Rows of one series of tags, sorted by time.
@@ -83,8 +84,19 @@ pub(crate) fn tag_series(series: Vec<StoredSeries>) -> BTreeMap<Tags, BTreeMap<A
     by_tags
 }
 
+/// What a raw query with a LIMIT needs of each table: its first `rows` counted rows in `order`.
+/// A group's rows are its tables' rows merged by time, so the first rows of a group are among
+/// the first rows of its tables, and a table read stops once it has them.
+pub(crate) struct RowLimit<'a> {
+    pub order: ScanOrder,
+    pub rows: usize,
+    /// Which rows of a table count towards `rows` (the WHERE clause holds and the row gives an
+    /// output row).
+    pub counted: &'a dyn Fn(&Table) -> Vec<bool>,
+}
+
 /// Reads the tables of `measurement` whose tags can satisfy `condition`, with the columns
-/// `wanted` (`None`: every field), over `range`.
+/// `wanted` (`None`: every field), over `range`; with a `limit`, only the rows it needs.
 #[allow(clippy::too_many_arguments)] // the parts of one read, named at the call
 pub(crate) fn read_measurement(
     storage: &dyn Storage,
@@ -95,10 +107,12 @@ pub(crate) fn read_measurement(
     regexes: &Regexes,
     range: TimeRange,
     budget: &Budget,
+    limit: Option<&RowLimit<'_>>,
 ) -> Result<Vec<Table>, QueryError> {
     let all = storage.series(database, Some(measurement));
     let field_names: std::collections::BTreeSet<Arc<str>> = all.iter().map(|s| s.field.clone()).collect();
     let is_field = |name: &str| field_names.contains(name);
+    let name: Arc<str> = Arc::from(measurement);
     let mut tables = Vec::new();
     for (tags, fields) in tag_series(all) {
         if let Some(condition) = condition {
@@ -110,32 +124,157 @@ pub(crate) fn read_measurement(
             None => field_names.iter().cloned().collect(),
             Some(names) => field_names.iter().filter(|f| names.iter().any(|n| n.as_str() == &***f)).cloned().collect(),
         };
-        let mut per_column = Vec::with_capacity(columns.len());
-        for column in &columns {
-            let mut times = Vec::new();
-            let mut values = Vec::new();
-            if let Some(series) = fields.get(column) {
-                if !range.is_empty() {
-                    let mut failed = Ok(());
-                    storage.read(series, range.from, range.to, &mut |t: &[i64], v: ColumnSlice<'_>| {
-                        if failed.is_err() {
-                            return;
-                        }
-                        failed = budget.take(t.len());
-                        times.extend_from_slice(t);
-                        values.extend((0..v.len()).map(|i| v.get(i)));
-                    })?;
-                    failed?;
-                }
+        let series: Vec<Option<&StoredSeries>> = columns.iter().map(|c| fields.get(c)).collect();
+        let table = Table { name: name.clone(), tags, columns, times: Vec::new(), rows: Vec::new() };
+        let table = match limit {
+            _ if range.is_empty() => table,
+            None => {
+                let per_column = series
+                    .iter()
+                    .map(|s| {
+                        s.map_or(Ok(ColumnPoints::default()), |s| read_column(storage, s, range, ScanOrder::OldestFirst, None, budget))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let (times, rows) = join_on_time(per_column.into_iter().map(|c| (c.times, c.values)).collect());
+                Table { times, rows, ..table }
             }
-            per_column.push((times, values));
-        }
-        let (times, rows) = join_on_time(per_column);
-        if !times.is_empty() {
-            tables.push(Table { name: Arc::from(measurement), tags, columns, times, rows });
+            Some(limit) => read_limited(storage, table, &series, range, limit, budget)?,
+        };
+        if !table.times.is_empty() {
+            tables.push(table);
         }
     }
     Ok(tables)
+}
+
+/// Points of one column read in ascending order.
+#[derive(Default)]
+struct ColumnPoints {
+    times: Vec<i64>,
+    values: Vec<FieldValue>,
+    /// The read reached the end of its range (it did not stop at `enough`).
+    exhausted: bool,
+}
+
+/// Reads `series` over `range` in `order`, stopping once `enough` points are read.
+fn read_column(
+    storage: &dyn Storage,
+    series: &StoredSeries,
+    range: TimeRange,
+    order: ScanOrder,
+    enough: Option<usize>,
+    budget: &Budget,
+) -> Result<ColumnPoints, QueryError> {
+    // Runs in the order they come; reversed at the end when newest came first.
+    let mut runs: Vec<(Vec<i64>, Vec<FieldValue>)> = Vec::new();
+    let mut count = 0;
+    let mut exhausted = true;
+    let mut failed = Ok(());
+    storage.scan(series, range.from, range.to, order, &mut |t: &[i64], v: ColumnSlice<'_>| {
+        failed = budget.take(t.len());
+        if failed.is_err() {
+            return ControlFlow::Break(());
+        }
+        runs.push((t.to_vec(), (0..v.len()).map(|i| v.get(i)).collect()));
+        count += t.len();
+        if enough.is_some_and(|enough| count >= enough) {
+            exhausted = false;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    })?;
+    failed?;
+    if order == ScanOrder::NewestFirst {
+        runs.reverse();
+    }
+    let mut points = ColumnPoints { times: Vec::with_capacity(count), values: Vec::with_capacity(count), exhausted };
+    for (times, values) in runs {
+        points.times.extend(times);
+        points.values.extend(values);
+    }
+    Ok(points)
+}
+
+/// The first `limit.rows` counted rows of `table` in `limit.order`. Reads its columns in rounds
+/// of a growing number of points each; a round's rows are complete (every column's point at
+/// their time read) up to the nearest place where one column stopped, and the next round reads
+/// on from there until enough rows count or every column is read to the end of `range`.
+fn read_limited(
+    storage: &dyn Storage,
+    mut table: Table,
+    series: &[Option<&StoredSeries>],
+    mut range: TimeRange,
+    limit: &RowLimit<'_>,
+    budget: &Budget,
+) -> Result<Table, QueryError> {
+    let newest_first = limit.order == ScanOrder::NewestFirst;
+    let mut batch = limit.rows.clamp(16, 1 << 20);
+    // Counted rows in the limit's order.
+    let mut kept: Vec<(i64, Vec<FieldValue>)> = Vec::new();
+    // Bounded: each round reads at least `batch` new points of some column, or ends the read.
+    while kept.len() < limit.rows && !range.is_empty() {
+        let mut per_column = Vec::with_capacity(series.len());
+        // Where the complete rows end: the newest place a column stopped (newest first), the oldest (oldest first).
+        let mut frontier: Option<i64> = None;
+        for s in series {
+            let column = match s {
+                Some(s) => read_column(storage, s, range, limit.order, Some(batch), budget)?,
+                None => ColumnPoints { exhausted: true, ..ColumnPoints::default() },
+            };
+            if !column.exhausted {
+                // A read that stopped holds at least one point.
+                let edge = if newest_first { column.times[0] } else { column.times[column.times.len() - 1] };
+                frontier = Some(match frontier {
+                    None => edge,
+                    Some(f) if newest_first => f.max(edge),
+                    Some(f) => f.min(edge),
+                });
+            }
+            per_column.push(column);
+        }
+        if let Some(frontier) = frontier {
+            for column in &mut per_column {
+                let cut = column.times.partition_point(|&t| t < frontier);
+                if newest_first {
+                    column.times.drain(..cut);
+                    column.values.drain(..cut);
+                } else {
+                    let keep = cut + usize::from(column.times.get(cut) == Some(&frontier));
+                    column.times.truncate(keep);
+                    column.values.truncate(keep);
+                }
+            }
+        }
+        let (times, rows) = join_on_time(per_column.into_iter().map(|c| (c.times, c.values)).collect());
+        let round = Table { times, rows, ..table };
+        let counted = (limit.counted)(&round);
+        assert_eq!(counted.len(), round.times.len(), "BUG: a verdict per row");
+        let order: Box<dyn Iterator<Item = usize>> =
+            if newest_first { Box::new((0..round.times.len()).rev()) } else { Box::new(0..round.times.len()) };
+        for i in order {
+            if counted[i] {
+                kept.push((round.times[i], round.rows[i].clone()));
+                if kept.len() == limit.rows {
+                    break;
+                }
+            }
+        }
+        table = Table { times: Vec::new(), rows: Vec::new(), ..round };
+        let Some(frontier) = frontier else { break };
+        if newest_first {
+            let Some(to) = frontier.checked_sub(1) else { break };
+            range.to = to;
+        } else {
+            let Some(from) = frontier.checked_add(1) else { break };
+            range.from = from;
+        }
+        batch = batch.saturating_mul(2);
+    }
+    if newest_first {
+        kept.reverse();
+    }
+    (table.times, table.rows) = kept.into_iter().unzip();
+    Ok(table)
 }
 
 /// Joins per-column sorted points into rows, null where a column has no point at a time.

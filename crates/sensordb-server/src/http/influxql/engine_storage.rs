@@ -1,9 +1,11 @@
-//! The engine as a query's [`Storage`]: series from the catalog, points from range reads, the
-//! newest points from `Engine::last_points` (no history read), and the query's deadline checked
-//! before each series is read.
+//! The engine as a query's [`Storage`]: series from the catalog, points from range reads (oldest
+//! or newest first, stopping where the query has enough), the newest points from
+//! `Engine::last_points` (no history read), and the query's deadline checked before each series
+//! is read.
 
 use sensordb_engine::{Engine, SeriesId, Value, ValueColumn, ValueKind};
-use sensordb_query::{ColumnSlice, FieldKind, FieldValue, Storage, StorageError, StoredSeries};
+use sensordb_query::{ColumnSlice, FieldKind, FieldValue, ScanOrder, Storage, StorageError, StoredSeries};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -62,7 +64,14 @@ impl Storage for EngineStorage<'_> {
             .collect())
     }
 
-    fn read(&self, series: &StoredSeries, from: i64, to: i64, sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>)) -> Result<(), StorageError> {
+    fn scan(
+        &self,
+        series: &StoredSeries,
+        from: i64,
+        to: i64,
+        order: ScanOrder,
+        sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>) -> ControlFlow<()>,
+    ) -> Result<(), StorageError> {
         if Instant::now() > self.deadline {
             return Err(StorageError("query timeout: the query ran longer than query_timeout_ms".into()));
         }
@@ -70,9 +79,16 @@ impl Storage for EngineStorage<'_> {
         // The engine reads [from, to); a point at i64::MAX itself is beyond every query.
         let mut read = self.engine.read(SeriesId(id), from, to.saturating_add(1));
         let mut strings = Vec::new();
-        while let Some(chunk) = read.next_chunk() {
+        loop {
+            let chunk = match order {
+                ScanOrder::OldestFirst => read.next_chunk(),
+                ScanOrder::NewestFirst => read.next_chunk_back(),
+            };
+            let Some(chunk) = chunk else { break };
             let chunk = chunk.map_err(|e| StorageError(format!("reading {}: {e}", series.measurement)))?;
-            with_slice(&chunk.values, &mut strings, |values| sink(&chunk.timestamps, values));
+            if with_slice(&chunk.values, &mut strings, |values| sink(&chunk.timestamps, values)).is_break() {
+                break;
+            }
         }
         Ok(())
     }
