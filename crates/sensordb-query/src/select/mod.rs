@@ -52,14 +52,16 @@ pub struct Context<'a> {
 /// Runs a SELECT statement.
 pub fn select(context: &Context<'_>, statement: &SelectStatement) -> Result<Vec<ResultSeries>, QueryError> {
     let budget = Budget { max_points: context.limits.max_points_scanned, used: std::cell::Cell::new(0) };
-    run(context, statement, TimeRange::ALL, &budget)
+    run(context, statement, TimeRange::ALL, None, &budget)
 }
 
-/// Runs `statement` within `outer_range`.
+/// Runs `statement` within `outer_range`; `per_series_limit` (the outer query's GROUP BY) makes
+/// raw LIMIT and OFFSET count as InfluxDB's engine does then (see [`limit_per_series`]).
 fn run(
     context: &Context<'_>,
     statement: &SelectStatement,
     outer_range: TimeRange,
+    per_series_limit: Option<&[Dimension]>,
     budget: &Budget,
 ) -> Result<Vec<ResultSeries>, QueryError> {
     if statement.into.is_some() {
@@ -81,9 +83,9 @@ fn run(
     let mut regex_sources: Vec<&Expr> = statement.fields.iter().map(|f| &f.expr).collect();
     regex_sources.extend(condition.as_ref());
     let regexes = Regexes::compile(regex_sources)?;
-    if aggregate {
+    if aggregate && per_series_limit.is_none() {
         if let Some(series) = fast::run(context, statement, range, condition.as_ref(), interval, &regexes, budget)? {
-            return Ok(finish(statement, series));
+            return Ok(finish(statement, series, true));
         }
     }
     let wanted = wanted_columns(statement, condition.as_ref());
@@ -101,8 +103,9 @@ fn run(
     for source in &statement.sources {
         match source {
             Source::Subquery(inner) => {
-                let inner = subquery::under(inner, statement);
-                tables.extend(tables_of_result(run(context, &inner, range, budget)?));
+                let (inner, per_series) = subquery::under(inner, statement);
+                let outer_dimensions = per_series.then_some(statement.group_by.as_slice());
+                tables.extend(tables_of_result(run(context, &inner, range, outer_dimensions, budget)?));
             }
             Source::Measurement(m) => {
                 let database = m.database.as_deref().unwrap_or(context.database);
@@ -136,11 +139,17 @@ fn run(
         keep_rows(table, condition.as_ref(), &regexes);
     }
     tables.retain(|t| !t.times.is_empty());
+    let mut limited = match per_series_limit {
+        Some(outer) if !aggregate => Some(limit_per_series(statement, &tables, outer, &regexes)?),
+        _ => None,
+    };
     let groups = group(&tables, &statement.group_by)?;
     let mut series = Vec::new();
     for ((name, tags), members) in groups {
         let mut out = if aggregate {
             aggregate::run(statement, &members, range, interval, context, &regexes)?
+        } else if let Some(limited) = &mut limited {
+            limited.remove(&(name.clone(), tags.clone())).unwrap_or_default()
         } else {
             raw::run(statement, &members, &regexes)?
         };
@@ -148,15 +157,19 @@ fn run(
         out.tags = tags;
         series.push(out);
     }
-    Ok(finish(statement, series))
+    // Rows already limited per stored series keep their order and count.
+    let rows_limited = limited.is_some();
+    Ok(finish(statement, series, !rows_limited))
 }
 
-/// Orders and limits the rows of each series, drops empty series, then orders the series and
-/// applies SOFFSET and SLIMIT.
-fn finish(statement: &SelectStatement, all: Vec<ResultSeries>) -> Vec<ResultSeries> {
+/// Orders and limits the rows of each series (unless `order_rows` is false: they were limited
+/// already), drops empty series, then orders the series and applies SOFFSET and SLIMIT.
+fn finish(statement: &SelectStatement, all: Vec<ResultSeries>, order_rows: bool) -> Vec<ResultSeries> {
     let mut series = Vec::with_capacity(all.len());
     for mut out in all {
-        order_and_limit(statement, &mut out.rows);
+        if order_rows {
+            order_and_limit(statement, &mut out.rows);
+        }
         if !out.rows.is_empty() {
             series.push(out);
         }
@@ -182,6 +195,51 @@ fn order_and_limit(statement: &SelectStatement, rows: &mut Vec<crate::result::Re
     if let Some(limit) = statement.limit {
         rows.truncate(limit as usize);
     }
+}
+
+/// The rows of a raw subquery limited as InfluxDB 1.8's engine limits them when the outer
+/// query groups differently: LIMIT and OFFSET first apply to each stored series (table); the
+/// series of one outer group are then merged in time order and limited again, the count
+/// starting over whenever the inner group changes from one row to the next. By inner group.
+fn limit_per_series(
+    statement: &SelectStatement,
+    tables: &[Table],
+    outer: &[Dimension],
+    regexes: &Regexes,
+) -> Result<BTreeMap<GroupKey, ResultSeries>, QueryError> {
+    let offset = statement.offset.unwrap_or(0) as usize;
+    let mut kept: BTreeMap<GroupKey, ResultSeries> = BTreeMap::new();
+    for members in group(tables, outer)?.into_values() {
+        let mut rows = Vec::new();
+        let mut shape = None;
+        for table in members {
+            let Some(key) = group(std::slice::from_ref(table), &statement.group_by)?.into_keys().next() else { continue };
+            let mut out = raw::run(statement, &[table], regexes)?;
+            order_and_limit(statement, &mut out.rows);
+            shape.get_or_insert((out.columns, out.has_time));
+            rows.extend(out.rows.into_iter().map(|row| (key.clone(), row)));
+        }
+        match statement.order {
+            SortOrder::Descending => rows.sort_by_key(|(_, row)| std::cmp::Reverse(row.time)),
+            _ => rows.sort_by_key(|(_, row)| row.time),
+        }
+        let (columns, has_time) = shape.unwrap_or_default();
+        let mut previous: Option<GroupKey> = None;
+        let mut count = 0;
+        for (key, row) in rows {
+            if previous.as_ref() != Some(&key) {
+                previous = Some(key.clone());
+                count = 0;
+            }
+            count += 1;
+            if count <= offset || statement.limit.is_some_and(|l| count - offset > l as usize) {
+                continue;
+            }
+            let series = kept.entry(key).or_insert_with(|| ResultSeries { columns: columns.clone(), has_time, ..ResultSeries::default() });
+            series.rows.push(row);
+        }
+    }
+    Ok(kept)
 }
 
 /// The measurements of a database, sorted.

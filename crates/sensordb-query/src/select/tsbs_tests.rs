@@ -110,26 +110,33 @@ fn subquery_buckets_starting_before_the_outer_range_are_kept() {
 }
 
 #[test]
-fn an_inner_raw_limit_counts_per_group_of_inner_and_outer_tags() {
-    // truck_a's driver x is stored under two tag sets (with and without a model tag), as TSBS
-    // trucks are with and without device_version.
+fn an_inner_raw_limit_counts_per_stored_series_when_the_outer_grouping_differs() {
+    // truck_a's driver x is stored under two tag sets (with and without a model tag).
     let mut storage = store();
     let with_model = [("driver", "x"), ("fleet", "f"), ("model", "m1"), ("name", "truck_a")];
     storage.insert("iot", "readings", &with_model, "velocity", vec![(5 * S, F(7.0)), (15 * S, F(8.0))]);
     let inner = "SELECT velocity FROM readings GROUP BY \"name\", driver ORDER BY time DESC LIMIT 1";
     // Alone, the group (truck_a, x) has one last row (second: DESC walks series backwards).
     assert_eq!(values(query_on(&storage, inner))[1], vec![(20 * S, vec![F(30.0)])]);
-    // Under an outer query grouped by name only, the limit still counts per (name, driver):
-    // both tag sets of (truck_a, x) give one row together, the newest.
+    // Under an outer query grouped by name only, each stored series keeps its last row (20 s
+    // and 15 s), and the merged rows of truck_a are limited again per run of one driver: 15 s
+    // follows 20 s of the same driver and goes.
     let outer = format!("SELECT \"name\", driver, velocity FROM ({inner}) GROUP BY \"name\" ORDER BY time DESC");
     let out = values(query_on(&storage, &outer));
     assert_eq!(out[1], vec![(20 * S, vec![text("truck_a"), text("x"), F(30.0)])]);
     assert_eq!(out[0], vec![(10 * S, vec![text("truck_b"), text("y"), F(0.0)])]);
-    // A series of truck_a without a driver is a group of its own (driver empty) and keeps its
-    // newest row, while 15 s of driver x still goes (InfluxDB's answer to TSBS high-load).
+    // A series of truck_a without a driver whose last row falls between them starts the count
+    // over, and 15 s stays (InfluxDB's answer to TSBS high-load has such rows).
     storage.insert("iot", "readings", &[("fleet", "f"), ("name", "truck_a")], "velocity", vec![(17 * S, F(9.0))]);
     let out = values(query_on(&storage, &outer));
-    assert_eq!(out[1], vec![(20 * S, vec![text("truck_a"), text("x"), F(30.0)]), (17 * S, vec![text("truck_a"), text(""), F(9.0)])]);
+    assert_eq!(
+        out[1],
+        vec![
+            (20 * S, vec![text("truck_a"), text("x"), F(30.0)]),
+            (17 * S, vec![text("truck_a"), text(""), F(9.0)]),
+            (15 * S, vec![text("truck_a"), text("x"), F(8.0)]),
+        ]
+    );
     // Grouped by both tags outside too, the limit is per group again.
     let same = format!("SELECT velocity FROM ({inner}) GROUP BY \"name\", driver ORDER BY time DESC");
     assert_eq!(values(query_on(&storage, &same))[1], vec![(20 * S, vec![F(30.0)])]);
