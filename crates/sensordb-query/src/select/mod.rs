@@ -93,7 +93,10 @@ fn run(
     let counted = |table: &Table| raw::counted_rows(statement, table, condition.as_ref(), &regexes);
     let row_limit = match statement.limit {
         Some(limit) if !aggregate => {
-            let rows = (limit as usize).saturating_add(statement.offset.unwrap_or(0) as usize);
+            // Under an outer query grouped differently, each stored series gives one row more
+            // (see `limit_per_series`).
+            let extra = usize::from(per_series_limit.is_some());
+            let rows = (limit as usize).saturating_add(statement.offset.unwrap_or(0) as usize).saturating_add(extra);
             let order = if statement.order == SortOrder::Descending { ScanOrder::NewestFirst } else { ScanOrder::OldestFirst };
             (rows <= MAX_LIMITED_ROWS).then_some(RowLimit { order, rows, counted: &counted })
         }
@@ -198,9 +201,14 @@ fn order_and_limit(statement: &SelectStatement, rows: &mut Vec<crate::result::Re
 }
 
 /// The rows of a raw subquery limited as InfluxDB 1.8's engine limits them when the outer
-/// query groups differently: LIMIT and OFFSET first apply to each stored series (table); the
-/// series of one outer group are then merged in time order and limited again, the count
-/// starting over whenever the inner group changes from one row to the next. By inner group.
+/// query groups differently (`createVarRefIterator` with `len(opt.Dimensions) !=
+/// len(opt.GroupBy)`): each stored series (table) first gives its first OFFSET + LIMIT + 1 rows
+/// (the engine's per-series limit iterator checks the count before it reads, so it lets one
+/// more through and leaves OFFSET to the next step); the series of one outer group are then
+/// merged in time order and limited with OFFSET and LIMIT, the count starting over whenever the
+/// inner group changes from one row to the next (`query.NewLimitIterator`). By inner group.
+/// Checked against InfluxDB 1.8.10 on TSBS high-load, whose trucks are stored under several tag
+/// sets.
 fn limit_per_series(
     statement: &SelectStatement,
     tables: &[Table],
@@ -215,7 +223,12 @@ fn limit_per_series(
         for table in members {
             let Some(key) = group(std::slice::from_ref(table), &statement.group_by)?.into_keys().next() else { continue };
             let mut out = raw::run(statement, &[table], regexes)?;
-            order_and_limit(statement, &mut out.rows);
+            if statement.order == SortOrder::Descending {
+                out.rows.reverse();
+            }
+            if let Some(limit) = statement.limit {
+                out.rows.truncate((limit as usize).saturating_add(offset).saturating_add(1));
+            }
             shape.get_or_insert((out.columns, out.has_time));
             rows.extend(out.rows.into_iter().map(|row| (key.clone(), row)));
         }

@@ -137,6 +137,21 @@ fn an_inner_raw_limit_counts_per_stored_series_when_the_outer_grouping_differs()
             (15 * S, vec![text("truck_a"), text("x"), F(8.0)]),
         ]
     );
+    // Each stored series gives one row more than the limit before the merge (two here): the
+    // driverless series' 12 s follows x and stays, as does x's 10 s after it; x's 5 s follows
+    // x and goes.
+    storage.insert("iot", "readings", &[("fleet", "f"), ("name", "truck_a")], "velocity", vec![(12 * S, F(6.0)), (17 * S, F(9.0))]);
+    let out = values(query_on(&storage, &outer));
+    assert_eq!(
+        out[1],
+        vec![
+            (20 * S, vec![text("truck_a"), text("x"), F(30.0)]),
+            (17 * S, vec![text("truck_a"), text(""), F(9.0)]),
+            (15 * S, vec![text("truck_a"), text("x"), F(8.0)]),
+            (12 * S, vec![text("truck_a"), text(""), F(6.0)]),
+            (10 * S, vec![text("truck_a"), text("x"), F(20.0)]),
+        ]
+    );
     // Grouped by both tags outside too, the limit is per group again.
     let same = format!("SELECT velocity FROM ({inner}) GROUP BY \"name\", driver ORDER BY time DESC");
     assert_eq!(values(query_on(&storage, &same))[1], vec![(20 * S, vec![F(30.0)])]);
