@@ -183,3 +183,27 @@ async fn a_graph_gets_m4_points_per_pixel_and_keeps_spikes() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_see_series_created_and_dropped_after_an_earlier_query() {
+    bounded(async {
+        let server = loaded().await;
+        let newest = |reply: common::Reply| -> Vec<String> {
+            let json = reply.json();
+            let series = json["results"][0]["series"].as_array().cloned().unwrap_or_default();
+            series.iter().map(|s| s["tags"]["host"].as_str().unwrap_or_default().to_string()).collect()
+        };
+        let q = "SELECT usage FROM cpu GROUP BY host ORDER BY time DESC LIMIT 1";
+        assert_eq!(newest(get(server.addr, &url("telegraf", q, "")).await), vec!["b", "a"]);
+        // A new tag set written after that query is found by the next one.
+        let reply = post(server.addr, "/write?db=telegraf&precision=s", "cpu,host=c,dc=z usage=5 1700000040\n").await;
+        assert_eq!(reply.status, 204, "{}", reply.text());
+        assert_eq!(newest(get(server.addr, &url("telegraf", q, "")).await), vec!["c", "b", "a"]);
+        // A dropped one is gone from the next.
+        let reply = get(server.addr, &url("telegraf", "DROP SERIES FROM cpu WHERE host = 'b'", "")).await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(newest(get(server.addr, &url("telegraf", q, "")).await), vec!["c", "a"]);
+        server.stop().await;
+    })
+    .await;
+}

@@ -467,6 +467,13 @@ impl Catalog {
             .collect()
     }
 
+    /// A number that changes whenever a series is created or deleted: callers cache what
+    /// [`Catalog::select`] gave them under it.
+    pub fn generation(&self) -> u64 {
+        let state = self.state.read();
+        state.by_id.len() as u64 + state.deletions
+    }
+
     /// Bytes on disk.
     pub fn file_bytes(&self) -> u64 {
         self.append.lock().end

@@ -310,6 +310,12 @@ impl Engine {
         self.inner.catalog.select(database, measurement, tag_filter)
     }
 
+    /// Changes whenever a series is created or deleted, so a caller may keep what
+    /// [`Engine::select_series`] answered until it changes.
+    pub fn series_generation(&self) -> u64 {
+        self.inner.catalog.generation()
+    }
+
     /// Writes `batch`; returns once it is durable under the configured durability.
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
         self.inner.write(batch, &[])

@@ -75,13 +75,25 @@ impl Budget {
 /// A tag set, sorted by key.
 pub(crate) type Tags = Arc<[(String, String)]>;
 
-/// The series of a measurement grouped into series of tags: tags -> field name -> series.
-pub(crate) fn tag_series(series: Vec<StoredSeries>) -> BTreeMap<Tags, BTreeMap<Arc<str>, StoredSeries>> {
-    let mut by_tags: BTreeMap<Tags, BTreeMap<Arc<str>, StoredSeries>> = BTreeMap::new();
-    for s in series {
-        by_tags.entry(s.tags.clone()).or_default().insert(s.field.clone(), s);
+/// The series of a measurement grouped into series of tags: tags -> field name -> series, in
+/// tag order. Stores that list series sorted by tags with one shared allocation per tag set
+/// (the engine does) are grouped in one pass without comparing tag strings.
+pub(crate) fn tag_series(mut series: Vec<StoredSeries>) -> Vec<(Tags, BTreeMap<Arc<str>, StoredSeries>)> {
+    let same = |a: &Tags, b: &Tags| Arc::ptr_eq(a, b) || a == b;
+    let sorted = series.windows(2).all(|w| same(&w[0].tags, &w[1].tags) || w[0].tags < w[1].tags);
+    if !sorted {
+        series.sort_by(|a, b| a.tags.cmp(&b.tags));
     }
-    by_tags
+    let mut out: Vec<(Tags, BTreeMap<Arc<str>, StoredSeries>)> = Vec::new();
+    for s in series {
+        match out.last_mut() {
+            Some((tags, fields)) if same(tags, &s.tags) => {
+                fields.insert(s.field.clone(), s);
+            }
+            _ => out.push((s.tags.clone(), BTreeMap::from([(s.field.clone(), s)]))),
+        }
+    }
+    out
 }
 
 /// What a raw query with a LIMIT needs of each table: its first `rows` counted rows in `order`.
@@ -175,8 +187,15 @@ fn read_column(
         if failed.is_err() {
             return ControlFlow::Break(());
         }
-        runs.push((t.to_vec(), (0..v.len()).map(|i| v.get(i)).collect()));
-        count += t.len();
+        // Of a run longer than what is still wanted, only the wanted end: a block of thousands
+        // of points gives the one a `LIMIT 1` asks for.
+        let wanted = enough.map_or(t.len(), |enough| (enough - count).min(t.len()));
+        let part = match order {
+            ScanOrder::OldestFirst => 0..wanted,
+            ScanOrder::NewestFirst => t.len() - wanted..t.len(),
+        };
+        runs.push((t[part.clone()].to_vec(), part.map(|i| v.get(i)).collect()));
+        count += wanted;
         if enough.is_some_and(|enough| count >= enough) {
             exhausted = false;
             return ControlFlow::Break(());

@@ -68,6 +68,8 @@ pub struct HttpState {
     memos: write::MemoPool,
     /// Turns for `/query` (`query_concurrency` of them).
     queries: Arc<tokio::sync::Semaphore>,
+    /// Series lists of recent queries.
+    series_lists: influxql::engine_storage::SeriesLists,
 }
 
 impl HttpState {
@@ -78,6 +80,7 @@ impl HttpState {
             bodies: write::BodyPool::default(),
             memos: write::MemoPool::default(),
             queries: Arc::new(tokio::sync::Semaphore::new(server.config.query_concurrency)),
+            series_lists: Default::default(),
             server,
         }
     }

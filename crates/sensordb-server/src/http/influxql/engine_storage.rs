@@ -5,6 +5,7 @@
 
 use sensordb_engine::{Engine, SeriesId, Value, ValueColumn, ValueKind};
 use sensordb_query::{ColumnSlice, FieldKind, FieldValue, ScanOrder, Storage, StorageError, StoredSeries};
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +14,61 @@ pub struct EngineStorage<'a> {
     pub engine: &'a Engine,
     /// Reads after this instant fail: the query has run out of time.
     pub deadline: Instant,
+    pub series: &'a SeriesLists,
+}
+
+/// Lists of series a query asked for, by database and measurement, kept while the engine's
+/// series do not change: a dashboard's lookups would otherwise spend most of their time
+/// listing and sorting the catalog. Each tag set is one shared allocation for all its fields,
+/// and a list is sorted by tag set, then field.
+#[derive(Default)]
+pub struct SeriesLists {
+    lists: parking_lot::Mutex<SeriesListMap>,
+}
+
+type SeriesListMap = HashMap<(String, Option<String>), (u64, Arc<Vec<StoredSeries>>)>;
+
+/// Lists kept at most; beyond it the cache starts over (queries over many measurements at once
+/// are rare, and each list is rebuilt in one catalog pass).
+const SERIES_LISTS_MAX: usize = 256;
+
+impl SeriesLists {
+    fn get(&self, engine: &Engine, database: &str, measurement: Option<&str>) -> Arc<Vec<StoredSeries>> {
+        let generation = engine.series_generation();
+        let key = (database.to_string(), measurement.map(str::to_string));
+        if let Some((seen, list)) = self.lists.lock().get(&key) {
+            if *seen == generation {
+                return list.clone();
+            }
+        }
+        let mut tag_sets: HashMap<Vec<(String, String)>, Arc<[(String, String)]>> = HashMap::new();
+        let mut measurements: HashMap<String, Arc<str>> = HashMap::new();
+        let mut list: Vec<StoredSeries> = engine
+            .select_series(Some(database), measurement, &[])
+            .into_iter()
+            .map(|entry| {
+                let tags = entry.key.tags().to_vec();
+                let tags = tag_sets.entry(tags).or_insert_with_key(|t| Arc::from(t.clone())).clone();
+                let name = entry.key.measurement();
+                let measurement = measurements.entry(name.to_string()).or_insert_with(|| Arc::from(name)).clone();
+                StoredSeries {
+                    handle: u64::from(entry.id.0),
+                    measurement,
+                    tags,
+                    field: Arc::from(entry.key.field()),
+                    kind: kind(entry.kind),
+                }
+            })
+            .collect();
+        list.sort_by(|a, b| a.measurement.cmp(&b.measurement).then_with(|| a.tags.cmp(&b.tags)).then_with(|| a.field.cmp(&b.field)));
+        let list = Arc::new(list);
+        let mut lists = self.lists.lock();
+        if lists.len() >= SERIES_LISTS_MAX {
+            lists.clear();
+        }
+        lists.insert(key, (generation, list.clone()));
+        list
+    }
 }
 
 fn kind(kind: ValueKind) -> FieldKind {
@@ -31,17 +87,7 @@ impl Storage for EngineStorage<'_> {
     }
 
     fn series(&self, database: &str, measurement: Option<&str>) -> Vec<StoredSeries> {
-        self.engine
-            .select_series(Some(database), measurement, &[])
-            .into_iter()
-            .map(|entry| StoredSeries {
-                handle: u64::from(entry.id.0),
-                measurement: Arc::from(entry.key.measurement()),
-                tags: Arc::from(entry.key.tags().to_vec()),
-                field: Arc::from(entry.key.field()),
-                kind: kind(entry.kind),
-            })
-            .collect()
+        self.series.get(self.engine, database, measurement).as_ref().clone()
     }
 
     fn last(&self, series: &[StoredSeries]) -> Result<Vec<Option<(i64, FieldValue)>>, StorageError> {

@@ -124,7 +124,7 @@ fn run_statements(
     limits: Limits,
     timeout: Duration,
 ) -> Vec<(StatementResult, bool)> {
-    let storage = EngineStorage { engine: &http.server.engine, deadline: Instant::now() + timeout };
+    let storage = EngineStorage { engine: &http.server.engine, deadline: Instant::now() + timeout, series: &http.series_lists };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
     let context = Context { storage: &storage, database, now, limits };
     let mut results = Vec::with_capacity(statements.len());
