@@ -26,6 +26,9 @@ pub struct SeriesLists {
     lists: parking_lot::Mutex<SeriesListMap>,
 }
 
+/// One tag set, shared by the series of its fields.
+type Tags = Arc<[(String, String)]>;
+
 type SeriesListMap = HashMap<(String, Option<String>), (u64, Arc<Vec<StoredSeries>>)>;
 
 /// Lists kept at most; beyond it the cache starts over (queries over many measurements at once
@@ -41,7 +44,7 @@ impl SeriesLists {
                 return list.clone();
             }
         }
-        let mut tag_sets: HashMap<Vec<(String, String)>, Arc<[(String, String)]>> = HashMap::new();
+        let mut tag_sets: HashMap<Vec<(String, String)>, Tags> = HashMap::new();
         let mut measurements: HashMap<String, Arc<str>> = HashMap::new();
         let mut list: Vec<StoredSeries> = engine
             .select_series(Some(database), measurement, &[])
