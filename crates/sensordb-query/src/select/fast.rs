@@ -8,14 +8,14 @@
 //! goes to the general path in `aggregate`, which gives the same answers; the tests run both.
 
 use super::plan::{column_name, compile, dedupe_names, Agg};
-use super::table::{tag_series, Budget};
+use super::table::{read_column, tag_series, Budget, ColumnPoints, Tags};
 use super::Context;
 use crate::error::QueryError;
-use crate::eval::{tag_condition, Regexes, Verdict};
+use crate::eval::{holds, tag_condition, Regexes, Row, Verdict};
 use crate::fill::{fill_column, Fill};
 use crate::reduce::Reducer;
 use crate::result::{ResultRow, ResultSeries};
-use crate::storage::{FieldKind, StoredSeries};
+use crate::storage::{FieldKind, ScanOrder, StoredSeries};
 use crate::time::TimeRange;
 use crate::value::{ColumnSlice, FieldValue};
 use sensordb_influxql::{Dimension, Expr, MeasurementName, SelectStatement, Source, TimeOffset};
@@ -150,21 +150,31 @@ pub(super) fn run(
     let database = source.database.as_deref().unwrap_or(context.database);
     let all = context.storage.series(database, Some(measurement));
     let field_names: std::collections::BTreeSet<&str> = all.iter().map(|s| &*s.field).collect();
-    // Only float fields, and conditions the tags alone decide.
-    if all.iter().any(|s| s.kind != FieldKind::Float && calls.iter().any(|(_, f)| f.as_str() == &*s.field)) {
+    // Float fields; integers only where the answer's type does not follow the field's
+    // (`mean`, `count`).
+    let numeric_ok = |s: &StoredSeries, reducer: Reducer| match s.kind {
+        FieldKind::Float => true,
+        FieldKind::Integer | FieldKind::Unsigned => matches!(reducer, Reducer::Mean | Reducer::Count),
+        _ => false,
+    };
+    if all.iter().any(|s| calls.iter().any(|(r, f)| f.as_str() == &*s.field && !numeric_ok(s, *r))) {
         return Ok(None);
     }
     let is_field = |name: &str| field_names.contains(name);
-    let mut groups: BTreeMap<Vec<(String, String)>, Vec<FieldsOfTags>> = BTreeMap::new();
+    // Tag sets by group, each with whether its rows must pass the condition one by one (the
+    // condition names fields).
+    let mut groups: BTreeMap<Vec<(String, String)>, Vec<(Tags, FieldsOfTags, bool)>> = BTreeMap::new();
     for (tags, fields) in tag_series(all.clone()) {
+        let mut per_row = false;
         if let Some(condition) = condition {
             match tag_condition(condition, &tags, &is_field, regexes) {
                 Verdict::False => continue,
                 Verdict::True => {}
-                Verdict::Unknown => return Ok(None),
+                Verdict::Unknown => per_row = true,
             }
         }
-        groups.entry(super::group_key(&statement.group_by, &[], &tags)).or_default().push(fields);
+        let key = super::group_key(&statement.group_by, &[], &tags);
+        groups.entry(key).or_default().push((tags, fields, per_row));
     }
     let starts = match interval {
         None => vec![if range.has_lower_bound() { range.from } else { 0 }],
@@ -185,18 +195,24 @@ pub(super) fn run(
             per_field.entry(field.as_str()).or_insert_with(|| vec![Acc::EMPTY; starts.len()]);
         }
         let mut any = false;
-        for fields in &members {
+        for (tags, fields, per_row) in &members {
+            if *per_row {
+                let condition = condition.expect("BUG: a per-row verdict without a condition");
+                let filter = RowFilter { condition, regexes, tags, field_names: &field_names };
+                any |= add_filtered(context, fields, &filter, range, &mut per_field, &starts, length, budget)?;
+                continue;
+            }
             for (field, accs) in per_field.iter_mut() {
                 let Some(series) = fields.get(*field) else { continue };
                 let mut failed = Ok(());
+                let mut floats = Vec::new();
                 context.storage.read(series, range.from, range.to, &mut |times: &[i64], values: ColumnSlice<'_>| {
-                    let ColumnSlice::Float(values) = values else { return };
                     if failed.is_err() {
                         return;
                     }
                     failed = budget.take(times.len());
                     any |= !times.is_empty();
-                    add_run(accs, &starts, length, times, values);
+                    add_run(accs, &starts, length, times, as_floats(&values, &mut floats));
                 })?;
                 failed?;
             }
@@ -237,6 +253,109 @@ pub(super) fn run(
     #[cfg(test)]
     TAKEN.with(|t| t.set(t.get() + 1));
     Ok(Some(out))
+}
+
+/// The values of a numeric column as floats (`buffer` holds converted integers).
+fn as_floats<'v>(values: &'v ColumnSlice<'_>, buffer: &'v mut Vec<f64>) -> &'v [f64] {
+    match values {
+        ColumnSlice::Float(v) => v,
+        ColumnSlice::Integer(v) => {
+            buffer.clear();
+            buffer.extend(v.iter().map(|&x| x as f64));
+            buffer
+        }
+        ColumnSlice::Unsigned(v) => {
+            buffer.clear();
+            buffer.extend(v.iter().map(|&x| x as f64));
+            buffer
+        }
+        // Kinds the plan refused; nothing to add.
+        _ => &[],
+    }
+}
+
+/// What decides, row by row, which points of a tag set count.
+struct RowFilter<'a> {
+    condition: &'a Expr,
+    regexes: &'a Regexes,
+    tags: &'a [(String, String)],
+    /// The measurement's fields: a name among them is a field even where this tag set has no
+    /// point of it (null), as on the general path.
+    field_names: &'a std::collections::BTreeSet<&'a str>,
+}
+
+/// One time of a tag set's columns, as the condition sees it.
+struct PointRow<'a> {
+    time: i64,
+    filter: &'a RowFilter<'a>,
+    /// Columns by name, with the value each has at `time` (`None`: no point there).
+    values: &'a [(&'a str, Option<FieldValue>)],
+}
+
+impl Row for PointRow<'_> {
+    fn time(&self) -> i64 {
+        self.time
+    }
+    fn tag(&self, name: &str) -> Option<&str> {
+        self.filter.tags.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+    fn field(&self, name: &str) -> Option<FieldValue> {
+        if let Some((_, value)) = self.values.iter().find(|(n, _)| *n == name) {
+            return Some(value.clone().unwrap_or(FieldValue::Null));
+        }
+        self.filter.field_names.contains(name).then_some(FieldValue::Null)
+    }
+}
+
+/// Adds the points of one tag set whose rows pass the condition: its columns (the aggregated
+/// fields and the condition's) are read whole over the range and walked together by time, the
+/// condition evaluated once per time without building rows. True when some row passed (the
+/// tag set then gives its group a series, as its non-empty table does on the general path).
+#[allow(clippy::too_many_arguments)] // the parts of one read, named at the call
+fn add_filtered(
+    context: &Context<'_>,
+    fields: &FieldsOfTags,
+    filter: &RowFilter<'_>,
+    range: TimeRange,
+    per_field: &mut BTreeMap<&str, Vec<Acc>>,
+    starts: &[i64],
+    length: Option<i64>,
+    budget: &Budget,
+) -> Result<bool, QueryError> {
+    let mut names: Vec<String> = per_field.keys().map(|f| f.to_string()).collect();
+    super::collect_names(filter.condition, &mut names);
+    names.sort();
+    names.dedup();
+    let mut columns: Vec<(&str, ColumnPoints)> = Vec::new();
+    for name in &names {
+        if let Some(series) = fields.get(name.as_str()) {
+            columns.push((name.as_str(), read_column(context.storage, series, range, ScanOrder::OldestFirst, None, budget)?));
+        }
+    }
+    let mut positions = vec![0usize; columns.len()];
+    let mut values: Vec<(&str, Option<FieldValue>)> = columns.iter().map(|(n, _)| (*n, None)).collect();
+    let mut passed_any = false;
+    // Bounded: each turn moves at least one column past one point.
+    loop {
+        let next = columns.iter().zip(&positions).filter_map(|((_, c), &p)| c.times.get(p).copied()).min();
+        let Some(time) = next else { break };
+        for (((_, column), position), slot) in columns.iter().zip(positions.iter_mut()).zip(values.iter_mut()) {
+            slot.1 = None;
+            if column.times.get(*position) == Some(&time) {
+                slot.1 = Some(column.values[*position].clone());
+                *position += 1;
+            }
+        }
+        if !holds(filter.condition, &PointRow { time, filter, values: &values }, filter.regexes) {
+            continue;
+        }
+        passed_any = true;
+        for (name, value) in &values {
+            let (Some(accs), Some(value)) = (per_field.get_mut(*name), value.as_ref().and_then(FieldValue::as_f64)) else { continue };
+            add_run(accs, starts, length, &[time], &[value]);
+        }
+    }
+    Ok(passed_any)
 }
 
 /// Adds one sorted run of points to the buckets it covers.

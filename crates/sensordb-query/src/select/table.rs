@@ -161,15 +161,15 @@ pub(crate) fn read_measurement(
 
 /// Points of one column read in ascending order.
 #[derive(Default)]
-struct ColumnPoints {
-    times: Vec<i64>,
-    values: Vec<FieldValue>,
+pub(crate) struct ColumnPoints {
+    pub times: Vec<i64>,
+    pub values: Vec<FieldValue>,
     /// The read reached the end of its range (it did not stop at `enough`).
-    exhausted: bool,
+    pub exhausted: bool,
 }
 
 /// Reads `series` over `range` in `order`, stopping once `enough` points are read.
-fn read_column(
+pub(crate) fn read_column(
     storage: &dyn Storage,
     series: &StoredSeries,
     range: TimeRange,

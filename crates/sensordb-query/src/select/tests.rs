@@ -238,4 +238,65 @@ mod streaming_path {
             }
         }
     }
+
+    proptest! {
+        /// With a condition on fields (rows decided one by one) and aggregates of an integer
+        /// field, the streaming path still answers what the general path answers.
+        #[test]
+        fn equals_the_general_path_with_field_conditions(
+            points in proptest::collection::vec((0usize..3, 0i64..600, -1000i64..1000, proptest::option::of(-5i64..5), any::<bool>()), 1..300),
+            reducers in proptest::collection::vec(0usize..8, 1..4),
+            on_integer in any::<bool>(),
+            interval in proptest::option::of(1i64..200),
+            group_by_host in any::<bool>(),
+            condition in 0usize..4,
+        ) {
+            let mut storage = MemoryStorage::default();
+            for (h, host) in ["a", "b", "c"].iter().enumerate() {
+                let mut mine: Vec<_> = points.iter().filter(|p| p.0 == h).collect();
+                mine.sort_by_key(|p| p.1);
+                mine.dedup_by_key(|p| p.1);
+                // A point is v and w, v alone, or w alone.
+                let v: Vec<(i64, FieldValue)> = mine.iter().filter(|p| !(p.4 && p.3.is_some())).map(|p| (p.1 * S, F(p.2 as f64 / 8.0))).collect();
+                let w: Vec<(i64, FieldValue)> = mine.iter().filter_map(|p| p.3.map(|w| (p.1 * S, I(w)))).collect();
+                let tags = [("host", *host), ("dc", if h % 2 == 0 { "x" } else { "y" })];
+                if !v.is_empty() {
+                    storage.insert("db", "m", &tags, "v", v);
+                }
+                if !w.is_empty() {
+                    storage.insert("db", "m", &tags, "w", w);
+                }
+            }
+            let names = ["count", "sum", "mean", "min", "max", "first", "last", "spread"];
+            let fields: Vec<String> = if on_integer {
+                reducers.iter().map(|&r| format!("{}(w)", if r % 2 == 0 { "mean" } else { "count" })).collect()
+            } else {
+                reducers.iter().map(|&r| format!("{}(v)", names[r])).collect()
+            };
+            let conditions = ["", "w > 0 AND ", "(v < 20 OR w = 3) AND ", "v >= 0 AND dc = 'x' AND "];
+            let group = match (interval, group_by_host) {
+                (Some(i), true) => format!(" GROUP BY time({i}s), host"),
+                (Some(i), false) => format!(" GROUP BY time({i}s)"),
+                (None, true) => " GROUP BY host".to_string(),
+                (None, false) => String::new(),
+            };
+            let text = format!("SELECT {} FROM m WHERE {}time >= 0 AND time < 600s{group}", fields.join(", "), conditions[condition]);
+            let taken = super::super::fast::TAKEN.with(|t| t.get());
+            let fast = run(&storage, &text, true).expect("fast runs");
+            prop_assert_eq!(super::super::fast::TAKEN.with(|t| t.get()), taken + 1, "the streaming path ran: {}", text);
+            let general = run(&storage, &text, false).expect("general runs");
+            prop_assert_eq!(fast.len(), general.len(), "{}", text);
+            for (f, g) in fast.iter().zip(&general) {
+                prop_assert_eq!(&f.tags, &g.tags);
+                prop_assert_eq!(&f.columns, &g.columns);
+                prop_assert_eq!(f.rows.len(), g.rows.len(), "{}", text);
+                for (rf, rg) in f.rows.iter().zip(&g.rows) {
+                    prop_assert_eq!(rf.time, rg.time, "{}", text);
+                    for (vf, vg) in rf.values.iter().zip(&rg.values) {
+                        prop_assert!(close(vf, vg), "{}: {:?} vs {:?}", text, vf, vg);
+                    }
+                }
+            }
+        }
+    }
 }
