@@ -24,6 +24,10 @@ use std::collections::BTreeMap;
 /// The series of one tag set, by field name.
 type FieldsOfTags = BTreeMap<std::sync::Arc<str>, StoredSeries>;
 
+/// A tag set to read: its tags, its series by field, and whether its rows must pass the
+/// condition one by one.
+type TagSetRead = (Tags, FieldsOfTags, bool);
+
 /// Running aggregate of one bucket.
 #[derive(Clone, Copy, Debug)]
 struct Acc {
@@ -163,7 +167,7 @@ pub(super) fn run(
     let is_field = |name: &str| field_names.contains(name);
     // Tag sets by group, each with whether its rows must pass the condition one by one (the
     // condition names fields).
-    let mut groups: BTreeMap<Vec<(String, String)>, Vec<(Tags, FieldsOfTags, bool)>> = BTreeMap::new();
+    let mut groups: BTreeMap<Vec<(String, String)>, Vec<TagSetRead>> = BTreeMap::new();
     for (tags, fields) in tag_series(all.clone()) {
         let mut per_row = false;
         if let Some(condition) = condition {
