@@ -7,7 +7,7 @@ use super::{merged_rows, Context};
 use crate::error::QueryError;
 use crate::eval::{apply, Regexes};
 use crate::fill::{fill_column, Fill};
-use crate::reduce::reduce;
+use crate::reduce::{reduce, Reduced, Reducer};
 use crate::result::{ResultRow, ResultSeries};
 use crate::time::TimeRange;
 use crate::transform;
@@ -46,18 +46,61 @@ pub(super) fn run(
     let rows = merged_rows(members);
     let Some(&(first, _, _)) = rows.first() else { return Ok(ResultSeries::default()) };
     let last = rows.last().map_or(first, |r| r.0);
-    let (projections, mut names) = expand(statement, members, interval.map(|i| i.0))?;
-    dedupe_names(&mut names);
+    let (projections, names) = expand(statement, members, interval.map(|i| i.0))?;
     let buckets = buckets(&rows, range, interval, context, first, last)?;
+    let starts: Vec<i64> = buckets.iter().map(|b| b.start).collect();
+    assemble(statement, &projections, names, &starts, &RowSource { rows: &rows, buckets: &buckets }, interval.is_none())
+}
+
+/// Where an aggregate query's reducers find the points of a bucket: rows of tables on the
+/// general path, running accumulators on the streaming path (`fast.rs`).
+pub(super) trait BucketSource {
+    /// `reducer` over the values of `field` in bucket `bucket`; `None` when the bucket has no
+    /// value of the field.
+    fn reduce(&self, reducer: Reducer, field: &str, bucket: usize) -> Result<Option<Vec<Reduced>>, QueryError>;
+    /// Every point of `field` in time order (a transformation of a raw field, `elapsed`).
+    fn points(&self, field: &str) -> (Vec<i64>, Option<Column>);
+}
+
+struct RowSource<'r, 't> {
+    rows: &'r Rows<'t>,
+    buckets: &'r [Bucket],
+}
+
+impl BucketSource for RowSource<'_, '_> {
+    fn reduce(&self, reducer: Reducer, field: &str, bucket: usize) -> Result<Option<Vec<Reduced>>, QueryError> {
+        let Bucket { lo, hi, .. } = self.buckets[bucket];
+        let (times, column) = gather(&self.rows[lo..hi], field);
+        let Some(column) = column else { return Ok(None) };
+        Ok(Some(reduce(reducer, &times, column.as_slice()).map_err(|e| QueryError::invalid(e.to_string()))?))
+    }
+
+    fn points(&self, field: &str) -> (Vec<i64>, Option<Column>) {
+        gather(self.rows, field)
+    }
+}
+
+/// The result series of one group from its compiled fields (`projections`, named `names`) over
+/// buckets starting at `starts`: each field's cells, empty buckets filled, transformations run,
+/// rows joined on time.
+pub(super) fn assemble(
+    statement: &SelectStatement,
+    projections: &[Agg],
+    mut names: Vec<String>,
+    starts: &[i64],
+    source: &dyn BucketSource,
+    without_time_buckets: bool,
+) -> Result<ResultSeries, QueryError> {
+    dedupe_names(&mut names);
     let fill = Fill::from(statement.fill);
     let mut columns: Vec<Vec<Cell>> = Vec::with_capacity(projections.len());
-    for agg in &projections {
-        columns.push(cells(agg, &rows, &buckets, &fill)?);
+    for agg in projections {
+        columns.push(cells(agg, source, starts, &fill)?);
     }
     let any_transform = projections.iter().any(Agg::is_transform);
-    let single_selector = interval.is_none() && projections.len() == 1 && projections[0].selector().is_some();
+    let single_selector = without_time_buckets && projections.len() == 1 && projections[0].selector().is_some();
     let mut out_rows = Vec::new();
-    if any_transform || columns.iter().any(|c| c.len() != buckets.len()) {
+    if any_transform || columns.iter().any(|c| c.len() != starts.len()) {
         // Columns of their own lengths (transformations, distinct): joined on time.
         let mut by_time: BTreeMap<i64, Vec<FieldValue>> = BTreeMap::new();
         let mut multi: Vec<ResultRow> = Vec::new();
@@ -80,11 +123,11 @@ pub(super) fn run(
         for column in &mut columns {
             fill_cells(&fill, column);
         }
-        for b in 0..buckets.len() {
+        for (b, &start) in starts.iter().enumerate() {
             if fill == Fill::None && columns.iter().all(|c| c[b].empty) {
                 continue;
             }
-            let time = if single_selector { columns[0][b].point_time.unwrap_or(buckets[b].start) } else { buckets[b].start };
+            let time = if single_selector { columns[0][b].point_time.unwrap_or(start) } else { start };
             out_rows.push(ResultRow { time, values: columns.iter().map(|c| c[b].value.clone()).collect() });
         }
     }
@@ -203,36 +246,34 @@ fn column_of(values: Vec<FieldValue>) -> Option<Column> {
 
 /// The cells of one compiled field, one per bucket (or, for transformations and `distinct`,
 /// one per result).
-fn cells(agg: &Agg, rows: &Rows<'_>, buckets: &[Bucket], fill: &Fill) -> Result<Vec<Cell>, QueryError> {
+fn cells(agg: &Agg, source: &dyn BucketSource, starts: &[i64], fill: &Fill) -> Result<Vec<Cell>, QueryError> {
     Ok(match agg {
         Agg::Reduce { reducer, field } => {
-            let mut out = Vec::with_capacity(buckets.len());
-            for bucket in buckets {
-                let (times, column) = gather(&rows[bucket.lo..bucket.hi], field);
-                let reduced = match &column {
-                    Some(column) => reduce(*reducer, &times, column.as_slice()).map_err(|e| QueryError::invalid(e.to_string()))?,
-                    None => Vec::new(),
-                };
+            let mut out = Vec::with_capacity(starts.len());
+            for (b, &start) in starts.iter().enumerate() {
+                let reduced = source.reduce(*reducer, field, b)?;
+                let empty = reduced.is_none();
+                let reduced = reduced.unwrap_or_default();
                 if reduced.is_empty() {
-                    out.push(Cell { time: bucket.start, value: reducer.empty_value(), empty: column.is_none(), point_time: None });
+                    out.push(Cell { time: start, value: reducer.empty_value(), empty, point_time: None });
                 }
                 for r in reduced {
-                    out.push(Cell { time: bucket.start, value: r.value, empty: false, point_time: r.time });
+                    out.push(Cell { time: start, value: r.value, empty: false, point_time: r.time });
                 }
             }
-            if out.len() == buckets.len() {
+            if out.len() == starts.len() {
                 fill_reduced(fill, *reducer, &mut out);
             }
             out
         }
         Agg::Literal(value) => {
-            buckets.iter().map(|b| Cell { time: b.start, value: value.clone(), empty: true, point_time: None }).collect()
+            starts.iter().map(|&start| Cell { time: start, value: value.clone(), empty: true, point_time: None }).collect()
         }
         Agg::Math { math, arg } => {
-            cells(arg, rows, buckets, fill)?.into_iter().map(|c| Cell { value: math.apply(&c.value), ..c }).collect()
+            cells(arg, source, starts, fill)?.into_iter().map(|c| Cell { value: math.apply(&c.value), ..c }).collect()
         }
         Agg::Binary { op, lhs, rhs } => {
-            let (left, right) = (cells(lhs, rows, buckets, fill)?, cells(rhs, rows, buckets, fill)?);
+            let (left, right) = (cells(lhs, source, starts, fill)?, cells(rhs, source, starts, fill)?);
             if left.len() != right.len() {
                 return Err(QueryError::invalid("cannot combine a multi-valued function with another field in one expression"));
             }
@@ -251,13 +292,12 @@ fn cells(agg: &Agg, rows: &Rows<'_>, buckets: &[Bucket], fill: &Fill) -> Result<
                 .collect()
         }
         Agg::Field(field) => {
-            let all = Bucket { start: 0, lo: 0, hi: rows.len() };
-            let (times, column) = gather(&rows[all.lo..all.hi], field);
+            let (times, column) = source.points(field);
             let column = column.unwrap_or(Column::Float(Vec::new()));
             times.iter().enumerate().map(|(i, &t)| Cell { time: t, value: column.get(i), empty: false, point_time: None }).collect()
         }
         Agg::Elapsed { field, unit } => {
-            let (times, _) = gather(rows, field);
+            let (times, _) = source.points(field);
             times
                 .windows(2)
                 .filter(|w| w[1] != w[0])
@@ -265,7 +305,7 @@ fn cells(agg: &Agg, rows: &Rows<'_>, buckets: &[Bucket], fill: &Fill) -> Result<
                 .collect()
         }
         Agg::Transform { transform: t, inner } => {
-            let mut inner_cells = cells(inner, rows, buckets, fill)?;
+            let mut inner_cells = cells(inner, source, starts, fill)?;
             if !matches!(**inner, Agg::Field(_)) {
                 let times: Vec<i64> = inner_cells.iter().map(|c| c.time).collect();
                 let empty: Vec<bool> = inner_cells.iter().map(|c| c.empty).collect();

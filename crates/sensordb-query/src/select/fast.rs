@@ -144,7 +144,9 @@ pub(super) fn run(
         }
     }
     if interval.is_none() && calls.iter().all(|(r, _)| *r == Reducer::Last) {
-        return newest(context, statement, measurement, source.database.as_deref(), range, condition, regexes, &calls).map(Some);
+        if let Some(series) = newest(context, statement, measurement, source.database.as_deref(), range, condition, regexes, &calls)? {
+            return Ok(Some(series));
+        }
     }
     // With GROUP BY time, both ends of the range must be known to lay out the buckets as the
     // general path does from the data.
@@ -382,7 +384,8 @@ fn add_run(accs: &mut [Acc], starts: &[i64], length: Option<i64>, times: &[i64],
     }
 }
 
-/// `SELECT last(a)[, last(b)...] ... [GROUP BY tags]` without time buckets: each series' newest
+/// `SELECT last(a)[, last(b)...] ... [GROUP BY tags]` without time buckets and without a
+/// condition on fields (`None` otherwise): each series' newest
 /// point from [`crate::Storage::last`] (the engine keeps it), read from history only for a
 /// series whose newest point lies after the range.
 #[allow(clippy::too_many_arguments)] // the parts of one statement, named at the call
@@ -395,7 +398,7 @@ fn newest(
     condition: Option<&Expr>,
     regexes: &Regexes,
     calls: &[(Reducer, String)],
-) -> Result<Vec<ResultSeries>, QueryError> {
+) -> Result<Option<Vec<ResultSeries>>, QueryError> {
     let database = database.unwrap_or(context.database);
     let all = context.storage.series(database, Some(measurement));
     let field_names: std::collections::BTreeSet<&str> = all.iter().map(|s| &*s.field).collect();
@@ -404,8 +407,11 @@ fn newest(
     let mut groups: BTreeMap<Vec<(String, String)>, Vec<StoredSeries>> = BTreeMap::new();
     for (tags, fields) in tag_series(all.clone()) {
         if let Some(condition) = condition {
-            if tag_condition(condition, &tags, &is_field, regexes) == Verdict::False {
-                continue;
+            match tag_condition(condition, &tags, &is_field, regexes) {
+                Verdict::False => continue,
+                Verdict::True => {}
+                // The newest point need not pass a condition on fields: not this path's shape.
+                Verdict::Unknown => return Ok(None),
             }
         }
         let key = super::group_key(&statement.group_by, &[], &tags);
@@ -464,5 +470,5 @@ fn newest(
     }
     #[cfg(test)]
     TAKEN.with(|t| t.set(t.get() + 1));
-    Ok(out)
+    Ok(Some(out))
 }
