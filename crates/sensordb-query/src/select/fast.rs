@@ -7,17 +7,17 @@
 //! Anything else (fields of other types, conditions on fields, subqueries, other functions)
 //! goes to the general path in `aggregate`, which gives the same answers; the tests run both.
 
+use super::aggregate::BucketSource;
 use super::plan::{column_name, compile, dedupe_names, Agg};
 use super::table::{read_column, tag_series, Budget, ColumnPoints, Tags};
 use super::Context;
 use crate::error::QueryError;
 use crate::eval::{holds, tag_condition, Regexes, Row, Verdict};
-use crate::fill::{fill_column, Fill};
-use crate::reduce::Reducer;
+use crate::reduce::{Reduced, Reducer};
 use crate::result::{ResultRow, ResultSeries};
 use crate::storage::{FieldKind, ScanOrder, StoredSeries};
 use crate::time::TimeRange;
-use crate::value::{ColumnSlice, FieldValue};
+use crate::value::{Column, ColumnSlice, FieldValue};
 use sensordb_influxql::{Dimension, Expr, MeasurementName, SelectStatement, Source, TimeOffset};
 use std::collections::BTreeMap;
 
@@ -133,17 +133,21 @@ pub(super) fn run(
         return Ok(None);
     }
     // Every field a bare streamable reducer over a named field.
+    // Every field streamable reducers of named fields, or math over them.
+    let mut projections = Vec::new();
     let mut calls = Vec::new();
     for field in &statement.fields {
         if matches!(&field.expr, Expr::Call(c) if matches!(c.args.first(), Some(Expr::Wildcard(_)))) {
             return Ok(None);
         }
-        match compile(&field.expr, interval.map(|i| i.0))? {
-            Agg::Reduce { reducer, field: name } if streamable(reducer) => calls.push((reducer, name)),
-            _ => return Ok(None),
+        let agg = compile(&field.expr, interval.map(|i| i.0))?;
+        if !reducers_of(&agg, &mut calls) {
+            return Ok(None);
         }
+        projections.push(agg);
     }
-    if interval.is_none() && calls.iter().all(|(r, _)| *r == Reducer::Last) {
+    let bare_lasts = projections.iter().all(|a| matches!(a, Agg::Reduce { reducer: Reducer::Last, .. }));
+    if interval.is_none() && bare_lasts {
         if let Some(series) = newest(context, statement, measurement, source.database.as_deref(), range, condition, regexes, &calls)? {
             return Ok(Some(series));
         }
@@ -187,12 +191,7 @@ pub(super) fn run(
         Some((length, offset)) => super::aggregate::bucket_starts(length, offset, range.from, range.to, context)?,
     };
     let length = interval.map(|i| i.0);
-    let mut names: Vec<String> = statement.fields.iter().map(|f| f.alias.clone().unwrap_or_else(|| column_name(&f.expr))).collect();
-    dedupe_names(&mut names);
-    let mut columns = vec!["time".to_string()];
-    columns.extend(names);
-    let fill = Fill::from(statement.fill);
-    let single_selector = interval.is_none() && calls.len() == 1 && calls[0].0.is_selector();
+    let names: Vec<String> = statement.fields.iter().map(|f| f.alias.clone().unwrap_or_else(|| column_name(&f.expr))).collect();
     let mut out = Vec::new();
     for (tags, members) in groups {
         // Accumulators per distinct field, each a row of buckets.
@@ -226,39 +225,51 @@ pub(super) fn run(
         if !any {
             continue;
         }
-        let mut cells: Vec<Vec<(FieldValue, Option<i64>)>> = Vec::with_capacity(calls.len());
-        let mut empty: Vec<Vec<bool>> = Vec::with_capacity(calls.len());
-        for (reducer, field) in &calls {
-            let accs = &per_field[field.as_str()];
-            cells.push(accs.iter().map(|a| a.result(*reducer)).collect());
-            empty.push(accs.iter().map(|a| a.count == 0).collect());
-        }
-        for ((column, empty), (reducer, _)) in cells.iter_mut().zip(&empty).zip(&calls) {
-            let mut values: Vec<FieldValue> = column.iter().map(|c| c.0.clone()).collect();
-            // A fill value takes the aggregate's type, as on the general path (`fill_reduced`).
-            let float_output = *reducer == Reducer::Mean || values.iter().zip(empty).any(|(v, e)| !e && matches!(v, FieldValue::Float(_)));
-            let fill = match &fill {
-                Fill::Value(FieldValue::Integer(n)) if float_output => Fill::Value(FieldValue::Float(*n as f64)),
-                other => other.clone(),
-            };
-            fill_column(&fill, &starts, &mut values, empty);
-            for (cell, value) in column.iter_mut().zip(values) {
-                cell.0 = value;
-            }
-        }
-        let mut rows = Vec::with_capacity(starts.len());
-        for (b, &start) in starts.iter().enumerate() {
-            if fill == Fill::None && empty.iter().all(|e| e[b]) {
-                continue;
-            }
-            let time = if single_selector { cells[0][b].1.unwrap_or(start) } else { start };
-            rows.push(ResultRow { time, values: cells.iter().map(|c| c[b].0.clone()).collect() });
-        }
-        out.push(ResultSeries { name: measurement.clone(), tags, columns: columns.clone(), rows, has_time: true });
+        let source = AccSource { per_field: &per_field };
+        let mut series = super::aggregate::assemble(statement, &projections, names.clone(), &starts, &source, interval.is_none())?;
+        series.name = measurement.clone();
+        series.tags = tags;
+        out.push(series);
     }
     #[cfg(test)]
     TAKEN.with(|t| t.set(t.get() + 1));
     Ok(Some(out))
+}
+
+/// Adds the reducers `agg` needs to `calls`; false when it needs more than this path has
+/// (other reducers, raw fields, `elapsed`).
+fn reducers_of(agg: &Agg, calls: &mut Vec<(Reducer, String)>) -> bool {
+    match agg {
+        Agg::Reduce { reducer, field } if streamable(*reducer) => {
+            calls.push((*reducer, field.clone()));
+            true
+        }
+        Agg::Literal(_) => true,
+        Agg::Math { arg, .. } => reducers_of(arg, calls),
+        Agg::Binary { lhs, rhs, .. } => reducers_of(lhs, calls) && reducers_of(rhs, calls),
+        Agg::Transform { inner, .. } => !matches!(**inner, Agg::Field(_)) && reducers_of(inner, calls),
+        Agg::Reduce { .. } | Agg::Field(_) | Agg::Elapsed { .. } => false,
+    }
+}
+
+/// A group's buckets as the accumulators left them.
+struct AccSource<'a> {
+    per_field: &'a BTreeMap<&'a str, Vec<Acc>>,
+}
+
+impl BucketSource for AccSource<'_> {
+    fn reduce(&self, reducer: Reducer, field: &str, bucket: usize) -> Result<Option<Vec<Reduced>>, QueryError> {
+        let Some(acc) = self.per_field.get(field).map(|accs| accs[bucket]) else { return Ok(None) };
+        if acc.count == 0 {
+            return Ok(None);
+        }
+        let (value, time) = acc.result(reducer);
+        Ok(Some(vec![Reduced { time, value }]))
+    }
+
+    fn points(&self, _field: &str) -> (Vec<i64>, Option<Column>) {
+        unreachable!("BUG: the streaming path took a query over raw points (see reducers_of)")
+    }
 }
 
 /// The values of a numeric column as floats (`buffer` holds converted integers).

@@ -250,6 +250,7 @@ mod streaming_path {
             interval in proptest::option::of(1i64..200),
             group_by_host in any::<bool>(),
             condition in 0usize..4,
+            expression in proptest::option::of(0usize..5),
         ) {
             let mut storage = MemoryStorage::default();
             for (h, host) in ["a", "b", "c"].iter().enumerate() {
@@ -268,11 +269,17 @@ mod streaming_path {
                 }
             }
             let names = ["count", "sum", "mean", "min", "max", "first", "last", "spread"];
-            let fields: Vec<String> = if on_integer {
+            let mut fields: Vec<String> = if on_integer {
                 reducers.iter().map(|&r| format!("{}(w)", if r % 2 == 0 { "mean" } else { "count" })).collect()
             } else {
                 reducers.iter().map(|&r| format!("{}(v)", names[r])).collect()
             };
+            // Math over aggregates (TSBS's floor(mean(x)/10)/floor(mean(x)/10) among them), and
+            // transformations of time buckets.
+            let expressions = ["mean(v) * 2 + 1", "floor(max(v) / 10) / floor(max(v) / 10)", "spread(v) - count(v)", "difference(mean(v))", "cumulative_sum(count(v))"];
+            if let Some(e) = expression.filter(|&e| interval.is_some() || e < 3) {
+                fields.push(expressions[e].to_string());
+            }
             let conditions = ["", "w > 0 AND ", "(v < 20 OR w = 3) AND ", "v >= 0 AND dc = 'x' AND "];
             let group = match (interval, group_by_host) {
                 (Some(i), true) => format!(" GROUP BY time({i}s), host"),
