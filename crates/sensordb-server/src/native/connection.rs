@@ -537,7 +537,7 @@ impl Connection {
         // The common case answers without a task: a small batch, room on the disk, an id
         // nobody else is completing, room in the committer's queue.
         let small = batch.value_bytes() <= SMALL_TRANSACTION_BYTES;
-        if small && self.state.engine.admission() != Admission::WaitForSpace {
+        if small && self.state.engine.admit(Instant::now()).is_ok_and(|admission| admission != Admission::WaitForSpace) {
             match self.txlog.try_begin(key) {
                 Some(Begin::Known(points)) => {
                     drop(held);
