@@ -37,27 +37,27 @@
 //!   is held back when the stream ends is delivered at the end.
 //!   Lateness is bounded in practice: a held-back item is re-inserted with probability ≥ 1/2
 //!   per following batch.
+//!
+//! This file holds the generator and its defects; `iot` the use case's trucks, signals and
+//! constants, `payload` the waveform payload generator for byte workloads.
 
-use crate::row::{Row, SeriesMap, TagSet};
+mod iot;
+mod payload;
+
+pub use iot::{
+    CapacityEncoding, Fleet, Measurement, Truck, CAPACITY_FIELDS, DIAGNOSTICS_CLAMPS, DIAGNOSTICS_DECIMALS, DIAGNOSTICS_FIELDS,
+    READINGS_CLAMPS, READINGS_DECIMALS, READINGS_FIELDS, STRING_TAGS, TSBS_DEFAULT_START,
+};
+pub use payload::{PayloadConfig, PayloadGenerator};
+
+use iot::{TruckState, DEVICE_VERSIONS, DRIVERS, FLEETS, MAX_FIELD_COUNT, MODELS, NANOS_PER_SECOND, TAG_COUNT};
+
+use crate::row::{Row, TagSet};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sensordb_engine::{SeriesKey, SeriesKeyError, Timestamp, Value};
+use sensordb_engine::{Timestamp, Value};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-
-/// 2016-01-01T00:00:00Z, TSBS's usual start, in ns.
-pub const TSBS_DEFAULT_START: Timestamp = 1_451_606_400_000_000_000;
-const NANOS_PER_SECOND: i64 = 1_000_000_000;
-
-/// How TSBS's numeric truck "tags" (load_capacity, fuel_capacity, nominal_fuel_consumption)
-/// appear in rows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CapacityEncoding {
-    /// As the first three float fields of every row, as TSBS's InfluxDB output has them.
-    Fields,
-    /// As tags with the values formatted like TSBS does ("1500", "150", "12").
-    Tags,
-}
 
 /// Chances of the delivery defects, per batch and per entry. [`Disorder::default`] is TSBS's.
 #[derive(Clone, Debug, PartialEq)]
@@ -155,213 +155,6 @@ impl TsbsConfig {
     /// Entries of the base stream before defects: epochs × trucks × 2 measurements.
     pub fn base_entries(&self) -> u64 {
         self.epochs() * u64::from(self.scale) * 2
-    }
-}
-
-/// The measurements of the IoT use case.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Measurement {
-    Readings,
-    Diagnostics,
-}
-
-impl Measurement {
-    pub fn name(self) -> &'static str {
-        match self {
-            Measurement::Readings => "readings",
-            Measurement::Diagnostics => "diagnostics",
-        }
-    }
-
-    /// The signal fields, in TSBS order (without the capacity fields).
-    pub fn fields(self) -> &'static [&'static str] {
-        match self {
-            Measurement::Readings => &READINGS_FIELDS,
-            Measurement::Diagnostics => &DIAGNOSTICS_FIELDS,
-        }
-    }
-}
-
-pub const READINGS_FIELDS: [&str; 7] = ["latitude", "longitude", "elevation", "velocity", "heading", "grade", "fuel_consumption"];
-pub const DIAGNOSTICS_FIELDS: [&str; 3] = ["fuel_state", "current_load", "status"];
-pub const CAPACITY_FIELDS: [&str; 3] = ["load_capacity", "fuel_capacity", "nominal_fuel_consumption"];
-/// The string tags, in TSBS order.
-pub const STRING_TAGS: [&str; 5] = ["name", "fleet", "driver", "model", "device_version"];
-
-const FLEETS: [&str; 4] = ["East", "West", "North", "South"];
-const DRIVERS: [&str; 6] = ["Derek", "Rodney", "Albert", "Andy", "Seth", "Trish"];
-const DEVICE_VERSIONS: [&str; 4] = ["v1.0", "v1.5", "v2.0", "v2.3"];
-/// (model, load capacity, fuel capacity, nominal fuel consumption)
-const MODELS: [(&str, f64, f64, f64); 3] = [("F-150", 2000.0, 200.0, 15.0), ("G-2000", 5000.0, 300.0, 19.0), ("H-2", 1500.0, 150.0, 12.0)];
-/// TSBS clamps of the random walks: (min, max) per readings field.
-pub const READINGS_CLAMPS: [(f64, f64); 7] =
-    [(-90.0, 90.0), (-180.0, 180.0), (0.0, 5000.0), (0.0, 100.0), (0.0, 360.0), (0.0, 100.0), (0.0, 50.0)];
-/// Decimals kept per readings field.
-pub const READINGS_DECIMALS: [usize; 7] = [5, 5, 0, 0, 0, 0, 1];
-/// TSBS clamps per diagnostics field (current_load is not a walk but stays in [0, 5000)).
-pub const DIAGNOSTICS_CLAMPS: [(f64, f64); 3] = [(0.0, 1.0), (0.0, 5000.0), (0.0, 5.0)];
-pub const DIAGNOSTICS_DECIMALS: [usize; 3] = [1, 0, 0];
-const POW10: [f64; 6] = [1.0, 10.0, 100.0, 1_000.0, 10_000.0, 100_000.0];
-/// Fields counted by TSBS when it draws which field to drop (the most of any measurement).
-const MAX_FIELD_COUNT: usize = 7;
-/// Tags counted by TSBS when it draws which tag to drop (5 strings + 3 capacities).
-const TAG_COUNT: usize = 8;
-
-/// TSBS's float precision cut: truncation toward zero to `decimals` places.
-fn cut(value: f64, decimals: usize) -> f64 {
-    let scale = POW10[decimals.min(5)];
-    ((value * scale) as i64) as f64 / scale
-}
-
-/// The static description of one truck.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Truck {
-    pub name: String,
-    pub fleet: &'static str,
-    pub driver: &'static str,
-    pub model: &'static str,
-    pub device_version: &'static str,
-    pub load_capacity: f64,
-    pub fuel_capacity: f64,
-    pub nominal_fuel_consumption: f64,
-}
-
-impl Truck {
-    fn capacities(&self) -> [f64; 3] {
-        [self.load_capacity, self.fuel_capacity, self.nominal_fuel_consumption]
-    }
-
-    /// The tag set with tag `i` (in TSBS order, 0..8) left out when bit `i` of `dropped` is set.
-    fn tags(&self, capacities: CapacityEncoding, dropped: u8) -> Vec<(String, String)> {
-        let strings = [self.name.as_str(), self.fleet, self.driver, self.model, self.device_version];
-        let mut tags: Vec<(String, String)> = STRING_TAGS
-            .iter()
-            .zip(strings)
-            .enumerate()
-            .filter(|(i, _)| dropped & (1 << i) == 0)
-            .map(|(_, (k, v))| ((*k).to_string(), v.to_string()))
-            .collect();
-        if capacities == CapacityEncoding::Tags {
-            for (i, (key, value)) in CAPACITY_FIELDS.iter().zip(self.capacities()).enumerate() {
-                if dropped & (1 << (i + 5)) == 0 {
-                    tags.push(((*key).to_string(), format!("{value}")));
-                }
-            }
-        }
-        tags
-    }
-}
-
-/// The trucks of a generated data set with their full tag sets (tag set id = truck index).
-#[derive(Clone, Debug)]
-pub struct Fleet {
-    pub trucks: Vec<Truck>,
-    pub tag_sets: Vec<Arc<TagSet>>,
-    readings: Arc<str>,
-    diagnostics: Arc<str>,
-    /// Capacity field names, then readings field names, then diagnostics field names.
-    field_names: Vec<Arc<str>>,
-}
-
-impl Fleet {
-    /// The interned name of a measurement, as rows carry it.
-    pub fn measurement_name(&self, measurement: Measurement) -> &Arc<str> {
-        match measurement {
-            Measurement::Readings => &self.readings,
-            Measurement::Diagnostics => &self.diagnostics,
-        }
-    }
-
-    fn capacity_name(&self, i: usize) -> &Arc<str> {
-        &self.field_names[i]
-    }
-
-    fn field_name(&self, measurement: Measurement, i: usize) -> &Arc<str> {
-        match measurement {
-            Measurement::Readings => &self.field_names[3 + i],
-            Measurement::Diagnostics => &self.field_names[10 + i],
-        }
-    }
-
-    /// Every field name a row of `measurement` can carry under `capacities`.
-    pub fn row_fields(&self, measurement: Measurement, capacities: CapacityEncoding) -> Vec<Arc<str>> {
-        let mut names = Vec::new();
-        if capacities == CapacityEncoding::Fields {
-            names.extend((0..3).map(|i| self.capacity_name(i).clone()));
-        }
-        names.extend((0..measurement.fields().len()).map(|i| self.field_name(measurement, i).clone()));
-        names
-    }
-
-    /// Precomputes the series keys of every truck's full tag set: each truck's series, once.
-    /// Rows whose tag was dropped (TSBS's zeroed tags, about 1 % of rows) add their keys on first
-    /// use through [`SeriesMap::flatten_keys_into`].
-    pub fn series_keys(&self, capacities: CapacityEncoding) -> Result<SeriesMap<Arc<SeriesKey>>, SeriesKeyError> {
-        let mut map = SeriesMap::new();
-        for tags in &self.tag_sets {
-            for measurement in [Measurement::Readings, Measurement::Diagnostics] {
-                let name = self.measurement_name(measurement);
-                for field in self.row_fields(measurement, capacities) {
-                    map.get_or_insert_with(tags, name, &field, |key| Ok::<_, SeriesKeyError>(Arc::new(key)))?;
-                }
-            }
-        }
-        Ok(map)
-    }
-}
-
-/// Random-walk state of one truck.
-#[derive(Clone, Debug)]
-struct TruckState {
-    readings: [f64; 7],
-    fuel_state: f64,
-    current_load: f64,
-    status: f64,
-}
-
-fn uniform(rng: &mut ChaCha8Rng, low: f64, high: f64) -> f64 {
-    rng.gen::<f64>() * (high - low) + low
-}
-
-/// Standard normal draw (Box–Muller; `rand_distr` is not a dependency).
-fn normal(rng: &mut ChaCha8Rng) -> f64 {
-    let u1 = 1.0 - rng.gen::<f64>(); // (0, 1]
-    let u2 = rng.gen::<f64>();
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-}
-
-const READINGS_STEPS: [f64; 7] = [0.005, 0.005, 10.0, 10.0, 5.0, 5.0, 5.0];
-
-impl TruckState {
-    fn tick(&mut self, rng: &mut ChaCha8Rng) {
-        for ((state, step), (min, max)) in self.readings.iter_mut().zip(READINGS_STEPS).zip(READINGS_CLAMPS) {
-            *state = (*state + uniform(rng, -step, step)).clamp(min, max);
-        }
-        self.fuel_state = (self.fuel_state + uniform(rng, -0.001, 0.0)).clamp(0.0, 1.0);
-        if self.fuel_state == 0.0 {
-            self.fuel_state = 1.0; // refuel
-        }
-        if rng.gen::<f64>() >= 0.95 {
-            self.current_load = uniform(rng, 0.0, 5000.0);
-        }
-        self.status = (self.status + normal(rng)).clamp(0.0, 5.0);
-    }
-
-    fn values(&self, measurement: Measurement) -> [f64; 7] {
-        let mut out = [0.0; 7];
-        match measurement {
-            Measurement::Readings => {
-                for (i, value) in out.iter_mut().enumerate() {
-                    *value = cut(self.readings[i], READINGS_DECIMALS[i]);
-                }
-            }
-            Measurement::Diagnostics => {
-                out[0] = cut(self.fuel_state, 1);
-                out[1] = cut(self.current_load, 0);
-                out[2] = cut(self.status, 0);
-            }
-        }
-        out
     }
 }
 
@@ -720,122 +513,6 @@ impl Iterator for TsbsGenerator {
                 return None;
             }
         }
-    }
-}
-
-/// Parameters of the waveform payload generator.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PayloadConfig {
-    /// Number of sensors (`sensor_0..`).
-    pub sensors: u32,
-    /// Bytes per portion; rounded down to whole i16 samples.
-    pub portion_bytes: usize,
-    /// Portions per sensor.
-    pub portions: u64,
-    pub start: Timestamp,
-    /// Time between two portions of one sensor, ns.
-    pub interval: i64,
-    pub seed: u64,
-    /// Standard deviation of the added noise, in sample units (LSB). Larger is less compressible.
-    pub noise: f64,
-}
-
-impl Default for PayloadConfig {
-    fn default() -> Self {
-        PayloadConfig {
-            sensors: 16,
-            portion_bytes: 4096,
-            portions: 1000,
-            start: TSBS_DEFAULT_START,
-            interval: NANOS_PER_SECOND,
-            seed: 123,
-            noise: 40.0,
-        }
-    }
-}
-
-struct Wave {
-    amplitude: f64,
-    /// Radians per sample.
-    step: f64,
-    phase: f64,
-    harmonic: f64,
-}
-
-/// Iterator of waveform portions: rows of measurement `waveform`, tag `sensor`, one bytes field
-/// `samples` holding little-endian i16 samples of a noisy sine with a harmonic (smooth, so
-/// partly compressible), continuous across a sensor's portions. Ordered by time, then sensor.
-pub struct PayloadGenerator {
-    config: PayloadConfig,
-    rng: ChaCha8Rng,
-    waves: Vec<Wave>,
-    tag_sets: Vec<Arc<TagSet>>,
-    measurement: Arc<str>,
-    field: Arc<str>,
-    portion: u64,
-    sensor: usize,
-}
-
-impl PayloadGenerator {
-    pub fn new(config: PayloadConfig) -> Self {
-        let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
-        let waves = (0..config.sensors)
-            .map(|_| Wave {
-                amplitude: uniform(&mut rng, 2_000.0, 20_000.0),
-                step: std::f64::consts::TAU / uniform(&mut rng, 20.0, 400.0),
-                phase: uniform(&mut rng, 0.0, std::f64::consts::TAU),
-                harmonic: uniform(&mut rng, 0.0, 0.3),
-            })
-            .collect();
-        let tag_sets =
-            (0..config.sensors).map(|i| Arc::new(TagSet { id: i, tags: vec![("sensor".to_string(), format!("sensor_{i}"))] })).collect();
-        PayloadGenerator {
-            config,
-            rng,
-            waves,
-            tag_sets,
-            measurement: Arc::from("waveform"),
-            field: Arc::from("samples"),
-            portion: 0,
-            sensor: 0,
-        }
-    }
-
-    /// The tag sets of the sensors (tag set id = sensor index).
-    pub fn tag_sets(&self) -> &[Arc<TagSet>] {
-        &self.tag_sets
-    }
-}
-
-impl Iterator for PayloadGenerator {
-    type Item = Row;
-
-    fn next(&mut self) -> Option<Row> {
-        if self.config.sensors == 0 || self.portion >= self.config.portions {
-            return None;
-        }
-        let samples = self.config.portion_bytes / 2;
-        let mut bytes = Vec::with_capacity(samples * 2);
-        let noise = self.config.noise;
-        let wave = &mut self.waves[self.sensor];
-        for _ in 0..samples {
-            let clean = wave.amplitude * (wave.phase.sin() + wave.harmonic * (3.0 * wave.phase).sin());
-            let sample = (clean + noise * normal(&mut self.rng)).round().clamp(-32768.0, 32767.0) as i16;
-            bytes.extend_from_slice(&sample.to_le_bytes());
-            wave.phase = (wave.phase + wave.step) % std::f64::consts::TAU;
-        }
-        let row = Row {
-            measurement: self.measurement.clone(),
-            tags: self.tag_sets[self.sensor].clone(),
-            fields: vec![(self.field.clone(), Value::Bytes(bytes.into()))],
-            timestamp: self.config.start + self.portion as i64 * self.config.interval,
-        };
-        self.sensor += 1;
-        if self.sensor == self.config.sensors as usize {
-            self.sensor = 0;
-            self.portion += 1;
-        }
-        Some(row)
     }
 }
 

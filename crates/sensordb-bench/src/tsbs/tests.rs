@@ -1,5 +1,6 @@
 //! Tests of the TSBS-like generators: seeding, defects, clamps and decimals, series keys and payload portions.
 
+use super::iot::cut;
 use super::*;
 use crate::stats::WorkloadStats;
 
