@@ -100,10 +100,4 @@ impl Engine {
     pub fn admission(&self) -> Admission {
         self.inner.admission()
     }
-
-    /// Blocks until a reclaim cycle ends or `timeout` passes, asking for a cycle now.
-    pub fn wait_for_reclaim(&self, timeout: Duration) {
-        self.inner.request_reclaim();
-        self.inner.maintenance.reclaimer.wait_for_cycle(timeout);
-    }
 }
