@@ -17,8 +17,8 @@
 //! reclaimed. Disk usage is sensordb's own bytes only: the bench's file system reports no
 //! statvfs figures, so how full the real disk is does not matter.
 //!
-//! Writers obey the throttle themselves, as the server does ([`Engine::admission`] after each
-//! write, with the engine's own `throttle_writes` off), so the time they were delayed or waited
+//! Writers go through the engine's admission themselves, as the server does ([`Engine::admit`]
+//! before and [`Engine::acknowledgement_delay`] after each write, with `throttle_writes` off), so the time they were delayed or waited
 //! for space can be counted.
 //!
 //! Partly dead data: a share of the series (tag `class=short`) gets a storage-period override of
@@ -290,11 +290,8 @@ fn writer_loop(engine: &Engine, progress: &Progress, mut sensors: Vec<Sensor>, b
         step += steps as i64;
         let waiting = Instant::now();
         let mut waited = false;
-        while engine.admission() == Admission::WaitForSpace {
-            if waiting.elapsed() > engine.reclaim_options().full_wait_max {
-                return Err("waited too long for space".to_string());
-            }
-            engine.wait_for_reclaim(Duration::from_millis(200));
+        while engine.admit(waiting).map_err(|e| format!("waited too long for space: {e}"))? == Admission::WaitForSpace {
+            engine.wait_for_space();
             waited = true;
         }
         if waited {
@@ -302,7 +299,7 @@ fn writer_loop(engine: &Engine, progress: &Progress, mut sensors: Vec<Sensor>, b
         }
         engine.write(&batch).map_err(|e| e.to_string())?;
         progress.now.fetch_max(timestamps[steps - 1], Ordering::Relaxed);
-        if let Admission::After(delay) = engine.admission() {
+        if let Some(delay) = engine.acknowledgement_delay() {
             std::thread::sleep(delay);
             progress.throttle_delay_nanos.fetch_add(delay.as_nanos() as u64, Ordering::Relaxed);
         }

@@ -10,8 +10,9 @@
 //!   [`Engine::find_series`], [`Engine::series`] and [`Engine::select_series`] ([`SeriesEntry`]).
 //! - **Flush and close:** [`Engine::flush`], [`Engine::close`].
 //! - **Statistics:** [`EngineStats`], [`RecoveryReport`], [`ReclaimStats`], [`StoreStats`].
-//! - **Throttling:** [`Engine::admission`] says what a writer must do as the disk fills
-//!   ([`Admission`]).
+//! - **Throttling:** [`Engine::admit`] (before a write), [`Engine::wait_for_space`] and
+//!   [`Engine::acknowledgement_delay`] (after it) are the one throttle every writer goes
+//!   through as the disk fills ([`Admission`]).
 //! - **Databases:** [`Databases`], [`DatabasePolicy`], [`PeriodOverride`].
 //! - **Administration:** [`Engine::delete_series`], [`Engine::compact`], [`Engine::reclaim`].
 //! - **Model:** [`SeriesKey`], [`SeriesId`], [`Value`], [`ValueKind`], [`ValueColumn`],

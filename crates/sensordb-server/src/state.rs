@@ -24,45 +24,38 @@ pub struct ServerState {
 }
 
 impl ServerState {
-    /// Waits (asynchronously) while disk usage is at `U_h`, where writers wait for reclaim;
-    /// fails with `NoSpace` after the engine's `full_wait_max`.
+    /// Waits (asynchronously) while the engine's admission says to wait for space (usage at
+    /// `U_h`); fails with `NoSpace` after the engine's `full_wait_max`. The decision is
+    /// [`Engine::admit`]'s; only the waiting is done here, off the async workers.
     pub async fn wait_for_space(&self) -> Result<(), sensordb_engine::Error> {
         let started = std::time::Instant::now();
-        let wait_max = self.engine.reclaim_options().full_wait_max;
-        while self.engine.admission() == sensordb_engine::Admission::WaitForSpace {
-            if started.elapsed() >= wait_max {
-                return Err(sensordb_engine::Error::NoSpace { path: self.engine.data_dir().to_path_buf() });
-            }
+        while self.engine.admit(started)? == sensordb_engine::Admission::WaitForSpace {
             let engine = self.engine.clone();
-            // The wait for the next reclaim cycle blocks a thread: bound it and keep it off
+            // The wait for the next reclaim cycle blocks a thread (at most 200 ms): keep it off
             // the async workers.
-            let _ = tokio::task::spawn_blocking(move || engine.wait_for_reclaim(std::time::Duration::from_millis(200))).await;
+            let _ = tokio::task::spawn_blocking(move || engine.wait_for_space()).await;
         }
         let waited = started.elapsed();
-        if waited.as_micros() > 0 && waited > std::time::Duration::from_millis(1) {
+        if waited > std::time::Duration::from_millis(1) {
             crate::metrics::Metrics::add(&self.metrics.throttle_delay_us, waited.as_micros() as u64);
         }
         Ok(())
     }
 
-    /// Delays an acknowledgement by `T = (U − U_l)/(U_h − U_l)` seconds while usage is between
-    /// the throttle thresholds, so synchronous senders slow down and reclaim keeps up.
+    /// Delays an acknowledgement by [`ServerState::acknowledgement_delay`], so synchronous
+    /// senders slow down and reclaim keeps up.
     pub async fn throttle_acknowledgement(&self) {
         if let Some(delay) = self.acknowledgement_delay() {
             tokio::time::sleep(delay).await;
         }
     }
 
-    /// The delay [`ServerState::throttle_acknowledgement`] waits (counted in the metrics), for
-    /// a caller that waits otherwise.
+    /// The engine's [`Engine::acknowledgement_delay`] (counted in the metrics), for a caller that
+    /// waits otherwise.
     pub fn acknowledgement_delay(&self) -> Option<std::time::Duration> {
-        match self.engine.admission() {
-            sensordb_engine::Admission::After(delay) => {
-                crate::metrics::Metrics::add(&self.metrics.throttle_delay_us, delay.as_micros() as u64);
-                Some(delay)
-            }
-            _ => None,
-        }
+        let delay = self.engine.acknowledgement_delay()?;
+        crate::metrics::Metrics::add(&self.metrics.throttle_delay_us, delay.as_micros() as u64);
+        Some(delay)
     }
 }
 

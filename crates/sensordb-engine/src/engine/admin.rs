@@ -1,14 +1,12 @@
 //! Administration: databases and their retention policies, series deletion, reclaim controls
-//! and statistics.
+//! and statistics. (Waiting for reclaim as a writer is the `admission` module's.)
 
 use super::{Engine, EngineStats};
 use crate::error::{Error, Result};
 use crate::model::SeriesId;
 use crate::reclaim::policy::{DatabasePolicy, Databases};
-use crate::reclaim::throttle::Admission;
 use crate::reclaim::{ReclaimOptions, ReclaimStats};
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 impl Engine {
     /// Runs one reclaim cycle now (the background thread runs them every
@@ -25,19 +23,6 @@ impl Engine {
 
     pub fn reclaim_stats(&self) -> ReclaimStats {
         self.inner.maintenance.reclaimer.stats()
-    }
-
-    /// What a writer should do before acknowledging at the current disk usage; for servers
-    /// that run with [`super::EngineOptions::throttle_writes`] off and delay acknowledgements
-    /// themselves.
-    pub fn admission(&self) -> Admission {
-        self.inner.admission()
-    }
-
-    /// Blocks until a reclaim cycle ends or `timeout` passes, asking for a cycle now.
-    pub fn wait_for_reclaim(&self, timeout: Duration) {
-        self.inner.request_reclaim();
-        self.inner.maintenance.reclaimer.wait_for_cycle(timeout);
     }
 
     /// Databases and their retention policies.

@@ -28,7 +28,9 @@
 //! - `options`: [`EngineOptions`] and the clock;
 //! - `recovery`: opening a directory (lock, catalog, store, WAL replay) into the parts
 //!   [`Engine::open`] assembles;
-//! - `write`: the write path, direct writes, backpressure and disk-full throttling;
+//! - `write`: the write path, direct writes, memory backpressure, waiting out ENOSPC;
+//! - `admission`: the throttle every writer goes through as the disk fills (wait at `U_h`,
+//!   delayed acknowledgements between `U_l` and `U_h`), for the engine's writes and the server's;
 //! - `workers`: the background flush, compaction and reclaim loops and the flush itself;
 //! - `pacer`: how a background flush yields the CPU to writers;
 //! - `admin`: databases, series deletion, reclaim controls and statistics.
@@ -39,10 +41,11 @@
 //! remove segments, all through that trait.
 //!
 //! Dependencies go one way: `options`, `pacer` and `recovery` import nothing from this module,
-//! which imports their types; `write`, `workers` and `admin` use this module's types and only add
+//! which imports their types; `write`, `admission`, `workers` and `admin` use this module's types and only add
 //! `impl` blocks, so nothing here imports from them.
 
 mod admin;
+mod admission;
 mod last;
 mod options;
 mod pacer;

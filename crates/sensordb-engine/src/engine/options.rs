@@ -43,9 +43,11 @@ pub struct EngineOptions {
     pub reclaim: ReclaimOptions,
     /// Reclaim in a background thread; otherwise only [`Engine::reclaim`](crate::engine::Engine::reclaim) does.
     pub background_reclaim: bool,
-    /// [`Engine::write`](crate::engine::Engine::write) itself delays its return as the disk fills (see
-    /// [`Admission`](crate::Admission)). A server that delays acknowledgements asynchronously turns
-    /// this off and asks [`Engine::admission`](crate::engine::Engine::admission) instead.
+    /// [`Engine::write`](crate::engine::Engine::write) itself goes through the admission as the disk
+    /// fills (see [`Engine::admit`](crate::engine::Engine::admit)), blocking its thread: it waits at
+    /// `U_h` and delays its return between `U_l` and `U_h`. A caller that must not block there (the
+    /// server, which waits asynchronously and delays each acknowledgement on its own) or that counts
+    /// the waits turns this off and calls the same admission itself.
     pub throttle_writes: bool,
     /// The wall clock in nanoseconds since the epoch, against which storage periods run.
     pub clock: Clock,

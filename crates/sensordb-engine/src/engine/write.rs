@@ -1,6 +1,6 @@
 //! The write path: validation against the catalog, WAL append and memtable insert, direct
-//! writes of large payload batches straight into the store, memory backpressure, and the
-//! throttling of writers as the disk fills.
+//! writes of large payload batches straight into the store and memory backpressure. Writers are
+//! admitted as the disk fills by the `admission` module.
 
 use super::Inner;
 use crate::batch::WriteBatch;
@@ -13,10 +13,6 @@ use crate::reclaim::throttle::Admission;
 use crate::segment::GroupBuilder;
 use std::time::{Duration, Instant};
 
-/// Usage older than this is measured again before a writer is admitted (a statvfs and a
-/// directory listing).
-const ADMISSION_MEASURE_AGE: Duration = Duration::from_millis(10);
-
 impl Inner {
     pub(super) fn flush_threshold_bytes(&self) -> usize {
         (self.options.memtable_bytes_max / 2).max(1)
@@ -24,42 +20,30 @@ impl Inner {
 
     /// Writes `batch` (with `marks` in its WAL record); on a full disk, waits for reclaim (up to
     /// [`ReclaimOptions::full_wait_max`]) and tries again instead of failing; with
-    /// [`EngineOptions::throttle_writes`], delays the return as the disk fills.
+    /// [`EngineOptions::throttle_writes`], goes through the admission of the `admission` module
+    /// (waits at `U_h`, delays the return between `U_l` and `U_h`).
     pub(super) fn write(&self, batch: &WriteBatch, marks: &[TxMark]) -> Result<()> {
         let started = Instant::now();
         let wait_max = self.options.reclaim.full_wait_max;
         loop {
-            if self.options.throttle_writes && self.admission() == Admission::WaitForSpace {
-                self.wait_for_space(started, wait_max)?;
+            if self.options.throttle_writes && self.admit(started)? == Admission::WaitForSpace {
+                self.wait_for_space();
                 continue;
             }
             match self.write_once(batch, marks) {
                 Err(e) if e.is_no_space() && started.elapsed() < wait_max => {
                     tracing::warn!(error = %e, "write paused: disk full; waiting for reclaim");
-                    self.request_reclaim();
-                    self.maintenance.reclaimer.wait_for_cycle(Duration::from_millis(200));
+                    self.wait_for_space();
                 }
                 Err(e) => return Err(e),
                 Ok(()) => break,
             }
         }
         if self.options.throttle_writes {
-            if let Admission::After(delay) = self.admission() {
+            if let Some(delay) = self.acknowledgement_delay() {
                 std::thread::sleep(delay);
             }
         }
-        Ok(())
-    }
-
-    /// Waits while usage is at `U_h`, until reclaim brings it down or `wait_max` since
-    /// `started` passes.
-    fn wait_for_space(&self, started: Instant, wait_max: Duration) -> Result<()> {
-        if started.elapsed() >= wait_max {
-            return Err(Error::NoSpace { path: self.data_dir.clone() });
-        }
-        self.health.check_writable()?;
-        self.request_reclaim();
-        self.maintenance.reclaimer.wait_for_cycle(Duration::from_millis(200));
         Ok(())
     }
 
@@ -201,23 +185,6 @@ impl Inner {
             // The compactor waits on the same condition variable: wake both.
             self.signals.changed.notify_all();
         }
-    }
-
-    /// Admission at usage measured at most [`ADMISSION_MEASURE_AGE`] ago, so writers faster
-    /// than reclaim cycles cannot run far past a threshold between two cycles.
-    pub(super) fn admission(&self) -> Admission {
-        if self.maintenance.reclaimer.measurement_age() > ADMISSION_MEASURE_AGE {
-            self.maintenance.reclaimer.measure(self.options.fs.as_ref(), &self.data_dir, self.own_bytes());
-        }
-        self.maintenance.reclaimer.admission()
-    }
-
-    /// sensordb's bytes on disk: segments, catalog, WAL.
-    pub(super) fn own_bytes(&self) -> u64 {
-        let wal_bytes: u64 = std::fs::read_dir(&self.wal_dir)
-            .map(|entries| entries.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum())
-            .unwrap_or(0);
-        self.store.stats().bytes + self.catalog.file_bytes() + wal_bytes
     }
 }
 

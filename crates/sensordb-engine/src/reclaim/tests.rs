@@ -10,7 +10,7 @@ use crate::model::{SeriesId, SeriesKey, Value, ValueKind};
 use crate::wal::Durability;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const SECOND: i64 = 1_000_000_000;
 
@@ -210,6 +210,52 @@ fn a_full_disk_of_live_data_evicts_the_oldest_and_keeps_usage_under_the_high_thr
     assert!(stats.bytes_evicted > 0 && stats.segments_removed > 150, "{stats:?}");
     assert!(matches!(h.engine.admission(), Admission::Now | Admission::After(_)), "writers never stopped");
     let _ = low;
+}
+
+/// At `U_h` the admission every writer goes through says to wait until the writer has waited
+/// `full_wait_max`, then refuses with `NoSpace`, and holds no acknowledgement; `Engine::write`
+/// with `throttle_writes` goes through the same admission: it waits, fails the same way and
+/// stores nothing.
+#[test]
+fn at_the_high_threshold_admission_waits_then_refuses_and_throttled_writes_obey_it() {
+    let probe = harness(own_capacity(1 << 40));
+    let ids: Vec<SeriesId> = (0..4).map(|s| series(&probe.engine, "default", "temp", s)).collect();
+    write_hour(&probe.engine, &ids, 0, 3600);
+    probe.engine.reclaim().expect("reclaim");
+    let used = probe.engine.reclaim_stats().usage.own_bytes as f64;
+    drop(probe);
+    let wait_max = Duration::from_millis(300);
+    let options = ReclaimOptions { evict_oldest_when_full: false, full_wait_max: wait_max, ..own_capacity((used / 0.97) as u64) };
+    let h = harness(options.clone());
+    let ids: Vec<SeriesId> = (0..4).map(|s| series(&h.engine, "default", "temp", s)).collect();
+    write_hour(&h.engine, &ids, 0, 3600);
+    h.engine.reclaim().expect("reclaim");
+    assert_eq!(h.engine.admit(Instant::now()).expect("still within the wait"), Admission::WaitForSpace, "{:?}", h.engine.reclaim_stats());
+    assert_eq!(h.engine.acknowledgement_delay(), None, "at U_h a writer waits before its write, not after");
+    let long_ago = Instant::now().checked_sub(wait_max).expect("an instant 300 ms ago");
+    let refused = h.engine.admit(long_ago).expect_err("waited full_wait_max");
+    assert!(refused.is_no_space(), "{refused}");
+
+    let Harness { engine, now, _dir: dir } = h;
+    engine.close().expect("close");
+    let clock = now.clone();
+    let options = EngineOptions {
+        durability: Durability::None,
+        background_compaction: false,
+        background_reclaim: false,
+        throttle_writes: true,
+        reclaim: options,
+        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open(dir.path(), options).expect("reopen");
+    let mut batch = WriteBatch::new();
+    batch.push(ids[0], 7200 * SECOND, Value::I64(1)).expect("push");
+    let started = Instant::now();
+    let refused = engine.write(&batch).expect_err("no space");
+    assert!(refused.is_no_space(), "{refused}");
+    assert!(started.elapsed() >= wait_max, "the write waited for space first");
+    assert_eq!(timestamps(&engine, ids[0]).last(), Some(&(3599 * SECOND)), "nothing of the refused write is stored");
 }
 
 #[test]

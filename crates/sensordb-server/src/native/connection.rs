@@ -3,7 +3,7 @@
 //! Three tasks: the reader parses frames, taking `in_flight_bytes` permits for each frame body
 //! *before* reading it (a sender beyond the limit is not read from: TCP backpressure); the state
 //! machine ([`Connection`]) handles frames in order; the writer sends answers, batching those
-//! that are ready together. A COMPLETE hands the transaction's batch on with an [`Answer`], so
+//! that are ready together. A COMPLETE hands the transaction's batch on with an [`Answer`](super::answer::Answer), so
 //! later frames and other transactions go on while it becomes durable; its answer carries the
 //! transaction id. A small batch goes straight to the [`Committer`], which writes many
 //! transactions' batches together and hands each COMPLETED to the writer itself. A completion
@@ -16,22 +16,29 @@
 //! is closed (after draining what the peer still sends, briefly, so the ERROR is not lost to a
 //! reset). Everything else gets a non-fatal ERROR (naming the transaction, which is rolled back
 //! if it was open) and the connection goes on.
+//!
+//! This file holds the state machine; `io` the reader and writer tasks, `complete` the handling
+//! of COMPLETE and the completion task.
 
-use super::answer::{engine_error_code, error_frame, Answer, Completing, Outcome};
-use super::committer::{Committer, Job, Reply, SMALL_TRANSACTION_BYTES};
+mod complete;
+mod io;
+
+use super::answer::{engine_error_code, error_frame, Completing};
+use super::committer::Committer;
 use super::transaction::{HeldBytes, OpenTransaction};
-use super::txlog::{now_ns, Begin, TxLog};
+use super::txlog::TxLog;
 use crate::auth::{AuthError, Scope};
 use crate::state::{ServerState, ShutdownSignal};
-use bytes::{Buf, Bytes, BytesMut};
-use sensordb_engine::{Admission, Error as EngineError, SeriesId, SeriesKey, ValueKind, WriteBatch};
-use sensordb_protocol::frame::{ErrorCode, Frame, FrameError, Header, TxId, CHECKED_COMPLETE_VERSION, HEADER_LEN, MIN_VERSION, VERSION};
+use bytes::Bytes;
+use io::{read_loop, write_loop, Incoming};
+use sensordb_engine::{SeriesId, SeriesKey, ValueKind};
+use sensordb_protocol::frame::{ErrorCode, Frame, TxId, CHECKED_COMPLETE_VERSION, MIN_VERSION, VERSION};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
@@ -41,11 +48,6 @@ pub const MAX_OPEN_TRANSACTIONS: usize = 1024;
 pub const MAX_SERIES_PER_CONNECTION: usize = 1 << 20;
 /// How long a closing connection keeps reading (and discarding) so its last ERROR arrives.
 const LINGER: Duration = Duration::from_millis(500);
-/// The reader's buffer: one `read` takes every frame a client pipelined (a small transaction's
-/// CREATE, SENDs and CONFIRM are well under 4 KiB) instead of two reads per frame. Allocated
-/// per connection, so 40 MB for 10,000 connections; it is also about the most a connection
-/// reads ahead of its byte permits.
-const READ_BUFFER_BYTES: usize = 4096;
 /// Frames read and not yet handled, per connection. Room for a pipelined transaction's frames
 /// lets the reader queue them all from one `read` before the state machine runs, so their
 /// answers (CREATED, CONFIRMED) leave in one write. Each queued frame holds its byte permits.
@@ -53,15 +55,6 @@ const INCOMING_FRAMES_MAX: usize = 16;
 /// Answers held back while more frames of the same burst wait to be handled; beyond this many
 /// they are handed to the writer anyway (a client that never pauses still gets its answers).
 const OUTGOING_FRAMES_MAX: usize = 64;
-
-enum Incoming {
-    Frame(Frame, Option<HeldBytes>),
-    /// A frame that cannot be used; `fatal` when the byte stream can no longer be trusted.
-    Bad {
-        error: FrameError,
-        fatal: bool,
-    },
-}
 
 enum Flow {
     Continue,
@@ -481,240 +474,4 @@ impl Connection {
             }
         }
     }
-
-    /// COMPLETE, or with `expected` (the client's checksum, bytes and points) COMPLETE_CHECKED,
-    /// which stores the transaction only if the server received exactly that.
-    fn complete(&mut self, client_id: [u8; 16], tx: TxId, expected: Option<(u32, u64, u64)>) {
-        let confirmed = self.open.get(&tx).map(|open| (open.confirmed, (open.crc, open.bytes, open.points)));
-        match confirmed {
-            Some((true, received)) => {
-                if let Some(expected) = expected.filter(|&expected| expected != received) {
-                    self.roll_back(tx);
-                    let ((crc, bytes, points), (their_crc, their_bytes, their_points)) = (received, expected);
-                    return self.send(error_frame(
-                        ErrorCode::ChecksumMismatch,
-                        false,
-                        Some(tx),
-                        0,
-                        format!(
-                            "transaction {tx} rolled back: received crc32c {crc:#010x}, {bytes} bytes, {points} points; \
-                         the client sent crc32c {their_crc:#010x}, {their_bytes} bytes, {their_points} points"
-                        ),
-                    ));
-                }
-            }
-            Some((false, _)) => {
-                return self.send(error_frame(
-                    ErrorCode::WrongState,
-                    false,
-                    Some(tx),
-                    0,
-                    format!("COMPLETE for transaction {tx} before CONFIRM"),
-                ));
-            }
-            None => {
-                // A retry may go straight to COMPLETE for an id that was completed before.
-                if let Some(points) = self.txlog.lookup(&(client_id, tx.0)) {
-                    return self.send(Frame::Completed { tx, duplicate: true, points });
-                }
-                return self.not_open(tx, "COMPLETE");
-            }
-        }
-        let Some(open) = self.open.remove(&tx) else { return };
-        self.open_bytes -= open.bytes;
-        self.completing.insert(tx);
-        let answer = Answer {
-            state: self.state.clone(),
-            out: self.out.clone(),
-            before: self.take_outgoing_of(tx),
-            completing: self.completing.clone(),
-            tx,
-            points: open.points,
-            started: Instant::now(),
-        };
-        let key = (client_id, tx.0);
-        let OpenTransaction { batch, points, held, .. } = open;
-        // The common case answers without a task: a small batch, room on the disk, an id
-        // nobody else is completing, room in the committer's queue.
-        let small = batch.value_bytes() <= SMALL_TRANSACTION_BYTES;
-        if small && self.state.engine.admission() != Admission::WaitForSpace {
-            match self.txlog.try_begin(key) {
-                Some(Begin::Known(points)) => {
-                    drop(held);
-                    return answer.already_completed(points);
-                }
-                Some(Begin::Started(guard)) => {
-                    let job = Job { batch, points, guard, held, reply: Reply::Connection(answer) };
-                    if let Err(job) = self.committer.try_submit(job) {
-                        let committer = self.committer.clone();
-                        tokio::spawn(async move { committer.submit(job).await });
-                    }
-                    return;
-                }
-                None => {}
-            }
-        }
-        let (txlog, committer) = (self.txlog.clone(), self.committer.clone());
-        tokio::spawn(finish(txlog, committer, key, batch, points, held, answer));
-    }
-}
-
-/// Makes a transaction durable (once) and answers its COMPLETE, when that may mean waiting.
-async fn finish(
-    txlog: Arc<TxLog>,
-    committer: Arc<Committer>,
-    key: super::txlog::TxKey,
-    batch: WriteBatch,
-    points: u64,
-    held: Vec<HeldBytes>,
-    mut answer: Answer,
-) {
-    let state = answer.state.clone();
-    let guard = match txlog.begin(key).await {
-        Begin::Known(points) => {
-            // Permits go before the answer leaves: once answered, the bytes are released.
-            drop(held);
-            return answer.already_completed(points);
-        }
-        Begin::Started(guard) => guard,
-    };
-    if let Err(error) = state.wait_for_space().await {
-        drop(held);
-        return answer.deliver(Err(Arc::new(error)), None);
-    }
-    answer.started = Instant::now();
-    if batch.value_bytes() <= SMALL_TRANSACTION_BYTES {
-        return committer.submit(Job { batch, points, guard, held, reply: Reply::Connection(answer) }).await;
-    }
-    let writer = state.clone();
-    let task = tokio::task::spawn_blocking(move || {
-        if writer.engine.logs_marks() {
-            // The id in the WAL record of the points, as the committer writes it.
-            let mark = guard.mark(points, now_ns());
-            writer.engine.write_with_marks(&batch, &[mark]).map_err(Arc::new)?;
-            writer.metrics.points_written.fetch_add(points, Ordering::Relaxed);
-            txlog.remember_all(vec![(guard, mark)]);
-            return Ok(());
-        }
-        if !batch.is_empty() {
-            writer.engine.write(&batch).map_err(Arc::new)?;
-        }
-        // Counted before the id is recorded, as the committer does.
-        writer.metrics.points_written.fetch_add(points, Ordering::Relaxed);
-        if let Err(error) = guard.record(points) {
-            // The points are durable; only a retry after a restart could write them
-            // again, which stores nothing twice (same series, timestamps and values).
-            tracing::warn!(%error, "cannot record a completed transaction id");
-        }
-        Ok(())
-    });
-    let path = state.engine.data_dir().to_path_buf();
-    let written: Outcome = task
-        .await
-        .unwrap_or_else(|error| Err(Arc::new(EngineError::Io { path, source: std::io::Error::other(format!("write task: {error}")) })));
-    drop(held);
-    answer.deliver(written, None);
-}
-
-/// Reads frames until the end of the stream, a fatal framing error or the state machine going.
-///
-/// Frames are cut from one buffer per connection: a body is a slice of it (`Bytes`), not an
-/// allocation of its own. The buffer is read into only when the frame being cut needs more
-/// bytes, at most [`READ_BUFFER_BYTES`] beyond them.
-async fn read_loop<R: AsyncRead + Unpin>(mut reader: R, state: Arc<ServerState>, incoming: mpsc::Sender<Incoming>) {
-    let mut buffer = BytesMut::with_capacity(READ_BUFFER_BYTES);
-    let max_body = u32::try_from(state.config.max_frame_bytes).unwrap_or(u32::MAX);
-    let permit_cap = state.config.max_in_flight_bytes.clamp(1, u32::MAX as usize);
-    loop {
-        if !fill(&mut reader, &mut buffer, HEADER_LEN).await {
-            return;
-        }
-        state.metrics.bytes_received.fetch_add(HEADER_LEN as u64, Ordering::Relaxed);
-        let head: &[u8; HEADER_LEN] = buffer[..HEADER_LEN].try_into().expect("a whole header is buffered");
-        let header = match Header::parse(head, max_body) {
-            Ok(header) => header,
-            Err(error) => {
-                let _ = incoming.send(Incoming::Bad { error, fatal: true }).await;
-                return drain(reader).await;
-            }
-        };
-        let len = header.len as usize;
-        let held = if len == 0 {
-            None
-        } else {
-            // Permits before the body: beyond the limit this connection is simply not read.
-            let want = len.min(permit_cap) as u32;
-            let Ok(permit) = state.in_flight_bytes.clone().acquire_many_owned(want).await else { return };
-            state.metrics.in_flight_bytes.fetch_add(want as i64, Ordering::Relaxed);
-            Some(HeldBytes { _permit: Some(permit), bytes: want as usize, state: state.clone() })
-        };
-        if !fill(&mut reader, &mut buffer, HEADER_LEN + len).await {
-            return;
-        }
-        state.metrics.bytes_received.fetch_add(len as u64, Ordering::Relaxed);
-        buffer.advance(HEADER_LEN);
-        let body = buffer.split_to(len).freeze();
-        if len > READ_BUFFER_BYTES {
-            // The body grew the buffer; once it is dropped `reserve` would take back its whole
-            // allocation, and the connection would keep it. What follows it moves to a small one.
-            buffer = BytesMut::from(&buffer[..]);
-        }
-        let message = match header.decode_body(body) {
-            Ok(frame) => Incoming::Frame(frame, held),
-            Err(error) => {
-                // The checksum held (or was not reached): the stream is in step unless it did not.
-                let fatal = matches!(error, FrameError::BadChecksum { .. });
-                Incoming::Bad { error, fatal }
-            }
-        };
-        let fatal = matches!(message, Incoming::Bad { fatal: true, .. });
-        if incoming.send(message).await.is_err() || fatal {
-            return drain(reader).await;
-        }
-    }
-}
-
-/// Reads until `buffer` holds at least `needed` bytes; false at the end of the stream or an
-/// error.
-async fn fill<R: AsyncRead + Unpin>(reader: &mut R, buffer: &mut BytesMut, needed: usize) -> bool {
-    while buffer.len() < needed {
-        // Room for what is missing and a buffer's worth more: one read takes every frame a
-        // client pipelined. Once the frames cut before are dropped, `reserve` reuses the
-        // same allocation.
-        buffer.reserve(needed - buffer.len() + READ_BUFFER_BYTES);
-        match reader.read_buf(buffer).await {
-            Ok(0) | Err(_) => return false,
-            Ok(_) => {}
-        }
-    }
-    true
-}
-
-/// Reads and discards until the peer closes (bounded by the caller's linger).
-async fn drain<R: AsyncRead + Unpin>(mut reader: R) {
-    let mut scratch = vec![0u8; 8192];
-    while let Ok(n) = reader.read(&mut scratch).await {
-        if n == 0 {
-            break;
-        }
-    }
-}
-
-/// Writes answers, coalescing those already queued into one write.
-async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut out: mpsc::UnboundedReceiver<Frame>) {
-    let mut buffer = Vec::with_capacity(4096);
-    while let Some(frame) = out.recv().await {
-        frame.encode(&mut buffer);
-        while buffer.len() < 256 << 10 {
-            match out.try_recv() {
-                Ok(frame) => frame.encode(&mut buffer),
-                Err(_) => break,
-            }
-        }
-        if writer.write_all(&buffer).await.is_err() {
-            return;
-        }
-        buffer.clear();
-    }
-    let _ = writer.shutdown().await;
 }
