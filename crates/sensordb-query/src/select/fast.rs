@@ -18,7 +18,7 @@ use crate::result::{ResultRow, ResultSeries};
 use crate::storage::{FieldKind, ScanOrder, StoredSeries};
 use crate::time::TimeRange;
 use crate::value::{Column, ColumnSlice, FieldValue};
-use sensordb_influxql::{Dimension, Expr, MeasurementName, SelectStatement, Source, TimeOffset};
+use sensordb_influxql::{BinaryOp, DataType, Dimension, Expr, MeasurementName, SelectStatement, Source, TimeOffset};
 use std::collections::BTreeMap;
 
 /// The series of one tag set, by field name.
@@ -349,6 +349,9 @@ fn add_filtered(
             columns.push((name.as_str(), read_column(context.storage, series, range, ScanOrder::OldestFirst, None, budget)?));
         }
     }
+    if let Some(passed) = add_filtered_columns(&columns, filter, per_field, starts, length) {
+        return Ok(passed);
+    }
     let mut positions = vec![0usize; columns.len()];
     let mut values: Vec<(&str, Option<FieldValue>)> = columns.iter().map(|(n, _)| (*n, None)).collect();
     let mut passed_any = false;
@@ -373,6 +376,112 @@ fn add_filtered(
         }
     }
     Ok(passed_any)
+}
+
+/// [`add_filtered`] a column at a time, for the common shape (a sensor's fields written
+/// together): float columns of the same times and a condition of comparisons between them and
+/// number literals, joined by AND and OR, and conditions on tags. `None` for any other shape.
+fn add_filtered_columns(
+    columns: &[(&str, ColumnPoints)],
+    filter: &RowFilter<'_>,
+    per_field: &mut BTreeMap<&str, Vec<Acc>>,
+    starts: &[i64],
+    length: Option<i64>,
+) -> Option<bool> {
+    let times = &columns.first()?.1.times;
+    let mut floats: Vec<(&str, Vec<f64>)> = Vec::with_capacity(columns.len());
+    for (name, column) in columns {
+        if column.times != *times {
+            return None;
+        }
+        let values: Option<Vec<f64>> = column.values.iter().map(|v| if let FieldValue::Float(x) = v { Some(*x) } else { None }).collect();
+        floats.push((name, values?));
+    }
+    let mask = column_mask(filter.condition, &floats, times.len(), filter)?;
+    let mut passed_any = false;
+    let (mut kept_times, mut kept_values) = (Vec::new(), Vec::new());
+    for (name, values) in &floats {
+        let Some(accs) = per_field.get_mut(*name) else { continue };
+        kept_times.clear();
+        kept_values.clear();
+        for ((&t, &x), _) in times.iter().zip(values).zip(&mask).filter(|(_, &keep)| keep) {
+            kept_times.push(t);
+            kept_values.push(x);
+        }
+        add_run(accs, starts, length, &kept_times, &kept_values);
+    }
+    passed_any |= mask.iter().any(|&keep| keep);
+    Some(passed_any)
+}
+
+/// Which rows `condition` keeps, computed over whole columns; `None` when it is not made of
+/// the parts [`add_filtered_columns`] takes.
+fn column_mask(condition: &Expr, columns: &[(&str, Vec<f64>)], rows: usize, filter: &RowFilter<'_>) -> Option<Vec<bool>> {
+    let column = |e: &Expr| match e {
+        Expr::VarRef(v) if matches!(v.data_type, None | Some(DataType::Float | DataType::Field)) => {
+            columns.iter().find(|(n, _)| *n == v.name).map(|(_, values)| values)
+        }
+        _ => None,
+    };
+    let number = |e: &Expr| match e {
+        Expr::Float(x) => Some(*x),
+        // Exactly representable, so the float comparison is the integer one.
+        Expr::Integer(n) if n.unsigned_abs() < (1 << 53) => Some(*n as f64),
+        _ => None,
+    };
+    match condition {
+        Expr::Paren(inner) => column_mask(inner, columns, rows, filter),
+        Expr::Binary(b) if matches!(b.op, BinaryOp::And | BinaryOp::Or) => {
+            let (left, right) = (column_mask(&b.lhs, columns, rows, filter)?, column_mask(&b.rhs, columns, rows, filter)?);
+            let and = b.op == BinaryOp::And;
+            Some(left.iter().zip(&right).map(|(&l, &r)| if and { l && r } else { l || r }).collect())
+        }
+        Expr::Binary(b) => {
+            // `field op number` or `number op field`, the operator turned to read field-first.
+            let (values, limit, op) = match (column(&b.lhs), number(&b.rhs), column(&b.rhs), number(&b.lhs)) {
+                (Some(values), Some(limit), _, _) => (values, limit, b.op),
+                (_, _, Some(values), Some(limit)) => (values, limit, mirrored(b.op)?),
+                _ => {
+                    // Field-free parts are decided by the tags alone.
+                    let is_field = |name: &str| filter.field_names.contains(name);
+                    return match tag_condition(condition, filter.tags, &is_field, filter.regexes) {
+                        Verdict::True => Some(vec![true; rows]),
+                        Verdict::False => Some(vec![false; rows]),
+                        Verdict::Unknown => None,
+                    };
+                }
+            };
+            let keep: fn(f64, f64) -> bool = match op {
+                BinaryOp::Gt => |x, l| x > l,
+                BinaryOp::GtEq => |x, l| x >= l,
+                BinaryOp::Lt => |x, l| x < l,
+                BinaryOp::LtEq => |x, l| x <= l,
+                BinaryOp::Eq => |x, l| x == l,
+                _ => return None,
+            };
+            Some(values.iter().map(|&x| keep(x, limit)).collect())
+        }
+        _ => {
+            let is_field = |name: &str| filter.field_names.contains(name);
+            match tag_condition(condition, filter.tags, &is_field, filter.regexes) {
+                Verdict::True => Some(vec![true; rows]),
+                Verdict::False => Some(vec![false; rows]),
+                Verdict::Unknown => None,
+            }
+        }
+    }
+}
+
+/// The comparison with its sides swapped (`1 < x` is `x > 1`).
+fn mirrored(op: BinaryOp) -> Option<BinaryOp> {
+    Some(match op {
+        BinaryOp::Gt => BinaryOp::Lt,
+        BinaryOp::GtEq => BinaryOp::LtEq,
+        BinaryOp::Lt => BinaryOp::Gt,
+        BinaryOp::LtEq => BinaryOp::GtEq,
+        BinaryOp::Eq => BinaryOp::Eq,
+        _ => return None,
+    })
 }
 
 /// Adds one sorted run of points to the buckets it covers.

@@ -249,7 +249,7 @@ mod streaming_path {
             on_integer in any::<bool>(),
             interval in proptest::option::of(1i64..200),
             group_by_host in any::<bool>(),
-            condition in 0usize..4,
+            condition in 0usize..6,
             expression in proptest::option::of(0usize..5),
         ) {
             let mut storage = MemoryStorage::default();
@@ -267,6 +267,15 @@ mod streaming_path {
                 if !w.is_empty() {
                     storage.insert("db", "m", &tags, "w", w);
                 }
+                // A float field written with v (hosts a and b) or at other times (host c).
+                let u: Vec<(i64, FieldValue)> = mine
+                    .iter()
+                    .filter(|p| if h < 2 { !(p.4 && p.3.is_some()) } else { p.1 % 2 == 0 })
+                    .map(|p| (p.1 * S, F((p.2 % 7) as f64)))
+                    .collect();
+                if !u.is_empty() {
+                    storage.insert("db", "m", &tags, "u", u);
+                }
             }
             let names = ["count", "sum", "mean", "min", "max", "first", "last", "spread"];
             let mut fields: Vec<String> = if on_integer {
@@ -280,7 +289,7 @@ mod streaming_path {
             if let Some(e) = expression.filter(|&e| interval.is_some() || e < 3) {
                 fields.push(expressions[e].to_string());
             }
-            let conditions = ["", "w > 0 AND ", "(v < 20 OR w = 3) AND ", "v >= 0 AND dc = 'x' AND "];
+            let conditions = ["", "w > 0 AND ", "(v < 20 OR w = 3) AND ", "v >= 0 AND dc = 'x' AND ", "u > 1 AND ", "(2 >= u OR v > 50) AND host != 'b' AND "];
             let group = match (interval, group_by_host) {
                 (Some(i), true) => format!(" GROUP BY time({i}s), host"),
                 (Some(i), false) => format!(" GROUP BY time({i}s)"),
