@@ -174,6 +174,7 @@ pub(super) fn run(
     // Tag sets by group, each with whether its rows must pass the condition one by one (the
     // condition names fields).
     let mut groups: BTreeMap<Vec<(String, String)>, Vec<TagSetRead>> = BTreeMap::new();
+    let keys = super::tag_keys(all.iter().map(|s| &*s.tags));
     for (tags, fields) in tag_series(all.clone()) {
         let mut per_row = false;
         if let Some(condition) = condition {
@@ -183,7 +184,7 @@ pub(super) fn run(
                 Verdict::Unknown => per_row = true,
             }
         }
-        let key = super::group_key(&statement.group_by, &[], &tags);
+        let key = super::group_key(&statement.group_by, &[], &keys, &tags);
         groups.entry(key).or_default().push((tags, fields, per_row));
     }
     let starts = match interval {
@@ -525,6 +526,7 @@ fn newest(
     let is_field = |name: &str| field_names.contains(name);
     // Series of the asked fields, by group.
     let mut groups: BTreeMap<Vec<(String, String)>, Vec<StoredSeries>> = BTreeMap::new();
+    let keys = super::tag_keys(all.iter().map(|s| &*s.tags));
     for (tags, fields) in tag_series(all.clone()) {
         if let Some(condition) = condition {
             match tag_condition(condition, &tags, &is_field, regexes) {
@@ -534,7 +536,7 @@ fn newest(
                 Verdict::Unknown => return Ok(None),
             }
         }
-        let key = super::group_key(&statement.group_by, &[], &tags);
+        let key = super::group_key(&statement.group_by, &[], &keys, &tags);
         let wanted = fields.into_iter().filter(|(f, _)| calls.iter().any(|(_, c)| c.as_str() == &**f)).map(|(_, s)| s);
         groups.entry(key).or_default().extend(wanted);
     }

@@ -103,12 +103,26 @@ fn run(
         _ => None,
     };
     let mut tables = Vec::new();
+    // `GROUP BY *` and `/regex/` name every tag key of a measurement, found or not.
+    let needs_keys =
+        statement.group_by.iter().chain(per_series_limit.unwrap_or(&[])).any(|d| matches!(d, Dimension::Wildcard | Dimension::Regex(_)));
+    let mut keys = TagKeys::new();
     for source in &statement.sources {
         match source {
             Source::Subquery(inner) => {
                 let (inner, per_series) = subquery::under(inner, statement);
                 let outer_dimensions = per_series.then_some(statement.group_by.as_slice());
-                tables.extend(tables_of_result(run(context, &inner, range, outer_dimensions, budget)?));
+                let result = tables_of_result(run(context, &inner, range, outer_dimensions, budget)?);
+                if needs_keys {
+                    for table in &result {
+                        let known = keys.entry(table.name.to_string()).or_default();
+                        let mut all: Vec<String> = known.drain(..).chain(tag_keys([&*table.tags])).collect();
+                        all.sort();
+                        all.dedup();
+                        *known = all;
+                    }
+                }
+                tables.extend(result);
             }
             Source::Measurement(m) => {
                 let database = m.database.as_deref().unwrap_or(context.database);
@@ -120,6 +134,10 @@ fn run(
                     }
                 };
                 for name in names {
+                    if needs_keys {
+                        let series = context.storage.series(database, Some(&name));
+                        keys.insert(name.clone(), tag_keys(series.iter().map(|s| &*s.tags)));
+                    }
                     tables.extend(read_measurement(
                         context.storage,
                         database,
@@ -143,10 +161,10 @@ fn run(
     }
     tables.retain(|t| !t.times.is_empty());
     let mut limited = match per_series_limit {
-        Some(outer) if !aggregate => Some(limit_per_series(statement, &tables, outer, &regexes)?),
+        Some(outer) if !aggregate => Some(limit_per_series(statement, &tables, outer, &keys, &regexes)?),
         _ => None,
     };
-    let groups = group(&tables, &statement.group_by)?;
+    let groups = group(&tables, &statement.group_by, &keys)?;
     let mut series = Vec::new();
     for ((name, tags), members) in groups {
         let mut out = if aggregate {
@@ -213,15 +231,16 @@ fn limit_per_series(
     statement: &SelectStatement,
     tables: &[Table],
     outer: &[Dimension],
+    keys: &TagKeys,
     regexes: &Regexes,
 ) -> Result<BTreeMap<GroupKey, ResultSeries>, QueryError> {
     let offset = statement.offset.unwrap_or(0) as usize;
     let mut kept: BTreeMap<GroupKey, ResultSeries> = BTreeMap::new();
-    for members in group(tables, outer)?.into_values() {
+    for members in group(tables, outer, keys)?.into_values() {
         let mut rows = Vec::new();
         let mut shape = None;
         for table in members {
-            let Some(key) = group(std::slice::from_ref(table), &statement.group_by)?.into_keys().next() else { continue };
+            let Some(key) = group(std::slice::from_ref(table), &statement.group_by, keys)?.into_keys().next() else { continue };
             let mut out = raw::run(statement, &[table], regexes)?;
             if statement.order == SortOrder::Descending {
                 out.rows.reverse();
@@ -317,8 +336,18 @@ fn keep_rows(table: &mut Table, condition: Option<&Expr>, regexes: &Regexes) {
 
 type GroupKey = (String, Vec<(String, String)>);
 
+/// The tag keys of each measurement (or subquery result) a statement groups by `*` or a
+/// `/regex/`: every key of its series, sorted.
+type TagKeys = BTreeMap<String, Vec<String>>;
+
+/// The distinct keys of `tag_sets`, sorted.
+pub(crate) fn tag_keys<'s>(tag_sets: impl IntoIterator<Item = &'s [(String, String)]>) -> Vec<String> {
+    let keys: std::collections::BTreeSet<&str> = tag_sets.into_iter().flat_map(|tags| tags.iter().map(|(k, _)| k.as_str())).collect();
+    keys.into_iter().map(str::to_string).collect()
+}
+
 /// Tables by measurement name and GROUP BY tag values, in InfluxDB's output order.
-fn group<'t>(tables: &'t [Table], dimensions: &[Dimension]) -> Result<BTreeMap<GroupKey, Vec<&'t Table>>, QueryError> {
+fn group<'t>(tables: &'t [Table], dimensions: &[Dimension], keys: &TagKeys) -> Result<BTreeMap<GroupKey, Vec<&'t Table>>, QueryError> {
     let mut regexes = Vec::new();
     for d in dimensions {
         if let Dimension::Regex(r) = d {
@@ -327,24 +356,36 @@ fn group<'t>(tables: &'t [Table], dimensions: &[Dimension]) -> Result<BTreeMap<G
     }
     let mut groups: BTreeMap<GroupKey, Vec<&Table>> = BTreeMap::new();
     for table in tables {
-        let key = group_key(dimensions, &regexes, &table.tags);
+        let all_keys = keys.get(&*table.name).map_or(&[][..], Vec::as_slice);
+        let key = group_key(dimensions, &regexes, all_keys, &table.tags);
         groups.entry((table.name.to_string(), key)).or_default().push(table);
     }
     Ok(groups)
 }
 
-/// The GROUP BY tag values of a tag set (`regexes`: the compiled `/regex/` dimensions), sorted
-/// by key; a missing tag is the empty string.
-pub(crate) fn group_key(dimensions: &[Dimension], regexes: &[regex::Regex], tags: &[(String, String)]) -> Vec<(String, String)> {
+/// The GROUP BY tag values of a tag set (`regexes`: the compiled `/regex/` dimensions; `keys`:
+/// every tag key of the measurement, which `*` and a regex choose from), sorted by key; a
+/// missing tag is the empty string, as in InfluxDB (`GROUP BY *` names every key).
+pub(crate) fn group_key(
+    dimensions: &[Dimension],
+    regexes: &[regex::Regex],
+    keys: &[String],
+    tags: &[(String, String)],
+) -> Vec<(String, String)> {
+    let value = |k: &str| tags.iter().find(|(t, _)| t == k).map_or(String::new(), |(_, v)| v.clone());
     let mut key: Vec<(String, String)> = Vec::new();
     for d in dimensions {
         match d {
-            Dimension::Tag(k) => key.push((k.clone(), tags.iter().find(|(t, _)| t == k).map_or(String::new(), |(_, v)| v.clone()))),
-            Dimension::Wildcard => key.extend(tags.iter().cloned()),
+            Dimension::Tag(k) => key.push((k.clone(), value(k))),
+            Dimension::Wildcard => {
+                key.extend(keys.iter().map(|k| (k.clone(), value(k))));
+                key.extend(tags.iter().cloned());
+            }
             Dimension::Regex(_) | Dimension::Time { .. } => {}
         }
     }
     for re in regexes {
+        key.extend(keys.iter().filter(|k| re.is_match(k)).map(|k| (k.clone(), value(k))));
         key.extend(tags.iter().filter(|(k, _)| re.is_match(k)).cloned());
     }
     key.sort();

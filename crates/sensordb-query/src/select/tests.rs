@@ -153,6 +153,25 @@ fn mistakes_get_errors_not_answers() {
     assert!(matches!(query("SELECT mean(usage) FROM cpu WHERE time >= 0 GROUP BY time(1ns)"), Err(QueryError::Limit(_))));
 }
 
+#[test]
+fn group_by_wildcard_names_every_tag_key_of_the_measurement() {
+    let mut storage = store();
+    storage.insert("iot", "cpu", &[("host", "c")], "usage", vec![(0, F(7.0))]);
+    let context = |text: &str| {
+        let parsed = parse(text).expect("parses");
+        let Statement::Select(statement) = &parsed.statements[0] else { panic!("a SELECT") };
+        let context = Context { storage: &storage, database: "iot", now: 1_000 * S, limits: Limits::default() };
+        select(&context, statement).expect("runs").into_iter().map(|s| s.tags).collect::<Vec<_>>()
+    };
+    let expected =
+        vec![tags(&[("host", "a"), ("region", "eu")]), tags(&[("host", "b"), ("region", "eu")]), tags(&[("host", "c"), ("region", "")])];
+    // The raw path, the streaming aggregate path and the newest-point path alike.
+    assert_eq!(context("SELECT usage FROM cpu GROUP BY *"), expected);
+    assert_eq!(context("SELECT mean(usage) FROM cpu GROUP BY *"), expected);
+    assert_eq!(context("SELECT last(usage) FROM cpu GROUP BY *"), expected);
+    assert_eq!(context("SELECT usage FROM cpu GROUP BY /reg/"), vec![tags(&[("region", "")]), tags(&[("region", "eu")])]);
+}
+
 mod streaming_path {
     use super::*;
     use proptest::prelude::*;
