@@ -379,8 +379,8 @@ fn add_filtered(
     Ok(passed_any)
 }
 
-/// [`add_filtered`] a column at a time, for the common shape (a sensor's fields written
-/// together): float columns of the same times and a condition of comparisons between them and
+/// [`add_filtered`] a column at a time, for the common shape: float columns (aligned on the
+/// union of their times, a missing point null), and a condition of comparisons between them and
 /// number literals, joined by AND and OR, and conditions on tags. `None` for any other shape.
 fn add_filtered_columns(
     columns: &[(&str, ColumnPoints)],
@@ -389,35 +389,57 @@ fn add_filtered_columns(
     starts: &[i64],
     length: Option<i64>,
 ) -> Option<bool> {
-    let times = &columns.first()?.1.times;
-    let mut floats: Vec<(&str, Vec<f64>)> = Vec::with_capacity(columns.len());
-    for (name, column) in columns {
-        if column.times != *times {
+    let mut times: Vec<i64> = Vec::new();
+    for (_, column) in columns {
+        if column.values.iter().any(|v| !matches!(v, FieldValue::Float(_))) {
             return None;
         }
-        let values: Option<Vec<f64>> = column.values.iter().map(|v| if let FieldValue::Float(x) = v { Some(*x) } else { None }).collect();
-        floats.push((name, values?));
+        times.extend_from_slice(&column.times);
     }
-    let mask = column_mask(filter.condition, &floats, times.len(), filter)?;
-    let mut passed_any = false;
+    // Usually every column has the same times (a sensor's fields written together).
+    if !columns.iter().all(|(_, c)| c.times == columns[0].1.times) {
+        times.sort_unstable();
+        times.dedup();
+    } else {
+        times.truncate(columns.first().map_or(0, |(_, c)| c.times.len()));
+    }
+    let aligned: Vec<AlignedColumn<'_>> = columns
+        .iter()
+        .map(|(name, column)| {
+            let mut values = vec![None; times.len()];
+            let mut at = 0;
+            for (&t, value) in column.times.iter().zip(&column.values) {
+                at += times[at..].partition_point(|&u| u < t);
+                if let FieldValue::Float(x) = value {
+                    values[at] = Some(*x);
+                }
+            }
+            (*name, values)
+        })
+        .collect();
+    let mask = column_mask(filter.condition, &aligned, times.len(), filter)?;
     let (mut kept_times, mut kept_values) = (Vec::new(), Vec::new());
-    for (name, values) in &floats {
+    for (name, values) in &aligned {
         let Some(accs) = per_field.get_mut(*name) else { continue };
         kept_times.clear();
         kept_values.clear();
-        for ((&t, &x), _) in times.iter().zip(values).zip(&mask).filter(|(_, &keep)| keep) {
-            kept_times.push(t);
-            kept_values.push(x);
+        for ((&t, value), _) in times.iter().zip(values).zip(&mask).filter(|(_, &keep)| keep) {
+            if let Some(x) = value {
+                kept_times.push(t);
+                kept_values.push(*x);
+            }
         }
         add_run(accs, starts, length, &kept_times, &kept_values);
     }
-    passed_any |= mask.iter().any(|&keep| keep);
-    Some(passed_any)
+    Some(mask.iter().any(|&keep| keep))
 }
+
+/// A float column by name, one value or null per time of the union.
+type AlignedColumn<'a> = (&'a str, Vec<Option<f64>>);
 
 /// Which rows `condition` keeps, computed over whole columns; `None` when it is not made of
 /// the parts [`add_filtered_columns`] takes.
-fn column_mask(condition: &Expr, columns: &[(&str, Vec<f64>)], rows: usize, filter: &RowFilter<'_>) -> Option<Vec<bool>> {
+fn column_mask(condition: &Expr, columns: &[AlignedColumn<'_>], rows: usize, filter: &RowFilter<'_>) -> Option<Vec<bool>> {
     let column = |e: &Expr| match e {
         Expr::VarRef(v) if matches!(v.data_type, None | Some(DataType::Float | DataType::Field)) => {
             columns.iter().find(|(n, _)| *n == v.name).map(|(_, values)| values)
@@ -452,6 +474,7 @@ fn column_mask(condition: &Expr, columns: &[(&str, Vec<f64>)], rows: usize, filt
                     };
                 }
             };
+            // A null (no point at that time) compares false, as on the row path.
             let keep: fn(f64, f64) -> bool = match op {
                 BinaryOp::Gt => |x, l| x > l,
                 BinaryOp::GtEq => |x, l| x >= l,
@@ -460,7 +483,7 @@ fn column_mask(condition: &Expr, columns: &[(&str, Vec<f64>)], rows: usize, filt
                 BinaryOp::Eq => |x, l| x == l,
                 _ => return None,
             };
-            Some(values.iter().map(|&x| keep(x, limit)).collect())
+            Some(values.iter().map(|x| x.is_some_and(|x| keep(x, limit))).collect())
         }
         _ => {
             let is_field = |name: &str| filter.field_names.contains(name);
