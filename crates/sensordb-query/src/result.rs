@@ -31,4 +31,6 @@ pub struct StatementResult {
     pub error: Option<String>,
     /// Set when a limit cut the result short (points returned).
     pub partial: bool,
+    /// Warnings beside the answer (InfluxDB's `messages`): damaged data that was left out.
+    pub warnings: Vec<String>,
 }

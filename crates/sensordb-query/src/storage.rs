@@ -81,6 +81,12 @@ pub trait Storage: Send + Sync {
         })
     }
 
+    /// Damage a store stepped over while reading (each a message naming the file and offset),
+    /// taken once: a query's answer then says what it is missing instead of failing.
+    fn take_damage(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The newest point of each of `series`. Stores that keep it (the engine does) answer
     /// without reading history; this default reads everything.
     fn last(&self, series: &[StoredSeries]) -> Result<Vec<Option<(i64, FieldValue)>>, StorageError> {

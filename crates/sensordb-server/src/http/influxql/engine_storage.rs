@@ -15,6 +15,14 @@ pub struct EngineStorage<'a> {
     /// Reads after this instant fail: the query has run out of time.
     pub deadline: Instant,
     pub series: &'a SeriesLists,
+    /// Damaged blocks stepped over since the last [`Storage::take_damage`].
+    pub damage: parking_lot::Mutex<Vec<String>>,
+}
+
+impl<'a> EngineStorage<'a> {
+    pub fn new(engine: &'a Engine, deadline: Instant, series: &'a SeriesLists) -> EngineStorage<'a> {
+        EngineStorage { engine, deadline, series, damage: parking_lot::Mutex::new(Vec::new()) }
+    }
 }
 
 /// Lists of series a query asked for, by database and measurement, kept while the engine's
@@ -93,6 +101,10 @@ impl Storage for EngineStorage<'_> {
         self.series.get(self.engine, database, measurement).as_ref().clone()
     }
 
+    fn take_damage(&self) -> Vec<String> {
+        std::mem::take(&mut *self.damage.lock())
+    }
+
     fn last(&self, series: &[StoredSeries]) -> Result<Vec<Option<(i64, FieldValue)>>, StorageError> {
         let ids: Vec<SeriesId> = series.iter().map(|s| SeriesId(s.handle as u32)).collect();
         let points = self.engine.last_points(&ids).map_err(|e| StorageError(format!("newest points: {e}")))?;
@@ -134,13 +146,36 @@ impl Storage for EngineStorage<'_> {
                 ScanOrder::NewestFirst => read.next_chunk_back(),
             };
             let Some(chunk) = chunk else { break };
-            let chunk = chunk.map_err(|e| StorageError(format!("reading {}: {e}", series.measurement)))?;
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                // A damaged block is left out and named; the read goes on with the next one.
+                Err(e @ sensordb_engine::Error::Corruption { .. }) => {
+                    let mut damage = self.damage.lock();
+                    if damage.len() < DAMAGE_MESSAGES_MAX {
+                        damage.push(format!("points of {} left out: {e}", series_name(series)));
+                    }
+                    continue;
+                }
+                Err(e) => return Err(StorageError(format!("reading {}: {e}", series.measurement))),
+            };
             if with_slice(&chunk.values, &mut strings, |values| sink(&chunk.timestamps, values)).is_break() {
                 break;
             }
         }
         Ok(())
     }
+}
+
+/// Damage messages kept per query: one damaged file can touch every series of a query.
+const DAMAGE_MESSAGES_MAX: usize = 16;
+
+/// `measurement,tag=value field`, as a message names a series.
+fn series_name(series: &StoredSeries) -> String {
+    let mut name = series.measurement.to_string();
+    for (k, v) in series.tags.iter() {
+        name.push_str(&format!(",{k}={v}"));
+    }
+    format!("{name} {}", series.field)
 }
 
 /// Hands `values` to `f` as a query column; byte values become strings (lossily, in `strings`,
@@ -156,5 +191,64 @@ pub fn with_slice<T>(values: &ValueColumn, strings: &mut Vec<String>, f: impl Fn
             strings.extend(v.iter().map(|b| String::from_utf8_lossy(b).into_owned()));
             f(ColumnSlice::String(strings))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sensordb_engine::{Durability, EngineOptions, SeriesKey, WriteBatch};
+    use sensordb_influxql::{parse, Statement};
+    use sensordb_query::select::select;
+    use sensordb_query::{Context, Limits};
+
+    /// Two sensors of 2,000 points in blocks of 500; one byte flipped in the first block.
+    fn damaged_engine(dir: &std::path::Path) -> (Engine, std::path::PathBuf) {
+        let options = EngineOptions { durability: Durability::Fsync, block_points_max: 500, ..EngineOptions::default() };
+        let engine = Engine::open(dir, options.clone()).expect("open");
+        let ids: Vec<SeriesId> = (0..2)
+            .map(|s| {
+                let key = SeriesKey::new("m", [("sensor", format!("s{s}"))], "v").expect("key");
+                engine.series_id(&key, ValueKind::F64).expect("id")
+            })
+            .collect();
+        let mut batch = WriteBatch::new();
+        for t in 0..2_000 {
+            for &id in &ids {
+                batch.push(id, t, Value::F64(t as f64)).expect("push");
+            }
+        }
+        engine.write(&batch).expect("write");
+        engine.close().expect("close");
+        let mut segments: Vec<_> = std::fs::read_dir(dir.join("segments")).expect("dir").map(|e| e.expect("entry").path()).collect();
+        segments.sort();
+        let segment = segments.pop().expect("a segment");
+        // The first block starts on page 2 (as the engine's corruption test finds it); hit its
+        // timestamps, just past the block header.
+        let mut bytes = std::fs::read(&segment).expect("read");
+        bytes[8192 + 62] ^= 0x5a;
+        std::fs::write(&segment, bytes).expect("write");
+        (Engine::open(dir, options).expect("reopen"), segment)
+    }
+
+    #[test]
+    fn a_damaged_block_is_left_out_and_named_while_the_rest_answers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (engine, segment) = damaged_engine(dir.path());
+        let lists = SeriesLists::default();
+        let storage = EngineStorage::new(&engine, Instant::now() + std::time::Duration::from_secs(60), &lists);
+        let parsed = parse("SELECT count(v) FROM m GROUP BY sensor").expect("parses");
+        let Statement::Select(statement) = &parsed.statements[0] else { panic!("a SELECT") };
+        let context = Context { storage: &storage, database: "default", now: 0, limits: Limits::default() };
+        let series = select(&context, statement).expect("answers despite the damage");
+        let counts: Vec<FieldValue> = series.iter().map(|s| s.rows[0].values[0].clone()).collect();
+        // One block of 500 points of one sensor is gone; everything else is counted.
+        let total: i64 = counts.iter().map(|c| if let FieldValue::Integer(n) = c { n } else { &0 }).sum();
+        assert_eq!(total, 4_000 - 500, "{counts:?}");
+        let damage = storage.take_damage();
+        assert_eq!(damage.len(), 1, "{damage:?}");
+        assert!(damage[0].contains(&segment.display().to_string()) && damage[0].contains("offset 8192"), "{}", damage[0]);
+        assert!(damage[0].starts_with("points of m,sensor=s"), "{}", damage[0]);
+        assert!(storage.take_damage().is_empty(), "taken once");
     }
 }

@@ -26,7 +26,7 @@ use axum::response::Response;
 use engine_storage::EngineStorage;
 use render::Epoch;
 use sensordb_influxql::Statement;
-use sensordb_query::{Context, Limits, QueryError, StatementResult};
+use sensordb_query::{Context, Limits, QueryError, StatementResult, Storage};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -124,7 +124,7 @@ fn run_statements(
     limits: Limits,
     timeout: Duration,
 ) -> Vec<(StatementResult, bool)> {
-    let storage = EngineStorage { engine: &http.server.engine, deadline: Instant::now() + timeout, series: &http.series_lists };
+    let storage = EngineStorage::new(&http.server.engine, Instant::now() + timeout, &http.series_lists);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
     let context = Context { storage: &storage, database, now, limits };
     let mut results = Vec::with_capacity(statements.len());
@@ -133,8 +133,10 @@ fn run_statements(
         let outcome = run_one(http, &context, statement);
         let failed = outcome.is_err();
         results.push(match outcome {
-            Ok(series) => (StatementResult { series, ..StatementResult::default() }, deletes),
-            Err(e) => (StatementResult { error: Some(e.to_string()), ..StatementResult::default() }, deletes),
+            Ok(series) => (StatementResult { series, warnings: storage.take_damage(), ..StatementResult::default() }, deletes),
+            Err(e) => {
+                (StatementResult { error: Some(e.to_string()), warnings: storage.take_damage(), ..StatementResult::default() }, deletes)
+            }
         });
         if failed {
             break;

@@ -158,6 +158,18 @@ pub fn statement(out: &mut String, id: usize, result: &StatementResult, epoch: E
         out.push_str(",\"error\":");
         string(out, error);
     }
+    if !result.warnings.is_empty() {
+        out.push_str(",\"messages\":[");
+        for (i, text) in result.warnings.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"level\":\"warning\",\"text\":");
+            string(out, text);
+            out.push('}');
+        }
+        out.push(']');
+    }
     if result.partial {
         out.push_str(",\"partial\":true");
     }
@@ -203,5 +215,13 @@ mod tests {
         let mut out = String::new();
         series(&mut out, &s, 0..1, Epoch::from_param(Some("ms")), false);
         assert!(out.contains("[[1451606400000,1.5]]"), "{out}");
+    }
+
+    #[test]
+    fn warnings_render_as_influxdb_messages() {
+        let result = StatementResult { warnings: vec!["points of m v left out: \"x\"".into()], ..StatementResult::default() };
+        let mut out = String::new();
+        statement(&mut out, 0, &result, Epoch::Rfc3339);
+        assert_eq!(out, r#"{"statement_id":0,"messages":[{"level":"warning","text":"points of m v left out: \"x\""}]}"#);
     }
 }
