@@ -158,6 +158,9 @@ def requests_of(args):
         ("C", "InfluxDB /query", "influxdb", f"/query?db=bench&epoch=ms&q={q(c_query)}"),
         ("C", "VictoriaMetrics /api/v1/query nocache=1", "victoriametrics",
          f"/api/v1/query?query={q('last_over_time(fleet_value[1h])')}&time={e}&nocache=1"),
+        # What a Prometheus dashboard sends for "current value": the newest sample within the
+        # default 5-minute lookback.
+        ("C", "VictoriaMetrics /api/v1/query, bare selector", "victoriametrics", f"/api/v1/query?query=fleet_value&time={e}&nocache=1"),
     ]
 
 
@@ -237,6 +240,8 @@ def check_c(answers):
     vm = json.loads(answers["C", "VictoriaMetrics /api/v1/query nocache=1"])["data"]["result"]
     # last_over_time answers at the query's time, not the point's: compare values only.
     maps["VictoriaMetrics /api/v1/query nocache=1"] = {r["metric"]["sensor"]: (None, float(r["value"][1])) for r in vm}
+    vm = json.loads(answers["C", "VictoriaMetrics /api/v1/query, bare selector"])["data"]["result"]
+    maps["VictoriaMetrics /api/v1/query, bare selector"] = {r["metric"]["sensor"]: (None, float(r["value"][1])) for r in vm}
     reference = maps["InfluxDB /query"]
     ok = True
     for name, got in maps.items():
@@ -252,23 +257,27 @@ def check_c(answers):
 def cmd_measure(args):
     bases = {"sensordb": args.sensordb, "influxdb": args.influxdb, "victoriametrics": args.victoriametrics}
     clients = {name: Client(url) for name, url in bases.items()}
-    results = []
-    answers = {}
-    for figure, name, server, path in requests_of(args):
-        client = clients[server]
+    reads = requests_of(args)
+    # Round-robin: every read once per round, so drift in the shared machine's load falls on
+    # every server alike instead of on whichever was being timed.
+    for figure, name, server, path in reads:
         for _ in range(args.warmup):
-            client.get(path)
-        times = []
-        size = 0
-        for _ in range(args.runs):
-            elapsed, body = client.get(path)
-            times.append(elapsed * 1000)
-            size = len(body)
-        answers[figure, name] = body
-        results.append({"phase": args.phase, "figure": figure, "read": name, "median_ms": statistics.median(times),
-                        "min_ms": min(times), "max_ms": max(times), "bytes": size, "runs": args.runs})
-        print(f"{args.phase:14} {figure} {name:42} median {statistics.median(times):9.2f} ms "
-              f"(min {min(times):.2f}, max {max(times):.2f}), {size:,} bytes", file=sys.stderr)
+            clients[server].get(path)
+    times = {(figure, name): [] for figure, name, _, _ in reads}
+    answers = {}
+    for _ in range(args.runs):
+        for figure, name, server, path in reads:
+            elapsed, body = clients[server].get(path)
+            times[figure, name].append(elapsed * 1000)
+            answers[figure, name] = body
+    results = []
+    for figure, name, _, _ in reads:
+        ms = times[figure, name]
+        size = len(answers[figure, name])
+        results.append({"phase": args.phase, "figure": figure, "read": name, "median_ms": statistics.median(ms),
+                        "min_ms": min(ms), "max_ms": max(ms), "bytes": size, "runs": args.runs})
+        print(f"{args.phase:14} {figure} {name:46} median {statistics.median(ms):9.2f} ms "
+              f"(min {min(ms):.2f}, max {max(ms):.2f}), {size:,} bytes", file=sys.stderr)
     checks = []
     all_ok = True
     for check in (lambda: check_a(answers, args), lambda: check_b(answers), lambda: check_c(answers)):
@@ -293,11 +302,11 @@ def cmd_report(args):
     for phase in phases:
         for r in phase["results"]:
             rows.setdefault((r["figure"], r["read"]), {})[phase["phase"]] = r
-    print(f"\n{'figure':6} {'read':42} " + " ".join(f"{n + ' ms':>16}" for n in names) + f" {'bytes':>12}")
+    print(f"\n{'figure':6} {'read':46} " + " ".join(f"{n + ' ms':>16}" for n in names) + f" {'bytes':>12}")
     for (figure, read), by_phase in rows.items():
         cells = " ".join(f"{by_phase[n]['median_ms']:16.2f}" if n in by_phase else f"{'-':>16}" for n in names)
         size = next(iter(by_phase.values()))["bytes"]
-        print(f"{figure:6} {read:42} {cells} {size:12,}")
+        print(f"{figure:6} {read:46} {cells} {size:12,}")
     print("medians of " + ", ".join(f"{p['phase']}: {p['results'][0]['runs']} runs" for p in phases)
           + "; answers agree: " + ", ".join(f"{p['phase']} {'yes' if p['agree'] else 'NO'}" for p in phases))
     return 0 if all(p["agree"] for p in phases) else 1
