@@ -12,7 +12,7 @@ Values have two decimals (a daily sine plus noise), exact in every server's floa
 
   read_bench.py load --start S --end E URL...        # URL: http://host:port/write?db=bench...
   read_bench.py measure --start S --end E --sensordb URL --influxdb URL --victoriametrics URL
-      --phase NAME --runs 9 --warmup 2 --out FILE.json
+      --phase NAME --runs 9 --warmup 2 [--sensordb-pid PID --cpu-runs 30] --out FILE.json
   read_bench.py report FILE.json...                  # the table of medians over phases
 """
 
@@ -185,7 +185,7 @@ def check_a(answers, args):
     reference = [(row[0], row[1], row[2], row[3]) for row in series[0]["values"]]
     lines.append(f"A InfluxDB: {len(reference)} buckets")
     ours = [(r[0], r[1], r[2], r[3]) for r in influx_rows(answers["A", "sensordb /query"])[0]["values"]]
-    bad = [i for i, (x, y) in enumerate(zip(reference, ours)) if x[0] != y[0] or not all(close(p, q) for p, q in zip(x[1:], y[1:]))]
+    bad = [i for i, (x, y) in enumerate(zip(reference, ours)) if x[0] != y[0] or not all(close(a, b) for a, b in zip(x[1:], y[1:]))]
     lines.append(f"A sensordb /query: {len(ours)} buckets, {len(reference) - len(bad) if len(ours) == len(reference) else 0} equal to InfluxDB's"
                  + (f"; first difference at bucket {bad[0]}: {reference[bad[0]]} vs {ours[bad[0]]}" if bad else ""))
     vm = json.loads(answers["A", "VictoriaMetrics query_range nocache=1"])["data"]["result"]
@@ -194,7 +194,7 @@ def check_a(answers, args):
     first_bad = None
     for t, lo, hi, mean in reference:
         got = (by_rollup.get("min", {}).get(t), by_rollup.get("max", {}).get(t), by_rollup.get("avg", {}).get(t))
-        if all(close(p, q) for p, q in zip((lo, hi, mean), got)):
+        if all(close(a, b) for a, b in zip((lo, hi, mean), got)):
             equal += 1
         elif first_bad is None:
             first_bad = (t, (lo, hi, mean), got)
