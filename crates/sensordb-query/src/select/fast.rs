@@ -344,14 +344,21 @@ fn add_filtered(
     super::collect_names(filter.condition, &mut names);
     names.sort();
     names.dedup();
-    let mut columns: Vec<(&str, ColumnPoints)> = Vec::new();
-    for name in &names {
-        if let Some(series) = fields.get(name.as_str()) {
-            columns.push((name.as_str(), read_column(context.storage, series, range, ScanOrder::OldestFirst, None, budget)?));
+    // Float columns are read as floats and filtered a column at a time where the condition
+    // allows; anything else is read as values and walked row by row.
+    let present: Vec<(&str, &StoredSeries)> = names.iter().filter_map(|n| fields.get(n.as_str()).map(|s| (n.as_str(), s))).collect();
+    if present.iter().all(|(_, s)| s.kind == FieldKind::Float) {
+        let mut floats = Vec::with_capacity(present.len());
+        for (name, series) in &present {
+            floats.push((*name, read_floats(context, series, range, budget)?));
+        }
+        if let Some(passed) = add_filtered_columns(&floats, filter, per_field, starts, length) {
+            return Ok(passed);
         }
     }
-    if let Some(passed) = add_filtered_columns(&columns, filter, per_field, starts, length) {
-        return Ok(passed);
+    let mut columns: Vec<(&str, ColumnPoints)> = Vec::new();
+    for (name, series) in &present {
+        columns.push((name, read_column(context.storage, series, range, ScanOrder::OldestFirst, None, budget)?));
     }
     let mut positions = vec![0usize; columns.len()];
     let mut values: Vec<(&str, Option<FieldValue>)> = columns.iter().map(|(n, _)| (*n, None)).collect();
@@ -379,40 +386,55 @@ fn add_filtered(
     Ok(passed_any)
 }
 
+/// Times and values of a float series.
+type FloatPoints = (Vec<i64>, Vec<f64>);
+
+/// The points of a float series over `range`.
+fn read_floats(context: &Context<'_>, series: &StoredSeries, range: TimeRange, budget: &Budget) -> Result<FloatPoints, QueryError> {
+    let (mut times, mut values) = (Vec::new(), Vec::new());
+    let mut failed = Ok(());
+    context.storage.read(series, range.from, range.to, &mut |t: &[i64], v: ColumnSlice<'_>| {
+        if failed.is_err() {
+            return;
+        }
+        failed = budget.take(t.len());
+        if let ColumnSlice::Float(v) = v {
+            times.extend_from_slice(t);
+            values.extend_from_slice(v);
+        }
+    })?;
+    failed?;
+    Ok((times, values))
+}
+
 /// [`add_filtered`] a column at a time, for the common shape: float columns (aligned on the
 /// union of their times, a missing point null), and a condition of comparisons between them and
 /// number literals, joined by AND and OR, and conditions on tags. `None` for any other shape.
 fn add_filtered_columns(
-    columns: &[(&str, ColumnPoints)],
+    columns: &[(&str, FloatPoints)],
     filter: &RowFilter<'_>,
     per_field: &mut BTreeMap<&str, Vec<Acc>>,
     starts: &[i64],
     length: Option<i64>,
 ) -> Option<bool> {
-    let mut times: Vec<i64> = Vec::new();
-    for (_, column) in columns {
-        if column.values.iter().any(|v| !matches!(v, FieldValue::Float(_))) {
-            return None;
-        }
-        times.extend_from_slice(&column.times);
-    }
     // Usually every column has the same times (a sensor's fields written together).
-    if !columns.iter().all(|(_, c)| c.times == columns[0].1.times) {
-        times.sort_unstable();
-        times.dedup();
+    let same_times = columns.iter().all(|(_, c)| c.0 == columns[0].1 .0);
+    let times: Vec<i64> = if same_times {
+        columns.first().map_or_else(Vec::new, |(_, c)| c.0.clone())
     } else {
-        times.truncate(columns.first().map_or(0, |(_, c)| c.times.len()));
-    }
+        columns.iter().fold(Vec::new(), |union, (_, c)| merge_union(&union, &c.0))
+    };
     let aligned: Vec<AlignedColumn<'_>> = columns
         .iter()
-        .map(|(name, column)| {
+        .map(|(name, (column_times, column_values))| {
             let mut values = vec![None; times.len()];
+            // Both ascend and every time of the column is in the union: one walk.
             let mut at = 0;
-            for (&t, value) in column.times.iter().zip(&column.values) {
-                at += times[at..].partition_point(|&u| u < t);
-                if let FieldValue::Float(x) = value {
-                    values[at] = Some(*x);
+            for (&t, &x) in column_times.iter().zip(column_values) {
+                while times[at] < t {
+                    at += 1;
                 }
+                values[at] = Some(x);
             }
             (*name, values)
         })
@@ -432,6 +454,32 @@ fn add_filtered_columns(
         add_run(accs, starts, length, &kept_times, &kept_values);
     }
     Some(mask.iter().any(|&keep| keep))
+}
+
+/// The sorted union of two ascending lists without repeats.
+fn merge_union(a: &[i64], b: &[i64]) -> Vec<i64> {
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => {
+                out.push(a[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(b[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }
 
 /// A float column by name, one value or null per time of the union.
