@@ -124,7 +124,7 @@ fn strip_time(expr: &Expr, now: i64, range: &mut TimeRange) -> Result<Option<Exp
     }
 }
 
-fn mentions_time(expr: &Expr) -> bool {
+pub(crate) fn mentions_time(expr: &Expr) -> bool {
     match expr {
         Expr::Binary(b) => mentions_time(&b.lhs) || mentions_time(&b.rhs),
         Expr::Paren(inner) | Expr::Negate(inner) => mentions_time(inner),

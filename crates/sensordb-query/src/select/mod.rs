@@ -318,6 +318,23 @@ fn collect_names(expr: &Expr, out: &mut Vec<String>) -> bool {
 
 fn keep_rows(table: &mut Table, condition: Option<&Expr>, regexes: &Regexes) {
     let Some(condition) = condition else { return };
+    // A condition the tags decide (`"sensor" = 's00'`: the time part is split off already)
+    // keeps or drops the whole table without a look at its rows.
+    let is_field = |name: &str| table.column(name).is_some();
+    let verdict = if crate::time::mentions_time(condition) {
+        crate::eval::Verdict::Unknown
+    } else {
+        crate::eval::tag_condition(condition, &table.tags, &is_field, regexes)
+    };
+    match verdict {
+        crate::eval::Verdict::True => return,
+        crate::eval::Verdict::False => {
+            table.times.clear();
+            table.rows.clear();
+            return;
+        }
+        crate::eval::Verdict::Unknown => {}
+    }
     let keep: Vec<bool> = (0..table.times.len()).map(|i| holds(condition, &TableRow { table, index: i }, regexes)).collect();
     if keep.iter().all(|&k| k) {
         return;
