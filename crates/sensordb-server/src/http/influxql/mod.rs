@@ -16,8 +16,9 @@ mod admin;
 pub(super) mod engine_storage;
 mod into;
 pub mod render;
+mod stream;
 
-use super::{json_response, v1_token, ApiError, HttpState};
+use super::{v1_token, ApiError, HttpState};
 use crate::auth::Scope;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -84,7 +85,7 @@ pub async fn query(
 
     let config = &http.server.config;
     let timeout = Duration::from_millis(config.query_timeout_ms);
-    let _turn = http.queries.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("server is shutting down"))?;
+    let turn = http.queries.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("server is shutting down"))?;
     let limits = Limits { max_points_scanned: config.query_points_scanned_max, max_buckets: config.query_buckets_max };
     let worker_http = http.clone();
     let work = tokio::task::spawn_blocking(move || run_statements(&worker_http, &parsed.statements, &database, limits, timeout));
@@ -98,21 +99,26 @@ pub async fn query(
         http.clear_caches();
     }
     let results: Vec<StatementResult> = results.into_iter().map(|r| r.0).collect();
-    let mut out = String::new();
-    match chunk_size {
-        None => {
-            out.push_str("{\"results\":[");
-            for (id, result) in results.iter().enumerate() {
-                if id > 0 {
-                    out.push(',');
+    // The answer is written while it is sent; the query's turn lasts until it is written.
+    Ok(stream::streamed(move |out, flush| {
+        let _turn = turn;
+        match chunk_size {
+            None => {
+                out.push_str("{\"results\":[");
+                for (id, result) in results.iter().enumerate() {
+                    if id > 0 {
+                        out.push(',');
+                    }
+                    if !render::statement_flushing(out, id, result, epoch, flush) {
+                        return false;
+                    }
                 }
-                render::statement(&mut out, id, result, epoch);
+                out.push_str("]}");
+                true
             }
-            out.push_str("]}");
+            Some(size) => chunked(out, &results, epoch, size, flush),
         }
-        Some(size) => chunked(&mut out, &results, epoch, size),
-    }
-    Ok(json_response(StatusCode::OK, out))
+    }))
 }
 
 /// Runs each statement in turn, stopping after the first that fails (as InfluxDB does). The
@@ -217,7 +223,7 @@ fn run_one(http: &HttpState, context: &Context<'_>, statement: &Statement) -> Re
 }
 
 /// `chunked=true`: one `{"results":[...]}` object per line, each series cut into `size` rows.
-fn chunked(out: &mut String, results: &[StatementResult], epoch: Epoch, size: usize) {
+fn chunked(out: &mut String, results: &[StatementResult], epoch: Epoch, size: usize, flush: &mut render::Flush<'_>) -> bool {
     for (id, result) in results.iter().enumerate() {
         if result.error.is_some() || result.series.is_empty() {
             out.push_str("{\"results\":[");
@@ -241,7 +247,9 @@ fn chunked(out: &mut String, results: &[StatementResult], epoch: Epoch, size: us
             out.push_str("{\"results\":[{\"statement_id\":");
             out.push_str(&id.to_string());
             out.push_str(",\"series\":[");
-            render::series(out, series, rows.clone(), epoch, series_continues);
+            if !render::series_flushing(out, series, rows.clone(), epoch, series_continues, flush) {
+                return false;
+            }
             out.push(']');
             if more {
                 out.push_str(",\"partial\":true");
@@ -249,4 +257,5 @@ fn chunked(out: &mut String, results: &[StatementResult], epoch: Epoch, size: us
             out.push_str("}]}\n");
         }
     }
+    true
 }

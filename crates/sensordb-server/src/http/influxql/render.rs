@@ -81,6 +81,22 @@ fn time(out: &mut String, nanos: i64, epoch: Epoch) {
 
 /// One series object; `rows` picks which of its rows (chunks write a series in parts).
 pub fn series(out: &mut String, s: &ResultSeries, rows: std::ops::Range<usize>, epoch: Epoch, partial: bool) {
+    series_flushing(out, s, rows, epoch, partial, &mut |_| true);
+}
+
+/// Hands the text written so far to a streamed response between parts: it may take `out`'s
+/// text (leaving it empty); false when the reader is gone and writing should stop.
+pub type Flush<'a> = dyn FnMut(&mut String) -> bool + 'a;
+
+/// [`series`], calling `flush` after each row; stops early when `flush` says so.
+pub fn series_flushing(
+    out: &mut String,
+    s: &ResultSeries,
+    rows: std::ops::Range<usize>,
+    epoch: Epoch,
+    partial: bool,
+    flush: &mut Flush<'_>,
+) -> bool {
     out.push('{');
     let mut comma = false;
     if !s.name.is_empty() {
@@ -132,6 +148,9 @@ pub fn series(out: &mut String, s: &ResultSeries, rows: std::ops::Range<usize>, 
                 value(out, v);
             }
             out.push(']');
+            if !flush(out) {
+                return false;
+            }
         }
         out.push(']');
     }
@@ -139,10 +158,16 @@ pub fn series(out: &mut String, s: &ResultSeries, rows: std::ops::Range<usize>, 
         out.push_str(",\"partial\":true");
     }
     out.push('}');
+    true
 }
 
 /// One statement's result object.
 pub fn statement(out: &mut String, id: usize, result: &StatementResult, epoch: Epoch) {
+    statement_flushing(out, id, result, epoch, &mut |_| true);
+}
+
+/// [`statement`], calling `flush` after each row; false when it stopped early.
+pub fn statement_flushing(out: &mut String, id: usize, result: &StatementResult, epoch: Epoch, flush: &mut Flush<'_>) -> bool {
     let _ = write!(out, "{{\"statement_id\":{id}");
     if !result.series.is_empty() {
         out.push_str(",\"series\":[");
@@ -150,7 +175,9 @@ pub fn statement(out: &mut String, id: usize, result: &StatementResult, epoch: E
             if i > 0 {
                 out.push(',');
             }
-            series(out, s, 0..s.rows.len(), epoch, false);
+            if !series_flushing(out, s, 0..s.rows.len(), epoch, false, flush) {
+                return false;
+            }
         }
         out.push(']');
     }
@@ -174,6 +201,7 @@ pub fn statement(out: &mut String, id: usize, result: &StatementResult, epoch: E
         out.push_str(",\"partial\":true");
     }
     out.push('}');
+    true
 }
 
 #[cfg(test)]
