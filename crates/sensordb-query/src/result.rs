@@ -33,4 +33,6 @@ pub struct StatementResult {
     pub partial: bool,
     /// Warnings beside the answer (InfluxDB's `messages`): damaged data that was left out.
     pub warnings: Vec<String>,
+    /// The statement's `tz()`: RFC 3339 times are written in its local time.
+    pub time_zone: Option<jiff::tz::TimeZone>,
 }

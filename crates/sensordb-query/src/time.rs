@@ -37,6 +37,12 @@ impl TimeRange {
 /// Parses a time string as InfluxDB accepts it in conditions: RFC 3339 with or without a
 /// fraction and offset, `2006-01-02 15:04:05[.fraction]` (UTC) or a bare date.
 pub fn parse_time_string(text: &str) -> Option<i64> {
+    parse_time_string_in(text, None)
+}
+
+/// [`parse_time_string`], a time without an offset taken in `zone`'s local time (a statement's
+/// `tz()`, as InfluxDB reads it) instead of UTC.
+pub fn parse_time_string_in(text: &str, zone: Option<&jiff::tz::TimeZone>) -> Option<i64> {
     if let Ok(ts) = text.parse::<jiff::Timestamp>() {
         return i64::try_from(ts.as_nanosecond()).ok();
     }
@@ -44,7 +50,7 @@ pub fn parse_time_string(text: &str) -> Option<i64> {
         .parse::<jiff::civil::DateTime>()
         .ok()
         .or_else(|| text.parse::<jiff::civil::Date>().ok().map(|d| d.to_datetime(jiff::civil::Time::midnight())))?;
-    let ts = civil.to_zoned(jiff::tz::TimeZone::UTC).ok()?.timestamp();
+    let ts = civil.to_zoned(zone.cloned().unwrap_or(jiff::tz::TimeZone::UTC)).ok()?.timestamp();
     i64::try_from(ts.as_nanosecond()).ok()
 }
 
@@ -61,18 +67,49 @@ pub fn format_time(nanos: i64) -> String {
     }
 }
 
+/// Time zones (jiff's), as results carry them.
+pub use jiff::tz as zone;
+
+/// The zone of a statement's `tz('...')`, or an error naming an unknown one (as InfluxDB's
+/// "unable to find time zone").
+pub fn zone_of(statement: &sensordb_influxql::SelectStatement) -> Result<Option<jiff::tz::TimeZone>, QueryError> {
+    statement
+        .timezone
+        .as_deref()
+        .map(|name| jiff::tz::TimeZone::get(name).map_err(|_| QueryError::invalid(format!("unable to find time zone {name}"))))
+        .transpose()
+}
+
+/// `nanos` in RFC 3339 in `zone`'s local time with its offset (`2016-03-27T00:00:00+01:00`), as
+/// InfluxDB writes times under `tz()`; without a zone, UTC with `Z`.
+pub fn format_time_in(nanos: i64, zone: Option<&jiff::tz::TimeZone>) -> String {
+    let Some(zone) = zone else { return format_time(nanos) };
+    let ts = jiff::Timestamp::from_nanosecond(i128::from(nanos)).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    let zoned = ts.to_zoned(zone.clone());
+    let seconds = zoned.strftime("%Y-%m-%dT%H:%M:%S").to_string();
+    let offset = zoned.strftime("%:z").to_string();
+    let fraction = nanos.rem_euclid(1_000_000_000);
+    let offset = if offset == "+00:00" { "Z".to_string() } else { offset };
+    if fraction == 0 {
+        format!("{seconds}{offset}")
+    } else {
+        let digits = format!("{fraction:09}");
+        format!("{seconds}.{}{offset}", digits.trim_end_matches('0'))
+    }
+}
+
 /// The nanosecond value of a time operand: a time string, an integer (nanoseconds), a duration
 /// literal (`1700000000000ms`), `now()`, and sums and differences of those.
-pub fn time_value(expr: &Expr, now: i64) -> Result<i64, QueryError> {
+pub fn time_value(expr: &Expr, now: i64, zone: Option<&jiff::tz::TimeZone>) -> Result<i64, QueryError> {
     match expr {
-        Expr::String(s) => parse_time_string(s).ok_or_else(|| QueryError::invalid(format!("invalid time string {s:?}"))),
+        Expr::String(s) => parse_time_string_in(s, zone).ok_or_else(|| QueryError::invalid(format!("invalid time string {s:?}"))),
         Expr::Integer(n) => Ok(*n),
         Expr::Float(x) => Ok(*x as i64),
         Expr::Duration(d) => Ok(d.nanos()),
-        Expr::Paren(inner) => time_value(inner, now),
+        Expr::Paren(inner) => time_value(inner, now, zone),
         Expr::Call(call) if call.name == "now" && call.args.is_empty() => Ok(now),
         Expr::Binary(b) if matches!(b.op, BinaryOp::Add | BinaryOp::Sub) => {
-            let (lhs, rhs) = (time_value(&b.lhs, now)?, time_value(&b.rhs, now)?);
+            let (lhs, rhs) = (time_value(&b.lhs, now, zone)?, time_value(&b.rhs, now, zone)?);
             Ok(if b.op == BinaryOp::Add { lhs.saturating_add(rhs) } else { lhs.saturating_sub(rhs) })
         }
         other => Err(QueryError::invalid(format!("invalid time expression {other}"))),
@@ -84,20 +121,25 @@ fn is_time_ref(expr: &Expr) -> bool {
 }
 
 /// Splits a WHERE clause into the time range it selects and the rest of the condition. Time
-/// conditions must be joined to the rest by AND, as InfluxDB requires.
-pub fn split_condition(condition: Option<&Expr>, now: i64) -> Result<(TimeRange, Option<Expr>), QueryError> {
+/// conditions must be joined to the rest by AND, as InfluxDB requires. Times without an offset
+/// are in `zone` (`tz()`), else UTC.
+pub fn split_condition(
+    condition: Option<&Expr>,
+    now: i64,
+    zone: Option<&jiff::tz::TimeZone>,
+) -> Result<(TimeRange, Option<Expr>), QueryError> {
     let Some(condition) = condition else { return Ok((TimeRange::ALL, None)) };
     let mut range = TimeRange::ALL;
-    let rest = strip_time(condition, now, &mut range)?;
+    let rest = strip_time(condition, now, zone, &mut range)?;
     Ok((range, rest))
 }
 
-fn strip_time(expr: &Expr, now: i64, range: &mut TimeRange) -> Result<Option<Expr>, QueryError> {
+fn strip_time(expr: &Expr, now: i64, zone: Option<&jiff::tz::TimeZone>, range: &mut TimeRange) -> Result<Option<Expr>, QueryError> {
     match expr {
-        Expr::Paren(inner) => strip_time(inner, now, range),
+        Expr::Paren(inner) => strip_time(inner, now, zone, range),
         Expr::Binary(b) if b.op == BinaryOp::And => {
-            let lhs = strip_time(&b.lhs, now, range)?;
-            let rhs = strip_time(&b.rhs, now, range)?;
+            let lhs = strip_time(&b.lhs, now, zone, range)?;
+            let rhs = strip_time(&b.rhs, now, zone, range)?;
             Ok(match (lhs, rhs) {
                 (Some(l), Some(r)) => Some(Expr::Binary(Box::new(sensordb_influxql::BinaryExpr { op: BinaryOp::And, lhs: l, rhs: r }))),
                 (one, None) | (None, one) => one,
@@ -105,7 +147,7 @@ fn strip_time(expr: &Expr, now: i64, range: &mut TimeRange) -> Result<Option<Exp
         }
         Expr::Binary(b) if is_time_ref(&b.lhs) || is_time_ref(&b.rhs) => {
             let (op, value) = if is_time_ref(&b.lhs) { (b.op, &b.rhs) } else { (mirror(b.op), &b.lhs) };
-            let t = time_value(value, now)?;
+            let t = time_value(value, now, zone)?;
             let bound = match op {
                 BinaryOp::Gt => TimeRange { from: t.saturating_add(1), to: i64::MAX },
                 BinaryOp::GtEq => TimeRange { from: t, to: i64::MAX },
@@ -169,21 +211,26 @@ mod tests {
         assert_eq!(format_time(1_451_606_400_500_000_000), "2016-01-01T00:00:00.5Z");
         assert_eq!(format_time(1), "1970-01-01T00:00:00.000000001Z");
         assert_eq!(format_time(-1_000_000_000), "1969-12-31T23:59:59Z");
+        let berlin = jiff::tz::TimeZone::get("Europe/Berlin").expect("zone");
+        assert_eq!(format_time_in(1_458_946_800_000_000_000, Some(&berlin)), "2016-03-26T00:00:00+01:00");
+        assert_eq!(format_time_in(1_459_029_600_500_000_000, Some(&berlin)), "2016-03-26T23:00:00.5+01:00");
+        assert_eq!(format_time_in(1_459_044_000_000_000_000, Some(&berlin)), "2016-03-27T04:00:00+02:00");
+        assert_eq!(format_time_in(0, Some(&jiff::tz::TimeZone::UTC)), "1970-01-01T00:00:00Z");
     }
 
     #[test]
     fn a_where_clause_gives_its_range_and_keeps_the_rest() {
         let now = 10_000_000_000_000;
         let c = condition("SELECT a FROM m WHERE \"host\" = 'x' AND time >= 1700000000000ms and time <= 1700003600000ms");
-        let (range, rest) = split_condition(Some(&c), now).expect("valid");
+        let (range, rest) = split_condition(Some(&c), now, None).expect("valid");
         assert_eq!(range, TimeRange { from: 1_700_000_000_000_000_000, to: 1_700_003_600_000_000_000 });
         assert_eq!(rest.expect("tag condition remains").to_string(), "host = 'x'");
         let c = condition("SELECT a FROM m WHERE time > now() - 1h");
-        let (range, rest) = split_condition(Some(&c), now).expect("valid");
+        let (range, rest) = split_condition(Some(&c), now, None).expect("valid");
         assert_eq!(range, TimeRange { from: now - 3_600_000_000_000 + 1, to: i64::MAX });
         assert!(rest.is_none());
         let c = condition("SELECT a FROM m WHERE time < '2016-01-01T00:00:00Z' AND (a > 1 AND time > 5)");
-        let (range, rest) = split_condition(Some(&c), now).expect("valid");
+        let (range, rest) = split_condition(Some(&c), now, None).expect("valid");
         assert_eq!(range, TimeRange { from: 6, to: 1_451_606_399_999_999_999 });
         assert_eq!(rest.expect("rest").to_string(), "a > 1");
     }
@@ -191,6 +238,6 @@ mod tests {
     #[test]
     fn time_under_or_is_refused() {
         let c = condition("SELECT a FROM m WHERE time > 5 OR a > 1");
-        assert!(split_condition(Some(&c), 0).is_err());
+        assert!(split_condition(Some(&c), 0, None).is_err());
     }
 }

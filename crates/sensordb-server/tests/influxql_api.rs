@@ -207,3 +207,24 @@ async fn queries_see_series_created_and_dropped_after_an_earlier_query() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tz_writes_times_in_the_zone() {
+    bounded(async {
+        let server = loaded().await;
+        let q = "SELECT mean(usage) FROM cpu WHERE host = 'a' AND time >= '2023-11-14T22:13:20Z' AND time < '2023-11-14T22:14:00Z' GROUP BY time(20s) tz('America/Chicago')";
+        let reply = get(server.addr, &url("telegraf", q, "")).await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(
+            reply.json()["results"][0]["series"][0]["values"],
+            json!([["2023-11-14T16:13:20-06:00", 1.5], ["2023-11-14T16:13:40-06:00", 6]])
+        );
+        // With epoch, times stay integers.
+        let reply = get(server.addr, &url("telegraf", q, "&epoch=s")).await;
+        assert_eq!(reply.json()["results"][0]["series"][0]["values"][0][0], json!(1700000000));
+        let reply = get(server.addr, &url("telegraf", "SELECT usage FROM cpu tz('Nowhere/Atlantis')", "")).await;
+        assert!(reply.json()["results"][0]["error"].as_str().is_some_and(|e| e.contains("unable to find time zone")), "{}", reply.text());
+        server.stop().await;
+    })
+    .await;
+}

@@ -47,7 +47,8 @@ pub(super) fn run(
     let Some(&(first, _, _)) = rows.first() else { return Ok(ResultSeries::default()) };
     let last = rows.last().map_or(first, |r| r.0);
     let (projections, names) = expand(statement, members, interval.map(|i| i.0))?;
-    let buckets = buckets(&rows, range, interval, context, first, last)?;
+    let zone = crate::time::zone_of(statement)?;
+    let buckets = buckets(&rows, range, interval, zone.as_ref(), context, first, last)?;
     let starts: Vec<i64> = buckets.iter().map(|b| b.start).collect();
     assemble(statement, &projections, names, &starts, &RowSource { rows: &rows, buckets: &buckets }, interval.is_none())
 }
@@ -164,6 +165,7 @@ fn buckets(
     rows: &Rows<'_>,
     range: TimeRange,
     interval: Option<(i64, Option<TimeOffset>)>,
+    zone: Option<&jiff::tz::TimeZone>,
     context: &Context<'_>,
     first: i64,
     last: i64,
@@ -174,11 +176,11 @@ fn buckets(
     };
     let from = if range.has_lower_bound() { range.from } else { first };
     let to = if range.has_upper_bound() { range.to } else { context.now.max(last) };
-    let starts = bucket_starts(length, offset, from, to, context)?;
-    let mut buckets = Vec::with_capacity(starts.len());
+    let edges = bucket_edges(length, offset, zone, from, to, context)?;
+    let mut buckets = Vec::with_capacity(edges.len().saturating_sub(1));
     let mut lo = 0;
-    for start in starts {
-        let end = start.saturating_add(length);
+    for pair in edges.windows(2) {
+        let (start, end) = (pair[0], pair[1]);
         lo += rows[lo..].partition_point(|r| r.0 < start);
         let hi = lo + rows[lo..].partition_point(|r| r.0 < end);
         buckets.push(Bucket { start, lo, hi });
@@ -187,11 +189,13 @@ fn buckets(
     Ok(buckets)
 }
 
-/// The starts of the `GROUP BY time(length[, offset])` buckets that meet `[from, to]`, or a
-/// limit error beyond `max_buckets`.
-pub(super) fn bucket_starts(
+/// The edges of the `GROUP BY time(length[, offset])` buckets that meet `[from, to]` (bucket
+/// `i` is `[edges[i], edges[i + 1])`; in `zone`'s local time with `tz()`), or a limit error
+/// beyond `max_buckets`.
+pub(super) fn bucket_edges(
     length: i64,
     offset: Option<TimeOffset>,
+    zone: Option<&jiff::tz::TimeZone>,
     from: i64,
     to: i64,
     context: &Context<'_>,
@@ -201,7 +205,7 @@ pub(super) fn bucket_starts(
         Some(TimeOffset::Duration(d)) => d.nanos(),
         Some(TimeOffset::Now) => context.now.rem_euclid(length),
     };
-    Windows::new(length, offset).starts(from, to, context.limits.max_buckets).ok_or_else(|| {
+    Windows::new(length, offset).in_zone(zone.cloned()).edges(from, to, context.limits.max_buckets).ok_or_else(|| {
         QueryError::Limit(format!(
             "GROUP BY time gives more than {} buckets (max_buckets); use a longer interval",
             context.limits.max_buckets

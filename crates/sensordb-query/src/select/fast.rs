@@ -187,11 +187,16 @@ pub(super) fn run(
         let key = super::group_key(&statement.group_by, &[], &keys, &tags);
         groups.entry(key).or_default().push((tags, fields, per_row));
     }
-    let starts = match interval {
-        None => vec![if range.has_lower_bound() { range.from } else { 0 }],
-        Some((length, offset)) => super::aggregate::bucket_starts(length, offset, range.from, range.to, context)?,
+    let zone = crate::time::zone_of(statement)?;
+    let edges = match interval {
+        None => None,
+        Some((length, offset)) => Some(super::aggregate::bucket_edges(length, offset, zone.as_ref(), range.from, range.to, context)?),
     };
-    let length = interval.map(|i| i.0);
+    let starts: Vec<i64> = match &edges {
+        None => vec![if range.has_lower_bound() { range.from } else { 0 }],
+        Some(edges) => edges[..edges.len().saturating_sub(1)].to_vec(),
+    };
+    let grid = edges.as_deref();
     let names: Vec<String> = statement.fields.iter().map(|f| f.alias.clone().unwrap_or_else(|| column_name(&f.expr))).collect();
     let mut out = Vec::new();
     for (tags, members) in groups {
@@ -205,7 +210,7 @@ pub(super) fn run(
             if *per_row {
                 let condition = condition.expect("BUG: a per-row verdict without a condition");
                 let filter = RowFilter { condition, regexes, tags, field_names: &field_names };
-                any |= add_filtered(context, fields, &filter, range, &mut per_field, &starts, length, budget)?;
+                any |= add_filtered(context, fields, &filter, range, &mut per_field, grid, budget)?;
                 continue;
             }
             for (field, accs) in per_field.iter_mut() {
@@ -218,7 +223,7 @@ pub(super) fn run(
                     }
                     failed = budget.take(times.len());
                     any |= !times.is_empty();
-                    add_run(accs, &starts, length, times, as_floats(&values, &mut floats));
+                    add_run(accs, grid, times, as_floats(&values, &mut floats));
                 })?;
                 failed?;
             }
@@ -336,8 +341,7 @@ fn add_filtered(
     filter: &RowFilter<'_>,
     range: TimeRange,
     per_field: &mut BTreeMap<&str, Vec<Acc>>,
-    starts: &[i64],
-    length: Option<i64>,
+    grid: Option<&[i64]>,
     budget: &Budget,
 ) -> Result<bool, QueryError> {
     let mut names: Vec<String> = per_field.keys().map(|f| f.to_string()).collect();
@@ -352,7 +356,7 @@ fn add_filtered(
         for (name, series) in &present {
             floats.push((*name, read_floats(context, series, range, budget)?));
         }
-        if let Some(passed) = add_filtered_columns(&floats, filter, per_field, starts, length) {
+        if let Some(passed) = add_filtered_columns(&floats, filter, per_field, grid) {
             return Ok(passed);
         }
     }
@@ -380,7 +384,7 @@ fn add_filtered(
         passed_any = true;
         for (name, value) in &values {
             let (Some(accs), Some(value)) = (per_field.get_mut(*name), value.as_ref().and_then(FieldValue::as_f64)) else { continue };
-            add_run(accs, starts, length, &[time], &[value]);
+            add_run(accs, grid, &[time], &[value]);
         }
     }
     Ok(passed_any)
@@ -414,8 +418,7 @@ fn add_filtered_columns(
     columns: &[(&str, FloatPoints)],
     filter: &RowFilter<'_>,
     per_field: &mut BTreeMap<&str, Vec<Acc>>,
-    starts: &[i64],
-    length: Option<i64>,
+    grid: Option<&[i64]>,
 ) -> Option<bool> {
     // Usually every column has the same times (a sensor's fields written together).
     let same_times = columns.iter().all(|(_, c)| c.0 == columns[0].1 .0);
@@ -451,7 +454,7 @@ fn add_filtered_columns(
                 kept_values.push(*x);
             }
         }
-        add_run(accs, starts, length, &kept_times, &kept_values);
+        add_run(accs, grid, &kept_times, &kept_values);
     }
     Some(mask.iter().any(|&keep| keep))
 }
@@ -556,21 +559,26 @@ fn mirrored(op: BinaryOp) -> Option<BinaryOp> {
     })
 }
 
-/// Adds one sorted run of points to the buckets it covers.
-fn add_run(accs: &mut [Acc], starts: &[i64], length: Option<i64>, times: &[i64], values: &[f64]) {
-    let Some(length) = length else {
+/// Adds one sorted run of points to the buckets it covers (`grid`: the buckets' edges, bucket
+/// `i` being `[grid[i], grid[i + 1])`; without it, one bucket of everything).
+fn add_run(accs: &mut [Acc], grid: Option<&[i64]>, times: &[i64], values: &[f64]) {
+    let Some(edges) = grid else {
         accs[0].add(times, values);
         return;
     };
-    let first = starts[0];
     let mut lo = 0;
     while lo < times.len() {
-        let bucket = ((times[lo] - first) / length) as usize;
+        let after = edges.partition_point(|&e| e <= times[lo]);
+        if after == 0 {
+            // Before the first bucket (the read's range starts at it; kept for safety).
+            lo += times[lo..].partition_point(|&t| t < edges[0]);
+            continue;
+        }
+        let bucket = after - 1;
         if bucket >= accs.len() {
             break;
         }
-        let end = starts[bucket].saturating_add(length);
-        let hi = lo + times[lo..].partition_point(|&t| t < end);
+        let hi = lo + times[lo..].partition_point(|&t| t < edges[bucket + 1]);
         accs[bucket].add(&times[lo..hi], &values[lo..hi]);
         lo = hi;
     }

@@ -67,7 +67,9 @@ fn run(
     if statement.into.is_some() {
         return Err(QueryError::invalid("SELECT ... INTO is not supported"));
     }
-    let (mut range, condition) = split_condition(statement.condition.as_ref(), context.now)?;
+
+    let zone = crate::time::zone_of(statement)?;
+    let (mut range, condition) = split_condition(statement.condition.as_ref(), context.now, zone.as_ref())?;
     range = range.intersect(outer_range);
     let interval = statement.group_by.iter().find_map(|d| match d {
         Dimension::Time { interval, offset } => Some((interval.nanos(), *offset)),

@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 /// - The inner query walks time in the outer query's order (an inner `ORDER BY time DESC`
 ///   under an ascending outer query takes the first points, not the last).
 /// - An aggregate inner query's `fill(null)` becomes `fill(none)`: empty buckets are not rows.
+/// - Its `tz()` is its own: the outer query's does not reach it (`newIteratorOptionsStmt`).
 /// - A raw inner query whose GROUP BY tags are not all among the outer query's applies LIMIT
 ///   and OFFSET to each stored series (each tag set) of a group, not to the group: InfluxDB's
 ///   engine limits each series when the final grouping differs from the current one.

@@ -172,6 +172,31 @@ fn group_by_wildcard_names_every_tag_key_of_the_measurement() {
     assert_eq!(context("SELECT usage FROM cpu GROUP BY /reg/"), vec![tags(&[("region", "")]), tags(&[("region", "eu")])]);
 }
 
+#[test]
+fn tz_lays_days_at_local_midnight_and_reads_times_without_offset_locally() {
+    // Hourly points over 26-27 March 2016 (UTC); Berlin's 27 March has 23 hours.
+    let hour = 3_600 * S;
+    let start = 1_458_950_400 * S; // 2016-03-26T00:00:00Z
+    let mut storage = MemoryStorage::default();
+    storage.insert("iot", "m", &[("host", "a")], "v", (0..49).map(|i| (start + i * hour, F(1.0))).collect());
+    let q =
+        "SELECT count(v) FROM m WHERE time >= '2016-03-26 00:00:00' AND time < '2016-03-28 00:00:00' GROUP BY time(1d) tz('Europe/Berlin')";
+    for fast in [true, false] {
+        let parsed = parse(q).expect("parses");
+        let Statement::Select(statement) = &parsed.statements[0] else { panic!("a SELECT") };
+        let context = Context { storage: &storage, database: "iot", now: 0, limits: Limits::default() };
+        super::fast::DISABLED.with(|d| d.set(!fast));
+        let out = select(&context, statement).expect("runs");
+        super::fast::DISABLED.with(|d| d.set(false));
+        let rows: Vec<(i64, Vec<FieldValue>)> = out[0].rows.iter().map(|r| (r.time, r.values.clone())).collect();
+        // Berlin's midnights: 25 March 23:00 UTC and 26 March 23:00 UTC; 23 points each.
+        assert_eq!(rows, vec![(start - hour, vec![I(23)]), (start + 23 * hour, vec![I(23)])], "fast path: {fast}");
+    }
+    assert!(
+        matches!(query("SELECT count(usage) FROM cpu GROUP BY time(1h) tz('Mars/Olympus')"), Err(QueryError::Invalid(e)) if e.contains("unable to find time zone"))
+    );
+}
+
 mod streaming_path {
     use super::*;
     use proptest::prelude::*;

@@ -139,7 +139,13 @@ fn run_statements(
         let outcome = run_one(http, &context, statement);
         let failed = outcome.is_err();
         results.push(match outcome {
-            Ok(series) => (StatementResult { series, warnings: storage.take_damage(), ..StatementResult::default() }, deletes),
+            Ok(series) => {
+                let time_zone = match statement {
+                    Statement::Select(select) => sensordb_query::time::zone_of(select).ok().flatten(),
+                    _ => None,
+                };
+                (StatementResult { series, warnings: storage.take_damage(), time_zone, ..StatementResult::default() }, deletes)
+            }
             Err(e) => {
                 (StatementResult { error: Some(e.to_string()), warnings: storage.take_damage(), ..StatementResult::default() }, deletes)
             }
@@ -247,7 +253,7 @@ fn chunked(out: &mut String, results: &[StatementResult], epoch: Epoch, size: us
             out.push_str("{\"results\":[{\"statement_id\":");
             out.push_str(&id.to_string());
             out.push_str(",\"series\":[");
-            if !render::series_flushing(out, series, rows.clone(), epoch, series_continues, flush) {
+            if !render::series_flushing(out, series, rows.clone(), (epoch, result.time_zone.as_ref()), series_continues, flush) {
                 return false;
             }
             out.push(']');

@@ -2,7 +2,8 @@
 //! "tags":{...},"columns":[...],"values":[[...]]}]}]}`, numbers formatted as Go's encoding/json
 //! formats them (so `2.0` is `2` and `1e-7` is `1e-7`), times as RFC 3339 or in an epoch unit.
 
-use sensordb_query::time::format_time;
+use sensordb_query::time::zone as jiff_zone;
+use sensordb_query::time::{format_time, format_time_in};
 use sensordb_query::{FieldValue, ResultSeries, StatementResult};
 use std::fmt::Write as _;
 
@@ -70,8 +71,9 @@ fn string(out: &mut String, s: &str) {
     out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string()));
 }
 
-fn time(out: &mut String, nanos: i64, epoch: Epoch) {
+fn time(out: &mut String, nanos: i64, epoch: Epoch, zone: Option<&jiff_zone::TimeZone>) {
     match epoch {
+        Epoch::Rfc3339 if zone.is_some() => string(out, &format_time_in(nanos, zone)),
         Epoch::Rfc3339 => string(out, &format_time(nanos)),
         Epoch::Divisor(d) => {
             let _ = write!(out, "{}", nanos / d);
@@ -81,22 +83,27 @@ fn time(out: &mut String, nanos: i64, epoch: Epoch) {
 
 /// One series object; `rows` picks which of its rows (chunks write a series in parts).
 pub fn series(out: &mut String, s: &ResultSeries, rows: std::ops::Range<usize>, epoch: Epoch, partial: bool) {
-    series_flushing(out, s, rows, epoch, partial, &mut |_| true);
+    series_flushing(out, s, rows, (epoch, None), partial, &mut |_| true);
 }
 
 /// Hands the text written so far to a streamed response between parts: it may take `out`'s
 /// text (leaving it empty); false when the reader is gone and writing should stop.
 pub type Flush<'a> = dyn FnMut(&mut String) -> bool + 'a;
 
-/// [`series`], calling `flush` after each row; stops early when `flush` says so.
+/// How times are written: the epoch, and the zone of RFC 3339 times (`tz()`).
+pub type TimeFormat<'z> = (Epoch, Option<&'z jiff_zone::TimeZone>);
+
+/// [`series`], times in `format`, calling `flush` after each row; stops early when `flush` says
+/// so.
 pub fn series_flushing(
     out: &mut String,
     s: &ResultSeries,
     rows: std::ops::Range<usize>,
-    epoch: Epoch,
+    format: TimeFormat<'_>,
     partial: bool,
     flush: &mut Flush<'_>,
 ) -> bool {
+    let (epoch, zone) = format;
     out.push('{');
     let mut comma = false;
     if !s.name.is_empty() {
@@ -139,7 +146,7 @@ pub fn series_flushing(
             }
             out.push('[');
             if s.has_time {
-                time(out, row.time, epoch);
+                time(out, row.time, epoch, zone);
             }
             for (j, v) in row.values.iter().enumerate() {
                 if j > 0 || s.has_time {
@@ -175,7 +182,7 @@ pub fn statement_flushing(out: &mut String, id: usize, result: &StatementResult,
             if i > 0 {
                 out.push(',');
             }
-            if !series_flushing(out, s, 0..s.rows.len(), epoch, false, flush) {
+            if !series_flushing(out, s, 0..s.rows.len(), (epoch, result.time_zone.as_ref()), false, flush) {
                 return false;
             }
         }
