@@ -18,6 +18,7 @@
 //! http_body_read_timeout_ms = 20000
 //! http_body_min_bytes_per_second = 500
 //! memtable_bytes_max = 33554432   # points buffered in memory before flushing, active + frozen
+//! block_cache_bytes = 33554432    # decoded blocks kept for reads that come again (0: none)
 //! query_concurrency = 4          # /query statements running at once; more wait their turn
 //! query_timeout_ms = 60000       # a query running longer is answered with an error
 //! query_points_scanned_max = 100000000  # points one query may read
@@ -72,6 +73,9 @@ pub struct ServerConfig {
     /// on the server's resident memory; smaller values flush more often, and background
     /// compaction merges the resulting short blocks.
     pub memtable_bytes_max: usize,
+    /// Memory for decoded blocks kept for reads that come again (dashboards refreshing the same
+    /// hours, lookups of the newest points); 0 keeps none.
+    pub block_cache_bytes: usize,
     /// Queries (`/query` requests) running at once; more wait for a turn, so reads never take
     /// every thread from ingest.
     pub query_concurrency: usize,
@@ -188,6 +192,7 @@ impl Default for ServerConfig {
             http_body_read_timeout_ms: 20_000,
             http_body_min_bytes_per_second: 500,
             memtable_bytes_max: 32 << 20,
+            block_cache_bytes: 32 << 20,
             query_concurrency: 4,
             query_timeout_ms: 60_000,
             query_points_scanned_max: 100_000_000,
@@ -275,6 +280,7 @@ impl ServerConfig {
         let mut options = sensordb_engine::EngineOptions {
             durability: self.durability,
             memtable_bytes_max: self.memtable_bytes_max,
+            block_cache_bytes: self.block_cache_bytes,
             segment_bytes_max: self.segment_bytes_max,
             throttle_writes: false,
             ..sensordb_engine::EngineOptions::default()

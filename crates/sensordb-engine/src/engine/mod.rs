@@ -46,6 +46,7 @@
 
 mod admin;
 mod admission;
+pub(crate) mod block_cache;
 mod last;
 mod options;
 mod pacer;
@@ -178,6 +179,8 @@ struct Inner {
     maintenance: Maintenance,
     /// Each series' newest sealed point, for [`Engine::last_points`].
     last_points: last::LastPoints,
+    /// Decoded blocks of recent reads.
+    block_cache: Arc<block_cache::BlockCache>,
     /// Where flushes hand completion marks before their WAL files go (see [`crate::mark`]).
     mark_sink: Mutex<Option<Arc<dyn MarkSink>>>,
 }
@@ -263,6 +266,7 @@ impl Engine {
             health: Health { closed: AtomicBool::new(false), poisoned: Mutex::new(None) },
             maintenance: Maintenance { running: Mutex::new(()), reclaimer },
             last_points: last::LastPoints::default(),
+            block_cache: Arc::new(block_cache::BlockCache::new(options.block_cache_bytes)),
             mark_sink: Mutex::new(None),
             options,
         });
@@ -372,7 +376,7 @@ impl Engine {
             memory.extend(frozen.read(series, from, to));
         }
         memory.extend(active.read(series, from, to));
-        RangeRead::new(inner.store.clone(), series, from, to, memory)
+        RangeRead::new(inner.store.clone(), series, from, to, memory).with_cache(inner.block_cache.clone())
     }
 
     /// The newest live point of each of `series` (`None` for a series without one), without

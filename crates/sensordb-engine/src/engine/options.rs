@@ -19,6 +19,8 @@ pub struct EngineOptions {
     pub segment_bytes_max: u64,
     /// Most points in one block; longer runs of a series are split.
     pub block_points_max: usize,
+    /// Memory for decoded blocks kept for reads that come again (0: none kept).
+    pub block_cache_bytes: usize,
     /// Most payload bytes in one block of a byte series.
     pub block_bytes_max: usize,
     /// Largest accepted byte payload.
@@ -72,6 +74,7 @@ impl Default for EngineOptions {
             memtable_bytes_max: 512 << 20,
             segment_bytes_max: 64 << 20,
             block_points_max: 16_384,
+            block_cache_bytes: 32 << 20,
             block_bytes_max: 4 << 20,
             payload_bytes_max: 1 << 20,
             direct_write_bytes_min: 64 << 10,
@@ -96,6 +99,7 @@ impl std::fmt::Debug for EngineOptions {
             .field("memtable_bytes_max", &self.memtable_bytes_max)
             .field("segment_bytes_max", &self.segment_bytes_max)
             .field("block_points_max", &self.block_points_max)
+            .field("block_cache_bytes", &self.block_cache_bytes)
             .field("payload_bytes_max", &self.payload_bytes_max)
             .field("flush_interval", &self.flush_interval)
             .field("reclaim", &self.reclaim)

@@ -11,6 +11,8 @@
 //! [`RangeRead::next_chunk_back`] walks the same clusters newest first, for reads that want the
 //! newest points and stop early (`ORDER BY time DESC LIMIT n`).
 
+use crate::block::Block;
+use crate::engine::block_cache::BlockCache;
 use crate::error::Result;
 use crate::memtable::ResolvedSeries;
 use crate::model::{last_write_wins, Point, SeriesId, Timestamp, ValueColumn};
@@ -48,6 +50,8 @@ pub struct RangeRead {
     /// from the front, backward reads from the back.
     memory_position: usize,
     memory_end: usize,
+    /// Decoded blocks of recent reads, if the engine keeps them.
+    cache: Option<Arc<BlockCache>>,
 }
 
 impl RangeRead {
@@ -56,7 +60,12 @@ impl RangeRead {
         let blocks = if from < to { store.blocks(series, from, to) } else { Vec::new() };
         let memory = merge_sorted_sources(memtables.into_iter().map(|m| Chunk { timestamps: m.timestamps, values: m.values }).collect());
         let memory_end = memory.as_ref().map_or(0, Chunk::len);
-        RangeRead { store, from, to, clusters: clusters(blocks), memory, memory_position: 0, memory_end }
+        RangeRead { store, from, to, clusters: clusters(blocks), memory, memory_position: 0, memory_end, cache: None }
+    }
+
+    /// Reads blocks through `cache`.
+    pub(crate) fn with_cache(self, cache: Arc<BlockCache>) -> RangeRead {
+        RangeRead { cache: Some(cache), ..self }
     }
 
     /// The next chunk of points, or `None` at the end.
@@ -106,9 +115,17 @@ impl RangeRead {
     /// The points of one cluster of blocks and the memtable points within its time range.
     fn merge_cluster(&self, cluster: &[ListedBlock], memory: Option<Chunk>) -> Result<Option<Chunk>> {
         let mut sources = Vec::with_capacity(cluster.len() + 1);
-        for block in cluster {
-            let block = self.store.read_block(block)?;
-            sources.push(clip(Chunk { timestamps: block.timestamps, values: block.values }, self.from, self.to));
+        for listed in cluster {
+            match &self.cache {
+                Some(cache) => {
+                    let block = cache.get_or_read(listed, || self.store.read_block(listed))?;
+                    sources.push(clip_block(&block, self.from, self.to));
+                }
+                None => {
+                    let block = self.store.read_block(listed)?;
+                    sources.push(clip(Chunk { timestamps: block.timestamps, values: block.values }, self.from, self.to));
+                }
+            }
         }
         sources.extend(memory);
         Ok(merge_sorted_sources(sources))
@@ -220,6 +237,13 @@ fn clip(chunk: Chunk, from: Timestamp, to: Timestamp) -> Chunk {
         return chunk;
     }
     Chunk { timestamps: chunk.timestamps[start..end].to_vec(), values: chunk.values.slice(start..end) }
+}
+
+/// The points of a shared decoded block within `[from, to)`.
+fn clip_block(block: &Block, from: Timestamp, to: Timestamp) -> Chunk {
+    let start = block.timestamps.partition_point(|&t| t < from);
+    let end = block.timestamps.partition_point(|&t| t < to);
+    Chunk { timestamps: block.timestamps[start..end].to_vec(), values: block.values.slice(start..end) }
 }
 
 /// Merges sorted, repeat-free sources given oldest first; a repeated timestamp keeps the value
