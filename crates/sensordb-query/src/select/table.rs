@@ -105,6 +105,9 @@ pub(crate) struct RowLimit<'a> {
     /// Which rows of a table count towards `rows` (the WHERE clause holds and the row gives an
     /// output row).
     pub counted: &'a dyn Fn(&Table) -> Vec<bool>,
+    /// Points of each column the first round reads: more when a condition on fields may pass
+    /// few rows (each round reads its blocks again).
+    pub first_round: usize,
 }
 
 /// Reads the tables of `measurement` whose tags can satisfy `condition`, with the columns
@@ -227,7 +230,7 @@ fn read_limited(
     budget: &Budget,
 ) -> Result<Table, QueryError> {
     let newest_first = limit.order == ScanOrder::NewestFirst;
-    let mut batch = limit.rows.clamp(16, 1 << 20);
+    let mut batch = limit.rows.max(limit.first_round).clamp(1, 1 << 20);
     // Counted rows in the limit's order.
     let mut kept: Vec<(i64, Vec<FieldValue>)> = Vec::new();
     // Bounded: each round reads at least `batch` new points of some column, or ends the read.
