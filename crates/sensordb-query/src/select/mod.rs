@@ -106,11 +106,11 @@ fn run(
             let extra = usize::from(per_series_limit.is_some());
             let rows = (limit as usize).saturating_add(statement.offset.unwrap_or(0) as usize).saturating_add(extra);
             let order = if statement.order == SortOrder::Descending { ScanOrder::NewestFirst } else { ScanOrder::OldestFirst };
-            // A WHERE clause left after the tags chose the tables may name fields that pass few
-            // rows: start with rounds of a block's worth then.
-            let first_round = if condition.is_some() { 1024 } else { 16 };
+            // A condition on fields may pass few rows: rounds of a block's worth then.
+            #[cfg(not(test))]
+            let first_round = 1024;
             #[cfg(test)]
-            let first_round = FIRST_ROUND.with(|f| f.get()).unwrap_or(first_round);
+            let first_round = FIRST_ROUND.with(|f| f.get()).unwrap_or(1024);
             (rows <= MAX_LIMITED_ROWS).then_some(RowLimit { order, rows, counted: &counted, first_round })
         }
         _ => None,

@@ -105,8 +105,8 @@ pub(crate) struct RowLimit<'a> {
     /// Which rows of a table count towards `rows` (the WHERE clause holds and the row gives an
     /// output row).
     pub counted: &'a dyn Fn(&Table) -> Vec<bool>,
-    /// Points of each column the first round reads: more when a condition on fields may pass
-    /// few rows (each round reads its blocks again).
+    /// Points of each column the first round reads where a condition on fields decides the
+    /// rows (it may pass few, and each round reads its blocks again); 16 elsewhere.
     pub first_round: usize,
 }
 
@@ -130,9 +130,13 @@ pub(crate) fn read_measurement(
     let name: Arc<str> = Arc::from(measurement);
     let mut tables = Vec::new();
     for (tags, fields) in tag_series(all) {
+        // Whether the rows of this tag set must pass the condition one by one (it names fields).
+        let mut rows_decide = false;
         if let Some(condition) = condition {
-            if tag_condition(condition, &tags, &is_field, regexes) == Verdict::False {
-                continue;
+            match tag_condition(condition, &tags, &is_field, regexes) {
+                Verdict::False => continue,
+                Verdict::True => {}
+                Verdict::Unknown => rows_decide = true,
             }
         }
         let columns: Vec<Arc<str>> = match wanted {
@@ -153,7 +157,10 @@ pub(crate) fn read_measurement(
                 let (times, rows) = join_on_time(per_column.into_iter().map(|c| (c.times, c.values)).collect());
                 Table { times, rows, ..table }
             }
-            Some(limit) => read_limited(storage, table, &series, range, limit, budget)?,
+            Some(limit) => {
+                let first_round = if rows_decide { limit.first_round } else { 16 };
+                read_limited(storage, table, &series, range, limit, first_round, budget)?
+            }
         };
         if !table.times.is_empty() {
             tables.push(table);
@@ -227,10 +234,11 @@ fn read_limited(
     series: &[Option<&StoredSeries>],
     mut range: TimeRange,
     limit: &RowLimit<'_>,
+    first_round: usize,
     budget: &Budget,
 ) -> Result<Table, QueryError> {
     let newest_first = limit.order == ScanOrder::NewestFirst;
-    let mut batch = limit.rows.max(limit.first_round).clamp(1, 1 << 20);
+    let mut batch = limit.rows.max(first_round).clamp(1, 1 << 20);
     // Counted rows in the limit's order.
     let mut kept: Vec<(i64, Vec<FieldValue>)> = Vec::new();
     // Bounded: each round reads at least `batch` new points of some column, or ends the read.
