@@ -110,9 +110,17 @@ struct GroupCommit {
     /// Every ticket below this is finished.
     done_before: u64,
     leader_active: bool,
-    /// Outcomes of recent commits: tickets `[start, end)` got `sequence` or an error. Bounded:
-    /// a waiter reads its outcome right after the commit, long before 64 more commits happen.
-    outcomes: std::collections::VecDeque<(u64, u64, std::result::Result<u64, CommitError>)>,
+    /// Outcomes of commits whose writers have not all read them: tickets `[start, end)` got
+    /// `sequence` or an error, and `unread` of them are still to read it (the entry goes with the
+    /// last). Bounded by the writers waiting, however late one of them wakes.
+    outcomes: std::collections::VecDeque<CommitOutcome>,
+}
+
+struct CommitOutcome {
+    start: u64,
+    end: u64,
+    outcome: std::result::Result<u64, CommitError>,
+    unread: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -120,8 +128,6 @@ enum CommitError {
     NoSpace(PathBuf),
     Other(String),
 }
-
-const COMMIT_OUTCOMES_KEPT: usize = 64;
 
 impl SegmentStore {
     pub fn open(fs: Arc<dyn FileSystem>, dir: &Path, options: SegmentStoreOptions) -> Result<(SegmentStore, StoreRecovery)> {
@@ -264,12 +270,17 @@ impl BlockStore for SegmentStore {
         commit.pending.push((part, wal_checkpoint));
         loop {
             if ticket < commit.done_before {
-                let outcome = commit
+                let index = commit
                     .outcomes
                     .iter()
-                    .find(|(start, end, _)| (*start..*end).contains(&ticket))
-                    .map(|(_, _, outcome)| outcome.clone())
-                    .expect("BUG: group commit outcome forgotten");
+                    .position(|o| (o.start..o.end).contains(&ticket))
+                    .expect("BUG: a group commit's outcome went before all its writers read it");
+                let entry = &mut commit.outcomes[index];
+                entry.unread -= 1;
+                let outcome = entry.outcome.clone();
+                if entry.unread == 0 {
+                    commit.outcomes.remove(index);
+                }
                 return outcome.map_err(|e| match e {
                     CommitError::NoSpace(path) => Error::NoSpace { path },
                     CommitError::Other(reason) => Error::Poisoned(reason),
@@ -291,10 +302,7 @@ impl BlockStore for SegmentStore {
                 other => CommitError::Other(other.to_string()),
             });
             commit = self.commit.lock();
-            commit.outcomes.push_back((start, end, outcome));
-            while commit.outcomes.len() > COMMIT_OUTCOMES_KEPT {
-                commit.outcomes.pop_front();
-            }
+            commit.outcomes.push_back(CommitOutcome { start, end, outcome, unread: end - start });
             commit.done_before = end;
             commit.leader_active = false;
             self.committed.notify_all();
@@ -493,6 +501,31 @@ mod tests {
             .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
             .filter(|target| target.starts_with(dir) && target.to_string_lossy().ends_with("(deleted)"))
             .count()
+    }
+
+    #[test]
+    fn every_writer_of_a_group_commit_gets_its_outcome_and_none_is_kept_after() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = SegmentStoreOptions { segment_bytes_max: 64 << 20, sync: false };
+        let (store, _) = SegmentStore::open(Arc::new(RealFs), dir.path(), options).expect("open");
+        let store = Arc::new(store);
+        // Eight writers, 40 groups each: far more commits than any fixed window of outcomes.
+        let writers: Vec<_> = (0..8u32)
+            .map(|w| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    (0..40i64).map(|i| store.put_group(group(w + 1, i * 10, 10), 0).expect("committed")).collect::<Vec<u64>>()
+                })
+            })
+            .collect();
+        let mut sequences: Vec<u64> = writers.into_iter().flat_map(|w| w.join().expect("writer")).collect();
+        assert_eq!(sequences.len(), 320);
+        sequences.sort_unstable();
+        assert!(sequences[0] > 0);
+        assert!(store.commit.lock().outcomes.is_empty(), "every outcome read and dropped");
+        for w in 1..=8 {
+            assert_eq!(store.blocks(SeriesId(w), 0, 400).len(), 40, "series {w}");
+        }
     }
 
     #[test]
