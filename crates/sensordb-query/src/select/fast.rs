@@ -351,6 +351,7 @@ fn add_filtered(
     // Float columns are read as floats and filtered a column at a time where the condition
     // allows; anything else is read as values and walked row by row.
     let present: Vec<(&str, &StoredSeries)> = names.iter().filter_map(|n| fields.get(n.as_str()).map(|s| (n.as_str(), s))).collect();
+    let mut columns: Vec<(&str, ColumnPoints)> = Vec::new();
     if present.iter().all(|(_, s)| s.kind == FieldKind::Float) {
         let mut floats = Vec::with_capacity(present.len());
         for (name, series) in &present {
@@ -359,10 +360,14 @@ fn add_filtered(
         if let Some(passed) = add_filtered_columns(&floats, filter, per_field, grid) {
             return Ok(passed);
         }
-    }
-    let mut columns: Vec<(&str, ColumnPoints)> = Vec::new();
-    for (name, series) in &present {
-        columns.push((name, read_column(context.storage, series, range, ScanOrder::OldestFirst, None, budget)?));
+        // A condition of another shape: the row walk takes the columns already read.
+        for (name, (times, values)) in floats {
+            columns.push((name, ColumnPoints { times, values: values.into_iter().map(FieldValue::Float).collect(), exhausted: true }));
+        }
+    } else {
+        for (name, series) in &present {
+            columns.push((name, read_column(context.storage, series, range, ScanOrder::OldestFirst, None, budget)?));
+        }
     }
     let mut positions = vec![0usize; columns.len()];
     let mut values: Vec<(&str, Option<FieldValue>)> = columns.iter().map(|(n, _)| (*n, None)).collect();
