@@ -218,6 +218,28 @@ mod streaming_path {
         }
     }
 
+    /// Runs `text` on the streaming path (which must take it) and on the general path, and
+    /// checks the answers agree (floats within 1e-9 relative).
+    fn streaming_equals_general(storage: &MemoryStorage, text: &str) -> Result<(), TestCaseError> {
+        let taken = super::super::fast::TAKEN.with(|t| t.get());
+        let fast = run(storage, text, true).expect("fast runs");
+        prop_assert_eq!(super::super::fast::TAKEN.with(|t| t.get()), taken + 1, "the streaming path ran: {}", text);
+        let general = run(storage, text, false).expect("general runs");
+        prop_assert_eq!(fast.len(), general.len(), "{}", text);
+        for (f, g) in fast.iter().zip(&general) {
+            prop_assert_eq!(&f.tags, &g.tags);
+            prop_assert_eq!(&f.columns, &g.columns);
+            prop_assert_eq!(f.rows.len(), g.rows.len(), "{}", text);
+            for (rf, rg) in f.rows.iter().zip(&g.rows) {
+                prop_assert_eq!(rf.time, rg.time, "{}", text);
+                for (vf, vg) in rf.values.iter().zip(&rg.values) {
+                    prop_assert!(close(vf, vg), "{}: {:?} vs {:?}", text, vf, vg);
+                }
+            }
+        }
+        Ok(())
+    }
+
     proptest! {
         /// The streaming path answers exactly what the general path answers.
         #[test]
@@ -245,22 +267,7 @@ mod streaming_path {
             let filter = if host_filter { "dc = 'x' AND " } else { "" };
             let group = if group_by_host { ", host" } else { "" };
             let text = format!("SELECT {} FROM m WHERE {filter}time >= 0 AND time < 600s GROUP BY time({interval}s){group} {}", fields.join(", "), fills[fill]);
-            let taken = super::super::fast::TAKEN.with(|t| t.get());
-            let fast = run(&storage, &text, true).expect("fast runs");
-            prop_assert_eq!(super::super::fast::TAKEN.with(|t| t.get()), taken + 1, "the streaming path ran: {}", text);
-            let general = run(&storage, &text, false).expect("general runs");
-            prop_assert_eq!(fast.len(), general.len(), "{}", text);
-            for (f, g) in fast.iter().zip(&general) {
-                prop_assert_eq!(&f.tags, &g.tags);
-                prop_assert_eq!(&f.columns, &g.columns);
-                prop_assert_eq!(f.rows.len(), g.rows.len(), "{}", text);
-                for (rf, rg) in f.rows.iter().zip(&g.rows) {
-                    prop_assert_eq!(rf.time, rg.time, "{}", text);
-                    for (vf, vg) in rf.values.iter().zip(&rg.values) {
-                        prop_assert!(close(vf, vg), "{}: {:?} vs {:?}", text, vf, vg);
-                    }
-                }
-            }
+            streaming_equals_general(&storage, &text)?;
             // The newest points, as the store keeps them, are the general path's last().
             let text = format!("SELECT last(v) FROM m WHERE {filter}time <= 300s{}", if group_by_host { " GROUP BY host" } else { "" });
             let taken = super::super::fast::TAKEN.with(|t| t.get());
@@ -293,7 +300,7 @@ mod streaming_path {
             on_integer in any::<bool>(),
             interval in proptest::option::of(1i64..200),
             group_by_host in any::<bool>(),
-            condition in 0usize..6,
+            condition in 0usize..7,
             expression in proptest::option::of(0usize..5),
         ) {
             let mut storage = MemoryStorage::default();
@@ -333,7 +340,7 @@ mod streaming_path {
             if let Some(e) = expression.filter(|&e| interval.is_some() || e < 3) {
                 fields.push(expressions[e].to_string());
             }
-            let conditions = ["", "w > 0 AND ", "(v < 20 OR w = 3) AND ", "v >= 0 AND dc = 'x' AND ", "u > 1 AND ", "(2 >= u OR v > 50) AND host != 'b' AND "];
+            let conditions = ["", "w > 0 AND ", "(v < 20 OR w = 3) AND ", "v >= 0 AND dc = 'x' AND ", "u > 1 AND ", "(2 >= u OR v > 50) AND host != 'b' AND ", "v + u > 3 AND "];
             let group = match (interval, group_by_host) {
                 (Some(i), true) => format!(" GROUP BY time({i}s), host"),
                 (Some(i), false) => format!(" GROUP BY time({i}s)"),
@@ -341,22 +348,7 @@ mod streaming_path {
                 (None, false) => String::new(),
             };
             let text = format!("SELECT {} FROM m WHERE {}time >= 0 AND time < 600s{group}", fields.join(", "), conditions[condition]);
-            let taken = super::super::fast::TAKEN.with(|t| t.get());
-            let fast = run(&storage, &text, true).expect("fast runs");
-            prop_assert_eq!(super::super::fast::TAKEN.with(|t| t.get()), taken + 1, "the streaming path ran: {}", text);
-            let general = run(&storage, &text, false).expect("general runs");
-            prop_assert_eq!(fast.len(), general.len(), "{}", text);
-            for (f, g) in fast.iter().zip(&general) {
-                prop_assert_eq!(&f.tags, &g.tags);
-                prop_assert_eq!(&f.columns, &g.columns);
-                prop_assert_eq!(f.rows.len(), g.rows.len(), "{}", text);
-                for (rf, rg) in f.rows.iter().zip(&g.rows) {
-                    prop_assert_eq!(rf.time, rg.time, "{}", text);
-                    for (vf, vg) in rf.values.iter().zip(&rg.values) {
-                        prop_assert!(close(vf, vg), "{}: {:?} vs {:?}", text, vf, vg);
-                    }
-                }
-            }
+            streaming_equals_general(&storage, &text)?;
         }
     }
 }
