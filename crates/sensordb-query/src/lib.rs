@@ -27,7 +27,7 @@ pub mod value;
 pub mod window;
 
 pub use error::QueryError;
-pub use result::{ResultRow, ResultSeries, StatementResult};
+pub use result::{ResultRow, ResultSeries, StatementResult, TagSet};
 pub use select::{Context, Limits};
 pub use storage::{FieldKind, ScanOrder, Storage, StorageError, StoredSeries};
 pub use value::{Column, ColumnSlice, FieldValue};

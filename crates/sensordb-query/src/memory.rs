@@ -61,12 +61,15 @@ impl Storage for MemoryStorage {
         names
     }
 
-    fn series(&self, database: &str, measurement: Option<&str>) -> Vec<StoredSeries> {
-        self.series
+    fn series(&self, database: &str, measurement: Option<&str>) -> Arc<Vec<StoredSeries>> {
+        let mut list: Vec<StoredSeries> = self
+            .series
             .iter()
             .filter(|(db, s, _, _)| db == database && measurement.is_none_or(|m| &*s.measurement == m))
             .map(|(_, s, _, _)| s.clone())
-            .collect()
+            .collect();
+        list.sort_by(|a, b| a.measurement.cmp(&b.measurement).then_with(|| a.tags.cmp(&b.tags)).then_with(|| a.field.cmp(&b.field)));
+        Arc::new(list)
     }
 
     fn scan(

@@ -2,6 +2,11 @@
 //! the rows were grouped by, column names with `time` first, and rows of values).
 
 use crate::value::FieldValue;
+use std::sync::Arc;
+
+/// Tag keys and values, sorted by key; shared by the series and results of one tag set (an
+/// answer of 10,000 series would otherwise copy 10,000 tag sets, and free them again).
+pub type TagSet = Arc<[(String, String)]>;
 
 /// One row: its time (nanoseconds) and one value per column after `time`.
 #[derive(Clone, Debug, PartialEq)]
@@ -15,9 +20,10 @@ pub struct ResultRow {
 pub struct ResultSeries {
     pub name: String,
     /// The GROUP BY tags and their values, sorted by key; empty without GROUP BY tags.
-    pub tags: Vec<(String, String)>,
-    /// Column names; `time` first when the rows carry times.
-    pub columns: Vec<String>,
+    pub tags: TagSet,
+    /// Column names; `time` first when the rows carry times. Shared by the series of one
+    /// statement.
+    pub columns: Arc<[String]>,
     pub rows: Vec<ResultRow>,
     /// Whether the rows have a time column (SHOW statements' rows have none).
     pub has_time: bool,

@@ -14,16 +14,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 fn series_of(storage: &dyn Storage, database: &str, sources: &[Measurement]) -> Result<Vec<StoredSeries>, QueryError> {
     if sources.is_empty() {
-        return Ok(storage.series(database, None));
+        return Ok(storage.series(database, None).as_ref().clone());
     }
     let mut out = Vec::new();
     for source in sources {
         let db = source.database.as_deref().unwrap_or(database);
         match &source.name {
-            MeasurementName::Name(name) => out.extend(storage.series(db, Some(name))),
+            MeasurementName::Name(name) => out.extend(storage.series(db, Some(name)).iter().cloned()),
             MeasurementName::Regex(pattern) => {
                 let re = Regexes::one(pattern.as_str())?;
-                out.extend(storage.series(db, None).into_iter().filter(|s| re.is_match(&s.measurement)));
+                out.extend(storage.series(db, None).iter().filter(|s| re.is_match(&s.measurement)).cloned());
             }
         }
     }
@@ -53,7 +53,7 @@ fn page<T>(items: Vec<T>, offset: Option<u64>, limit: Option<u64>) -> Vec<T> {
 
 pub fn measurements(storage: &dyn Storage, database: &str, statement: &ShowMeasurements) -> Result<Vec<ResultSeries>, QueryError> {
     let database = statement.database.as_deref().unwrap_or(database);
-    let series = filter(storage.series(database, None), statement.condition.as_ref())?;
+    let series = filter(storage.series(database, None).as_ref().clone(), statement.condition.as_ref())?;
     let mut names: BTreeSet<&str> = series.iter().map(|s| &*s.measurement).collect();
     if let Some(with) = &statement.with_measurement {
         match &with.name {
@@ -70,7 +70,7 @@ pub fn measurements(storage: &dyn Storage, database: &str, statement: &ShowMeasu
     }
     Ok(vec![ResultSeries {
         name: "measurements".into(),
-        columns: vec!["name".into()],
+        columns: vec!["name".into()].into(),
         rows: rows(names.into_iter().map(|n| vec![text(n)])),
         ..ResultSeries::default()
     }])
@@ -95,7 +95,7 @@ pub fn tag_keys(storage: &dyn Storage, database: &str, statement: &ShowTagKeys) 
         if !keys.is_empty() {
             out.push(ResultSeries {
                 name: measurement,
-                columns: vec!["tagKey".into()],
+                columns: vec!["tagKey".into()].into(),
                 rows: rows(keys.into_iter().map(|k| vec![text(k)])),
                 ..ResultSeries::default()
             });
@@ -137,7 +137,7 @@ pub fn tag_values(storage: &dyn Storage, database: &str, statement: &ShowTagValu
         if !pairs.is_empty() {
             out.push(ResultSeries {
                 name: measurement,
-                columns: vec!["key".into(), "value".into()],
+                columns: vec!["key".into(), "value".into()].into(),
                 rows: rows(pairs.into_iter().map(|(k, v)| vec![text(k), text(v)])),
                 ..ResultSeries::default()
             });
@@ -155,7 +155,7 @@ pub fn field_keys(storage: &dyn Storage, database: &str, statement: &ShowFieldKe
         let fields = page(fields.into_iter().collect(), statement.offset, statement.limit);
         out.push(ResultSeries {
             name: measurement,
-            columns: vec!["fieldKey".into(), "fieldType".into()],
+            columns: vec!["fieldKey".into(), "fieldType".into()].into(),
             rows: rows(fields.into_iter().map(|(f, t)| vec![text(f), text(t)])),
             ..ResultSeries::default()
         });
@@ -194,7 +194,7 @@ pub fn series(storage: &dyn Storage, database: &str, statement: &ShowSeries) -> 
         return Ok(Vec::new());
     }
     Ok(vec![ResultSeries {
-        columns: vec!["key".into()],
+        columns: vec!["key".into()].into(),
         rows: rows(keys.into_iter().map(|k| vec![FieldValue::String(k)])),
         ..ResultSeries::default()
     }])
@@ -279,7 +279,7 @@ mod tests {
         let all = run("SHOW TAG VALUES WITH KEY =~ /host/");
         assert_eq!(all.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), vec!["cpu", "mem"]);
         let fields = run("SHOW FIELD KEYS FROM cpu");
-        assert_eq!(fields[0].columns, vec!["fieldKey", "fieldType"]);
+        assert_eq!(fields[0].columns[..], ["fieldKey", "fieldType"]);
         assert_eq!(values(&fields[0]), vec![vec!["n", "integer"], vec!["usage", "float"]]);
     }
 

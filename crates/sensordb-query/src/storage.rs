@@ -58,8 +58,9 @@ pub enum ScanOrder {
 pub trait Storage: Send + Sync {
     /// Names of the databases, sorted.
     fn databases(&self) -> Vec<String>;
-    /// The series of `database`, of one measurement when `measurement` is given.
-    fn series(&self, database: &str, measurement: Option<&str>) -> Vec<StoredSeries>;
+    /// The series of `database`, of one measurement when `measurement` is given, sorted by
+    /// measurement, tag set and field. Shared: a store may keep the list between queries.
+    fn series(&self, database: &str, measurement: Option<&str>) -> Arc<Vec<StoredSeries>>;
     /// Hands the points of `series` in `[from, to]` (both inclusive) to `sink` in runs of any
     /// length, in `order`. When `sink` answers [`ControlFlow::Break`] the read stops there: a
     /// query that needs only the first or newest points reads no further.
@@ -89,7 +90,7 @@ pub trait Storage: Send + Sync {
 
     /// The newest point of each of `series`. Stores that keep it (the engine does) answer
     /// without reading history; this default reads everything.
-    fn last(&self, series: &[StoredSeries]) -> Result<Vec<Option<(i64, FieldValue)>>, StorageError> {
+    fn last(&self, series: &[&StoredSeries]) -> Result<Vec<Option<(i64, FieldValue)>>, StorageError> {
         series
             .iter()
             .map(|s| {

@@ -134,7 +134,7 @@ pub(super) fn assemble(
     }
     let mut column_names = vec!["time".to_string()];
     column_names.extend(names);
-    Ok(ResultSeries { columns: column_names, rows: out_rows, has_time: true, ..ResultSeries::default() })
+    Ok(ResultSeries { columns: column_names.into(), rows: out_rows, has_time: true, ..ResultSeries::default() })
 }
 
 /// The SELECT fields compiled, `f(*)` expanded to one field per column (`f_<column>`, or

@@ -8,13 +8,13 @@
 //! goes to the general path in `aggregate`, which gives the same answers; the tests run both.
 
 use super::aggregate::BucketSource;
-use super::plan::{column_name, compile, dedupe_names, Agg};
+use super::plan::{column_name, compile, Agg};
 use super::table::{read_column, tag_series, Budget, ColumnPoints, Tags};
 use super::Context;
 use crate::error::QueryError;
 use crate::eval::{holds, tag_condition, Regexes, Row, Verdict};
 use crate::reduce::{Reduced, Reducer};
-use crate::result::{ResultRow, ResultSeries};
+use crate::result::ResultSeries;
 use crate::storage::{FieldKind, ScanOrder, StoredSeries};
 use crate::time::TimeRange;
 use crate::value::{Column, ColumnSlice, FieldValue};
@@ -148,7 +148,18 @@ pub(super) fn run(
     }
     let bare_lasts = projections.iter().all(|a| matches!(a, Agg::Reduce { reducer: Reducer::Last, .. }));
     if interval.is_none() && bare_lasts {
-        if let Some(series) = newest(context, statement, measurement, source.database.as_deref(), range, condition, regexes, &calls)? {
+        let query = super::newest::LatestQuery {
+            statement,
+            measurement,
+            database: source.database.as_deref(),
+            range,
+            condition,
+            regexes,
+            calls: &calls,
+        };
+        if let Some(series) = super::newest::run(context, &query)? {
+            #[cfg(test)]
+            TAKEN.with(|t| t.set(t.get() + 1));
             return Ok(Some(series));
         }
     }
@@ -175,7 +186,7 @@ pub(super) fn run(
     // condition names fields).
     let mut groups: BTreeMap<Vec<(String, String)>, Vec<TagSetRead>> = BTreeMap::new();
     let keys = super::tag_keys(all.iter().map(|s| &*s.tags));
-    for (tags, fields) in tag_series(all.clone()) {
+    for (tags, fields) in tag_series(&all) {
         let mut per_row = false;
         if let Some(condition) = condition {
             match tag_condition(condition, &tags, &is_field, regexes) {
@@ -234,7 +245,7 @@ pub(super) fn run(
         let source = AccSource { per_field: &per_field };
         let mut series = super::aggregate::assemble(statement, &projections, names.clone(), &starts, &source, interval.is_none())?;
         series.name = measurement.clone();
-        series.tags = tags;
+        series.tags = tags.into();
         out.push(series);
     }
     #[cfg(test)]
@@ -587,98 +598,4 @@ fn add_run(accs: &mut [Acc], grid: Option<&[i64]>, times: &[i64], values: &[f64]
         accs[bucket].add(&times[lo..hi], &values[lo..hi]);
         lo = hi;
     }
-}
-
-/// `SELECT last(a)[, last(b)...] ... [GROUP BY tags]` without time buckets and without a
-/// condition on fields (`None` otherwise): each series' newest
-/// point from [`crate::Storage::last`] (the engine keeps it), read from history only for a
-/// series whose newest point lies after the range.
-#[allow(clippy::too_many_arguments)] // the parts of one statement, named at the call
-fn newest(
-    context: &Context<'_>,
-    statement: &SelectStatement,
-    measurement: &str,
-    database: Option<&str>,
-    range: TimeRange,
-    condition: Option<&Expr>,
-    regexes: &Regexes,
-    calls: &[(Reducer, String)],
-) -> Result<Option<Vec<ResultSeries>>, QueryError> {
-    let database = database.unwrap_or(context.database);
-    let all = context.storage.series(database, Some(measurement));
-    let field_names: std::collections::BTreeSet<&str> = all.iter().map(|s| &*s.field).collect();
-    let is_field = |name: &str| field_names.contains(name);
-    // Series of the asked fields, by group.
-    let mut groups: BTreeMap<Vec<(String, String)>, Vec<StoredSeries>> = BTreeMap::new();
-    let keys = super::tag_keys(all.iter().map(|s| &*s.tags));
-    for (tags, fields) in tag_series(all.clone()) {
-        if let Some(condition) = condition {
-            match tag_condition(condition, &tags, &is_field, regexes) {
-                Verdict::False => continue,
-                Verdict::True => {}
-                // The newest point need not pass a condition on fields: not this path's shape.
-                Verdict::Unknown => return Ok(None),
-            }
-        }
-        let key = super::group_key(&statement.group_by, &[], &keys, &tags);
-        let wanted = fields.into_iter().filter(|(f, _)| calls.iter().any(|(_, c)| c.as_str() == &**f)).map(|(_, s)| s);
-        groups.entry(key).or_default().extend(wanted);
-    }
-    let mut names: Vec<String> = statement.fields.iter().map(|f| f.alias.clone().unwrap_or_else(|| column_name(&f.expr))).collect();
-    dedupe_names(&mut names);
-    let mut columns = vec!["time".to_string()];
-    columns.extend(names);
-    // One call for every series: the store answers a batch at once (10,000 sensors' latest
-    // values are one lookup each, not one call each).
-    let everything: Vec<StoredSeries> = groups.values().flatten().cloned().collect();
-    let mut all_lasts = context.storage.last(&everything)?.into_iter();
-    let mut out = Vec::with_capacity(groups.len());
-    for (tags, members) in groups {
-        let lasts: Vec<_> = all_lasts.by_ref().take(members.len()).collect();
-        let mut best: BTreeMap<&str, (i64, FieldValue)> = BTreeMap::new();
-        for (series, last) in members.iter().zip(lasts) {
-            let point = match last {
-                Some((t, _)) if t < range.from => None,
-                Some((t, v)) if t <= range.to => Some((t, v)),
-                // Newer than the range: the newest point inside it, from history.
-                Some(_) => {
-                    let mut newest = None;
-                    context.storage.read(series, range.from, range.to, &mut |times: &[i64], values: ColumnSlice<'_>| {
-                        if let Some(&t) = times.last() {
-                            newest = Some((t, values.get(times.len() - 1)));
-                        }
-                    })?;
-                    newest
-                }
-                None => None,
-            };
-            let Some((t, v)) = point else { continue };
-            let slot = best.entry(&series.field).or_insert_with(|| (t, v.clone()));
-            // The newest wins; of equal times the larger value, as InfluxDB's last().
-            if t > slot.0 || (t == slot.0 && v.compare(&slot.1) == Some(std::cmp::Ordering::Greater)) {
-                *slot = (t, v);
-            }
-        }
-        if best.is_empty() {
-            continue;
-        }
-        let values: Vec<FieldValue> = calls.iter().map(|(_, f)| best.get(f.as_str()).map_or(FieldValue::Null, |p| p.1.clone())).collect();
-        let time = if calls.len() == 1 {
-            best.get(calls[0].1.as_str()).map_or(0, |p| p.0)
-        } else if range.has_lower_bound() {
-            range.from
-        } else {
-            0
-        };
-        out.push(ResultSeries {
-            name: measurement.to_string(),
-            tags,
-            columns: columns.clone(),
-            rows: vec![ResultRow { time, values }],
-            has_time: true,
-        });
-    }
-    #[cfg(test)]
-    TAKEN.with(|t| t.set(t.get() + 1));
-    Ok(Some(out))
 }

@@ -5,6 +5,7 @@
 
 mod aggregate;
 pub(crate) mod fast;
+mod newest;
 pub(crate) mod plan;
 mod raw;
 mod subquery;
@@ -188,7 +189,7 @@ fn run(
             raw::run(statement, &members, &regexes)?
         };
         out.name = name;
-        out.tags = tags;
+        out.tags = tags.into();
         series.push(out);
     }
     // Rows already limited per stored series keep their order and count.

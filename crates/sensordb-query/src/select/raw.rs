@@ -24,7 +24,7 @@ pub(super) fn run(statement: &SelectStatement, members: &[&Table], regexes: &Reg
     }
     let mut columns = vec!["time".to_string()];
     columns.extend(names);
-    Ok(ResultSeries { columns, rows, has_time: true, ..ResultSeries::default() })
+    Ok(ResultSeries { columns: columns.into(), rows, has_time: true, ..ResultSeries::default() })
 }
 
 /// Which rows of `table` the statement returns (before ORDER, OFFSET and LIMIT): `condition`

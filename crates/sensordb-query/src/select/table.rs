@@ -78,19 +78,19 @@ pub(crate) type Tags = Arc<[(String, String)]>;
 /// The series of a measurement grouped into series of tags: tags -> field name -> series, in
 /// tag order. Stores that list series sorted by tags with one shared allocation per tag set
 /// (the engine does) are grouped in one pass without comparing tag strings.
-pub(crate) fn tag_series(mut series: Vec<StoredSeries>) -> Vec<(Tags, BTreeMap<Arc<str>, StoredSeries>)> {
+pub(crate) fn tag_series(series: &[StoredSeries]) -> Vec<(Tags, BTreeMap<Arc<str>, StoredSeries>)> {
     let same = |a: &Tags, b: &Tags| Arc::ptr_eq(a, b) || a == b;
-    let sorted = series.windows(2).all(|w| same(&w[0].tags, &w[1].tags) || w[0].tags < w[1].tags);
-    if !sorted {
-        series.sort_by(|a, b| a.tags.cmp(&b.tags));
+    let mut sorted: Vec<&StoredSeries> = series.iter().collect();
+    if !sorted.windows(2).all(|w| same(&w[0].tags, &w[1].tags) || w[0].tags < w[1].tags) {
+        sorted.sort_by(|a, b| a.tags.cmp(&b.tags));
     }
     let mut out: Vec<(Tags, BTreeMap<Arc<str>, StoredSeries>)> = Vec::new();
-    for s in series {
+    for s in sorted {
         match out.last_mut() {
             Some((tags, fields)) if same(tags, &s.tags) => {
-                fields.insert(s.field.clone(), s);
+                fields.insert(s.field.clone(), s.clone());
             }
-            _ => out.push((s.tags.clone(), BTreeMap::from([(s.field.clone(), s)]))),
+            _ => out.push((s.tags.clone(), BTreeMap::from([(s.field.clone(), s.clone())]))),
         }
     }
     out
@@ -129,7 +129,7 @@ pub(crate) fn read_measurement(
     let is_field = |name: &str| field_names.contains(name);
     let name: Arc<str> = Arc::from(measurement);
     let mut tables = Vec::new();
-    for (tags, fields) in tag_series(all) {
+    for (tags, fields) in tag_series(&all) {
         // Whether the rows of this tag set must pass the condition one by one (it names fields).
         let mut rows_decide = false;
         if let Some(condition) = condition {
@@ -337,7 +337,7 @@ pub(crate) fn tables_of_result(series: Vec<ResultSeries>) -> Vec<Table> {
         .map(|s| {
             let columns: Vec<Arc<str>> = s.columns.iter().skip(usize::from(s.has_time)).map(|c| Arc::from(c.as_str())).collect();
             let (times, rows) = s.rows.into_iter().map(|r| (r.time, r.values)).unzip();
-            Table { name: Arc::from(s.name.as_str()), tags: Arc::from(s.tags), columns, times, rows }
+            Table { name: Arc::from(s.name.as_str()), tags: s.tags, columns, times, rows }
         })
         .collect()
 }

@@ -30,7 +30,7 @@ type Rows = Vec<(i64, Vec<FieldValue>)>;
 
 /// Each series as (tags, rows of (time, values)).
 fn rows(text: &str) -> Vec<(Vec<(String, String)>, Rows)> {
-    query(text).expect("runs").into_iter().map(|s| (s.tags, s.rows.into_iter().map(|r| (r.time, r.values)).collect())).collect()
+    query(text).expect("runs").into_iter().map(|s| (s.tags.to_vec(), s.rows.into_iter().map(|r| (r.time, r.values)).collect())).collect()
 }
 
 fn only(text: &str) -> Rows {
@@ -56,7 +56,7 @@ fn raw_rows_of_one_series_and_of_all_series_merged_by_time() {
 #[test]
 fn a_wildcard_selects_fields_and_tags_sorted_by_name() {
     let series = query("SELECT * FROM cpu WHERE host = 'a'").expect("runs");
-    assert_eq!(series[0].columns, vec!["time", "count", "host", "region", "usage"]);
+    assert_eq!(series[0].columns[..], ["time", "count", "host", "region", "usage"]);
     assert_eq!(series[0].rows[0].values, vec![I(1), FieldValue::String("a".into()), FieldValue::String("eu".into()), F(1.0)]);
     assert_eq!(series[0].rows[2].values[0], N);
     assert_eq!(series[0].rows.len(), 4);
@@ -101,7 +101,7 @@ fn subqueries_feed_their_series_to_the_outer_query() {
     let inner = "SELECT mean(usage) AS m FROM cpu WHERE time >= 0 AND time < 40s GROUP BY time(20s), host";
     assert_eq!(only(&format!("SELECT max(m) FROM ({inner})")), vec![(20 * S, vec![F(30.0)])]);
     let series = query(&format!("SELECT count(*) FROM ({inner})")).expect("runs");
-    assert_eq!(series[0].columns, vec!["time", "count_m"]);
+    assert_eq!(series[0].columns[..], ["time", "count_m"]);
     assert_eq!(series[0].rows[0].values, vec![I(4)]);
     // A condition on the subquery's field, selecting its group tag.
     let out = only("SELECT host FROM (SELECT mean(usage) AS m FROM cpu WHERE time >= 0 AND time < 40s GROUP BY host) WHERE m < 5");
@@ -134,7 +134,7 @@ fn arithmetic_over_aggregates_and_fields() {
     assert_eq!(only("SELECT floor(usage / 3) FROM cpu WHERE host = 'b'"), vec![(0, vec![F(3.0)]), (20 * S, vec![F(10.0)])]);
     assert_eq!(only("SELECT floor(mean(usage) / 3) FROM cpu WHERE host = 'b'"), vec![(0, vec![F(6.0)])]);
     let names = query("SELECT mean(usage), mean(usage) FROM cpu").expect("runs");
-    assert_eq!(names[0].columns, vec!["time", "mean", "mean_1"]);
+    assert_eq!(names[0].columns[..], ["time", "mean", "mean_1"]);
 }
 
 #[test]
@@ -142,7 +142,7 @@ fn measurements_by_regex_are_separate_series() {
     let series = query("SELECT last(*) FROM /^(cpu|mem)$/").expect("runs");
     let names: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, vec!["cpu", "mem"]);
-    assert_eq!(series[1].columns, vec!["time", "last_free"]);
+    assert_eq!(series[1].columns[..], ["time", "last_free"]);
 }
 
 #[test]
@@ -161,7 +161,7 @@ fn group_by_wildcard_names_every_tag_key_of_the_measurement() {
         let parsed = parse(text).expect("parses");
         let Statement::Select(statement) = &parsed.statements[0] else { panic!("a SELECT") };
         let context = Context { storage: &storage, database: "iot", now: 1_000 * S, limits: Limits::default() };
-        select(&context, statement).expect("runs").into_iter().map(|s| s.tags).collect::<Vec<_>>()
+        select(&context, statement).expect("runs").into_iter().map(|s| s.tags.to_vec()).collect::<Vec<_>>()
     };
     let expected =
         vec![tags(&[("host", "a"), ("region", "eu")]), tags(&[("host", "b"), ("region", "eu")]), tags(&[("host", "c"), ("region", "")])];
@@ -250,6 +250,8 @@ mod streaming_path {
             fill in 0usize..5,
             group_by_host in any::<bool>(),
             host_filter in any::<bool>(),
+            newest_group in 0usize..4,
+            d_without_dc in any::<bool>(),
         ) {
             let mut storage = MemoryStorage::default();
             let hosts = ["a", "b", "c", "d"];
@@ -257,7 +259,13 @@ mod streaming_path {
                 let mut series: Vec<(i64, FieldValue)> = points.iter().filter(|p| p.0 == h).map(|p| (p.1 * S, F(p.2 as f64 / 8.0))).collect();
                 series.sort_by_key(|p| p.0);
                 series.dedup_by_key(|p| p.0);
-                if !series.is_empty() {
+                if series.is_empty() {
+                    continue;
+                }
+                // A tag set without a key the others have (GROUP BY * names it with "").
+                if *host == "d" && d_without_dc {
+                    storage.insert("db", "m", &[("host", host)], "v", series);
+                } else {
                     storage.insert("db", "m", &[("host", host), ("dc", if h % 2 == 0 { "x" } else { "y" })], "v", series);
                 }
             }
@@ -269,7 +277,9 @@ mod streaming_path {
             let text = format!("SELECT {} FROM m WHERE {filter}time >= 0 AND time < 600s GROUP BY time({interval}s){group} {}", fields.join(", "), fills[fill]);
             streaming_equals_general(&storage, &text)?;
             // The newest points, as the store keeps them, are the general path's last().
-            let text = format!("SELECT last(v) FROM m WHERE {filter}time <= 300s{}", if group_by_host { " GROUP BY host" } else { "" });
+            // Grouped by nothing, by one tag, by a tag shared by several tag sets, by all tags.
+            let group = ["", " GROUP BY host", " GROUP BY dc", " GROUP BY *"][newest_group];
+            let text = format!("SELECT last(v) FROM m WHERE {filter}time <= 300s{group}");
             let taken = super::super::fast::TAKEN.with(|t| t.get());
             let fast = run(&storage, &text, true).expect("fast runs");
             prop_assert_eq!(super::super::fast::TAKEN.with(|t| t.get()), taken + 1, "the newest-point path ran: {}", text);

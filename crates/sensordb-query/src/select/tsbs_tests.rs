@@ -35,7 +35,7 @@ type Rows = Vec<(i64, Vec<FieldValue>)>;
 fn rows(text: &str) -> Vec<(Vec<String>, Rows)> {
     query(text)
         .into_iter()
-        .map(|s| (s.tags.into_iter().map(|t| t.1).collect(), s.rows.into_iter().map(|r| (r.time, r.values)).collect()))
+        .map(|s| (s.tags.iter().map(|t| t.1.clone()).collect(), s.rows.into_iter().map(|r| (r.time, r.values)).collect()))
         .collect()
 }
 

@@ -15,7 +15,7 @@ fn text(s: &str) -> FieldValue {
 
 pub fn show_databases(engine: &Engine) -> Vec<ResultSeries> {
     let rows = engine.databases().policies.keys().map(|name| ResultRow { time: 0, values: vec![text(name)] }).collect();
-    vec![ResultSeries { name: "databases".into(), columns: vec!["name".into()], rows, ..ResultSeries::default() }]
+    vec![ResultSeries { name: "databases".into(), columns: vec!["name".into()].into(), rows, ..ResultSeries::default() }]
 }
 
 /// A duration as Go prints it (`720h0m0s`, `0s`), which is how InfluxDB shows periods.
@@ -42,7 +42,7 @@ pub fn show_retention_policies(engine: &Engine, database: &str) -> Result<Vec<Re
         ],
     };
     Ok(vec![ResultSeries {
-        columns: ["name", "duration", "shardGroupDuration", "replicaN", "default"].map(String::from).to_vec(),
+        columns: ["name", "duration", "shardGroupDuration", "replicaN", "default"].map(String::from).into(),
         rows: vec![row],
         ..ResultSeries::default()
     }])

@@ -97,15 +97,15 @@ impl Storage for EngineStorage<'_> {
         self.engine.databases().policies.keys().cloned().collect()
     }
 
-    fn series(&self, database: &str, measurement: Option<&str>) -> Vec<StoredSeries> {
-        self.series.get(self.engine, database, measurement).as_ref().clone()
+    fn series(&self, database: &str, measurement: Option<&str>) -> Arc<Vec<StoredSeries>> {
+        self.series.get(self.engine, database, measurement)
     }
 
     fn take_damage(&self) -> Vec<String> {
         std::mem::take(&mut *self.damage.lock())
     }
 
-    fn last(&self, series: &[StoredSeries]) -> Result<Vec<Option<(i64, FieldValue)>>, StorageError> {
+    fn last(&self, series: &[&StoredSeries]) -> Result<Vec<Option<(i64, FieldValue)>>, StorageError> {
         let ids: Vec<SeriesId> = series.iter().map(|s| SeriesId(s.handle as u32)).collect();
         let points = self.engine.last_points(&ids).map_err(|e| StorageError(format!("newest points: {e}")))?;
         Ok(points

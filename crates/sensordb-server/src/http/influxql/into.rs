@@ -32,7 +32,7 @@ pub fn select_into(http: &HttpState, context: &Context<'_>, statement: &SelectSt
     }
     Ok(vec![ResultSeries {
         name: "result".into(),
-        columns: vec!["time".into(), "written".into()],
+        columns: vec!["time".into(), "written".into()].into(),
         rows: vec![ResultRow { time: 0, values: vec![FieldValue::Integer(points as i64)] }],
         has_time: true,
         ..ResultSeries::default()
@@ -104,8 +104,8 @@ mod tests {
     fn rows_become_points_with_group_tags_and_non_null_fields() {
         let series = vec![ResultSeries {
             name: "readings".into(),
-            tags: vec![("name".into(), "truck 1".into()), ("fleet".into(), String::new())],
-            columns: vec!["time".into(), "elapsed".into(), "mean".into()],
+            tags: vec![("name".into(), "truck 1".into()), ("fleet".into(), String::new())].into(),
+            columns: vec!["time".into(), "elapsed".into(), "mean".into()].into(),
             rows: vec![
                 ResultRow { time: 10, values: vec![FieldValue::Integer(3), FieldValue::Null] },
                 ResultRow { time: 20, values: vec![FieldValue::Null, FieldValue::Null] },
