@@ -47,6 +47,22 @@ impl SeriesBuffer {
         true
     }
 
+    /// Puts the buffer in final form (sorted, one point per timestamp, the last written) when
+    /// points arrived out of order. Done at the first read after such a write, once: a
+    /// dashboard re-reads the same buffered series on every refresh, and sorting 4,000 points
+    /// per read cost a point lookup a fifth of its time. Later appends keep the order-of-arrival
+    /// rule: they come after the settled points, so the last written still wins.
+    fn settle(&mut self) {
+        if self.strictly_increasing {
+            return;
+        }
+        let indices = last_write_wins(&self.timestamps, (0..self.timestamps.len()).collect());
+        self.timestamps = indices.iter().map(|&i| self.timestamps[i]).collect();
+        self.values = self.values.gather(&indices);
+        self.strictly_increasing = true;
+        debug_assert!(self.timestamps.windows(2).all(|w| w[0] < w[1]));
+    }
+
     /// Indices of the points in `[from, to)` (`to` of `None`: no upper bound), sorted by
     /// timestamp, one per timestamp (the last written).
     fn resolved_indices(&self, from: Timestamp, to: Option<Timestamp>) -> Vec<usize> {
@@ -194,6 +210,7 @@ impl Memtable {
         self.bytes.load(Ordering::Relaxed)
     }
 
+    /// Points written (a repeated timestamp counts each time it was written).
     pub fn points(&self) -> usize {
         self.points.load(Ordering::Relaxed)
     }
@@ -208,8 +225,9 @@ impl Memtable {
     }
 
     fn read_bounded(&self, series: SeriesId, from: Timestamp, to: Option<Timestamp>) -> Option<ResolvedSeries> {
-        let shard = self.shard(series).lock();
-        let buffer = shard.get(&series)?;
+        let mut shard = self.shard(series).lock();
+        let buffer = shard.get_mut(&series)?;
+        buffer.settle();
         let (timestamps, values) = buffer.resolved(from, to);
         if timestamps.is_empty() {
             return None;
@@ -321,6 +339,7 @@ mod tests {
             writes in proptest::collection::vec((1u32..4, -50i64..50, any::<i64>()), 1..200),
             from in -60i64..60,
             len in 0i64..120,
+            reads_between in any::<bool>(),
         ) {
             let memtable = Memtable::new(2);
             let mut model: BTreeMap<(u32, i64), i64> = BTreeMap::new();
@@ -331,6 +350,18 @@ mod tests {
                     model.insert((series, t), v);
                 }
                 insert_all(&memtable, &batch);
+                // Reads between writes settle buffers that later writes append to.
+                if reads_between {
+                    let series = chunk[0].0;
+                    let expected: Vec<(i64, i64)> = model.range((series, i64::MIN)..(series + 1, i64::MIN)).map(|(&(_, t), &v)| (t, v)).collect();
+                    let actual: Vec<(i64, i64)> = match memtable.read_all(SeriesId(series)) {
+                        Some(ResolvedSeries { timestamps, values: ValueColumn::I64(values), .. }) => timestamps.into_iter().zip(values).collect(),
+                        other => panic!("expected points, got {other:?}"),
+                    };
+                    prop_assert_eq!(actual, expected);
+                    let newest = model.range((series, i64::MIN)..(series + 1, i64::MIN)).next_back().map(|(&(_, t), &v)| (t, Value::I64(v)));
+                    prop_assert_eq!(memtable.last_point(SeriesId(series)), newest);
+                }
             }
             for series in 1u32..4 {
                 let expected: Vec<(i64, i64)> = model.range((series, from)..(series, from + len)).map(|(&(_, t), &v)| (t, v)).collect();
