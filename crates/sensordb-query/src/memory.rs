@@ -21,7 +21,8 @@ impl MemoryStorage {
         self.run_points = Some(points);
     }
 
-    /// Adds points of `measurement,tags field` in `database`; `points` need not be sorted.
+    /// Adds points of `measurement,tags field` in `database` (replacing the points of that
+    /// series if it exists); `points` need not be sorted.
     pub fn insert(&mut self, database: &str, measurement: &str, tags: &[(&str, &str)], field: &str, points: Vec<(i64, crate::FieldValue)>) {
         let mut tags: Vec<(String, String)> = tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         tags.sort();
@@ -42,6 +43,15 @@ impl MemoryStorage {
             FieldKind::Boolean => Column::Boolean(points.iter().map(|p| p.1 == crate::FieldValue::Boolean(true)).collect()),
             FieldKind::String => Column::String(points.iter().map(|p| p.1.to_string()).collect()),
         };
+        // One series per key, as in a store: inserting a key again replaces its points.
+        let same_key = |(db, s, _, _): &(String, StoredSeries, Vec<i64>, Column)| {
+            db == database && &*s.measurement == measurement && *s.tags == *tags && &*s.field == field
+        };
+        if let Some(existing) = self.series.iter_mut().find(|entry| same_key(entry)) {
+            existing.1.kind = kind;
+            (existing.2, existing.3) = (times, column);
+            return;
+        }
         let stored = StoredSeries {
             handle: self.series.len() as u64,
             measurement: Arc::from(measurement),

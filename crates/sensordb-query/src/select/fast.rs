@@ -9,7 +9,7 @@
 
 use super::aggregate::BucketSource;
 use super::plan::{column_name, compile, Agg};
-use super::table::{read_column, tag_series, Budget, ColumnPoints, Tags};
+use super::table::{read_column, tag_sets, Budget, ColumnPoints, TagSetSeries, Tags};
 use super::Context;
 use crate::error::QueryError;
 use crate::eval::{holds, tag_condition, Regexes, Row, Verdict};
@@ -21,12 +21,9 @@ use crate::value::{Column, ColumnSlice, FieldValue};
 use sensordb_influxql::{BinaryOp, DataType, Dimension, Expr, MeasurementName, SelectStatement, Source, TimeOffset};
 use std::collections::BTreeMap;
 
-/// The series of one tag set, by field name.
-type FieldsOfTags = BTreeMap<std::sync::Arc<str>, StoredSeries>;
-
 /// A tag set to read: its tags, its series by field, and whether its rows must pass the
 /// condition one by one.
-type TagSetRead = (Tags, FieldsOfTags, bool);
+type TagSetRead<'a> = (Tags, TagSetSeries<'a>, bool);
 
 /// Running aggregate of one bucket.
 #[derive(Clone, Copy, Debug)]
@@ -186,7 +183,8 @@ pub(super) fn run(
     // condition names fields).
     let mut groups: BTreeMap<Vec<(String, String)>, Vec<TagSetRead>> = BTreeMap::new();
     let keys = super::tag_keys(all.iter().map(|s| &*s.tags));
-    for (tags, fields) in tag_series(&all) {
+    for fields in tag_sets(&all) {
+        let tags = fields.tags().clone();
         let mut per_row = false;
         if let Some(condition) = condition {
             match tag_condition(condition, &tags, &is_field, regexes) {
@@ -221,11 +219,11 @@ pub(super) fn run(
             if *per_row {
                 let condition = condition.expect("BUG: a per-row verdict without a condition");
                 let filter = RowFilter { condition, regexes, tags, field_names: &field_names };
-                any |= add_filtered(context, fields, &filter, range, &mut per_field, grid, budget)?;
+                any |= add_filtered(context, *fields, &filter, range, &mut per_field, grid, budget)?;
                 continue;
             }
             for (field, accs) in per_field.iter_mut() {
-                let Some(series) = fields.get(*field) else { continue };
+                let Some(series) = fields.get(field) else { continue };
                 let mut failed = Ok(());
                 let mut floats = Vec::new();
                 context.storage.read(series, range.from, range.to, &mut |times: &[i64], values: ColumnSlice<'_>| {
@@ -348,7 +346,7 @@ impl Row for PointRow<'_> {
 #[allow(clippy::too_many_arguments)] // the parts of one read, named at the call
 fn add_filtered(
     context: &Context<'_>,
-    fields: &FieldsOfTags,
+    fields: TagSetSeries<'_>,
     filter: &RowFilter<'_>,
     range: TimeRange,
     per_field: &mut BTreeMap<&str, Vec<Acc>>,

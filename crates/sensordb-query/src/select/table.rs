@@ -9,7 +9,6 @@ use crate::time::TimeRange;
 use crate::value::{ColumnSlice, FieldValue};
 use sensordb_influxql::Expr;
 use std::cell::Cell;
-use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -75,25 +74,38 @@ impl Budget {
 /// A tag set, sorted by key.
 pub(crate) type Tags = Arc<[(String, String)]>;
 
-/// The series of a measurement grouped into series of tags: tags -> field name -> series, in
-/// tag order. Stores that list series sorted by tags with one shared allocation per tag set
-/// (the engine does) are grouped in one pass without comparing tag strings.
-pub(crate) fn tag_series(series: &[StoredSeries]) -> Vec<(Tags, BTreeMap<Arc<str>, StoredSeries>)> {
-    let same = |a: &Tags, b: &Tags| Arc::ptr_eq(a, b) || a == b;
-    let mut sorted: Vec<&StoredSeries> = series.iter().collect();
-    if !sorted.windows(2).all(|w| same(&w[0].tags, &w[1].tags) || w[0].tags < w[1].tags) {
-        sorted.sort_by(|a, b| a.tags.cmp(&b.tags));
+/// The series of one tag set: a run of the store's list (sorted by tag set, then field).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TagSetSeries<'a>(&'a [StoredSeries]);
+
+impl<'a> TagSetSeries<'a> {
+    pub fn tags(&self) -> &'a Tags {
+        &self.0[0].tags
     }
-    let mut out: Vec<(Tags, BTreeMap<Arc<str>, StoredSeries>)> = Vec::new();
-    for s in sorted {
-        match out.last_mut() {
-            Some((tags, fields)) if same(tags, &s.tags) => {
-                fields.insert(s.field.clone(), s.clone());
-            }
-            _ => out.push((s.tags.clone(), BTreeMap::from([(s.field.clone(), s.clone())]))),
-        }
+
+    /// The series of field `name`, if this tag set has one.
+    pub fn get(&self, name: &str) -> Option<&'a StoredSeries> {
+        self.0.binary_search_by(|s| (*s.field).cmp(name)).ok().map(|i| &self.0[i])
     }
-    out
+}
+
+/// The tag sets of a store's series list, in its order, without copying: the list is sorted by
+/// tag set and then field ([`crate::Storage::series`]), so a tag set's series are one run, and
+/// the engine's list shares one allocation per tag set, so a run is found by comparing
+/// pointers.
+pub(crate) fn tag_sets(series: &[StoredSeries]) -> impl Iterator<Item = TagSetSeries<'_>> {
+    debug_assert!(
+        series.windows(2).all(|w| (&w[0].tags, &w[0].field) < (&w[1].tags, &w[1].field)),
+        "the store lists series by tag set, then field: {series:?}"
+    );
+    let mut rest = series;
+    std::iter::from_fn(move || {
+        let tags = &rest.first()?.tags;
+        let length = rest.iter().take_while(|s| Arc::ptr_eq(&s.tags, tags) || s.tags == *tags).count();
+        let (run, after) = rest.split_at(length);
+        rest = after;
+        Some(TagSetSeries(run))
+    })
 }
 
 /// What a raw query with a LIMIT needs of each table: its first `rows` counted rows in `order`.
@@ -129,7 +141,8 @@ pub(crate) fn read_measurement(
     let is_field = |name: &str| field_names.contains(name);
     let name: Arc<str> = Arc::from(measurement);
     let mut tables = Vec::new();
-    for (tags, fields) in tag_series(&all) {
+    for fields in tag_sets(&all) {
+        let tags = fields.tags().clone();
         // Whether the rows of this tag set must pass the condition one by one (it names fields).
         let mut rows_decide = false;
         if let Some(condition) = condition {
