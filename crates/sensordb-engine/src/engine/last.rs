@@ -15,12 +15,14 @@
 //! began listing. Retention is applied when answering: a newest point older than the series'
 //! cutoff means every point is dead.
 
+use crate::batch::IdHasher;
 use crate::error::Result;
 use crate::memtable::Memtable;
 use crate::model::{SeriesId, Timestamp, Value};
 use crate::store::BlockStore;
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 /// A series' newest point.
 pub type LastPoint = (Timestamp, Value);
@@ -32,7 +34,7 @@ pub(super) struct LastPoints {
 
 #[derive(Default)]
 struct CacheState {
-    sealed: HashMap<SeriesId, LastPoint>,
+    sealed: HashMap<SeriesId, LastPoint, BuildHasherDefault<IdHasher>>,
     /// Flushes (and direct writes) finished: a fill that began before one must not insert.
     epoch: u64,
 }
@@ -83,29 +85,46 @@ impl LastPoints {
         Ok(Some(point))
     }
 
-    /// The newest point of `series` that is not older than `cutoff`: the newest of the
-    /// memtables (`memtables`, read before this call) and the sealed blocks.
+    /// The newest point of each of `series` that is not older than its cutoff: the newest of
+    /// the memtables (`memtables`, read before this call) and the sealed blocks. The cache is
+    /// locked once for the batch (a dashboard asks for 10,000 series at once); series not in
+    /// it are filled one by one.
     pub(super) fn newest(
         &self,
         store: &dyn BlockStore,
         memtables: &[&Memtable],
-        series: SeriesId,
-        cutoff: Timestamp,
-    ) -> Result<Option<LastPoint>> {
-        // Memtables rank above blocks on a repeated timestamp, the active one above the frozen.
-        let mut best: Option<LastPoint> = None;
-        for memtable in memtables {
-            if let Some(point) = memtable.last_point(series) {
-                if best.as_ref().is_none_or(|b| point.0 >= b.0) {
-                    best = Some(point);
+        series: &[SeriesId],
+        cutoff: impl Fn(SeriesId) -> Timestamp,
+    ) -> Result<Vec<Option<LastPoint>>> {
+        let cached: Vec<Option<LastPoint>> = {
+            let state = self.state.lock();
+            series.iter().map(|id| state.sealed.get(id).cloned()).collect()
+        };
+        series
+            .iter()
+            .zip(cached)
+            .map(|(&id, cached)| {
+                // Memtables rank above blocks on a repeated timestamp, the active one above the
+                // frozen.
+                let mut best: Option<LastPoint> = None;
+                for memtable in memtables {
+                    if let Some(point) = memtable.last_point(id) {
+                        if best.as_ref().is_none_or(|b| point.0 >= b.0) {
+                            best = Some(point);
+                        }
+                    }
                 }
-            }
-        }
-        if let Some(sealed) = self.sealed(store, series)? {
-            if best.as_ref().is_none_or(|b| sealed.0 > b.0) {
-                best = Some(sealed);
-            }
-        }
-        Ok(best.filter(|p| p.0 >= cutoff))
+                let sealed = match cached {
+                    Some(point) => Some(point),
+                    None => self.sealed(store, id)?,
+                };
+                if let Some(sealed) = sealed {
+                    if best.as_ref().is_none_or(|b| sealed.0 > b.0) {
+                        best = Some(sealed);
+                    }
+                }
+                Ok(best.filter(|p| p.0 >= cutoff(id)))
+            })
+            .collect()
     }
 }

@@ -393,10 +393,7 @@ impl Engine {
             memtables.push(frozen);
         }
         memtables.push(&active);
-        series
-            .iter()
-            .map(|&id| inner.last_points.newest(inner.store.as_ref(), &memtables, id, inner.maintenance.reclaimer.cutoff(id)))
-            .collect()
+        inner.last_points.newest(inner.store.as_ref(), &memtables, series, |id| inner.maintenance.reclaimer.cutoff(id))
     }
 
     /// Flushes, seals the open segment, and compacts until no segment is worth rewriting.

@@ -410,3 +410,29 @@ fn thin_dead_data_is_merged_only_once_writers_would_be_slowed() {
     let kept = series(&pressed.engine, "plant", "temp", 0);
     assert_eq!(timestamps(&pressed.engine, kept).len(), 4 * 3600, "live data intact");
 }
+
+#[test]
+fn the_newest_point_of_a_series_older_than_its_period_is_gone() {
+    let h = harness(own_capacity(1 << 40));
+    let ids: Vec<SeriesId> = (0..2).map(|s| series(&h.engine, "plant", "temp", s)).collect();
+    h.engine
+        .set_database_policy("plant", DatabasePolicy { period: Some(Duration::from_secs(3600)), ..DatabasePolicy::default() })
+        .expect("policy");
+    // Sensor 0 stopped after hour 0; sensor 1 goes on to hour 3, its last hour still buffered.
+    write_hour(&h.engine, &ids, 0, 3600);
+    for hour in 1..3 {
+        write_hour(&h.engine, &ids[1..], hour * 3600, 3600);
+    }
+    let mut batch = WriteBatch::new();
+    batch.push(ids[1], 3 * 3600 * SECOND, Value::I64(7)).expect("push");
+    h.engine.write(&batch).expect("write");
+    let before = h.engine.last_points(&ids).expect("newest");
+    assert_eq!(before[0].as_ref().map(|p| p.0), Some((3600 - 1) * SECOND));
+    assert_eq!(before[1], Some((3 * 3600 * SECOND, Value::I64(7))));
+
+    h.now.store(3 * 3600 * SECOND, Ordering::SeqCst);
+    h.engine.reclaim().expect("reclaim");
+    let after = h.engine.last_points(&ids).expect("newest");
+    assert_eq!(after[0], None, "every point of sensor 0 is older than the period");
+    assert_eq!(after[1], Some((3 * 3600 * SECOND, Value::I64(7))));
+}
