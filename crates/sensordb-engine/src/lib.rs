@@ -85,7 +85,7 @@ pub use batch::{BatchKindError, SeriesPoints, WriteBatch};
 pub use mark::{MarkSink, TxMark};
 // Read.
 pub use catalog::SeriesEntry;
-pub use query::{Chunk, Points, RangeRead};
+pub use query::{Chunk, ChunkView, Points, RangeRead};
 // Statistics, recovery, maintenance.
 pub use compaction::CompactionReport;
 pub use engine::{EngineStats, RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT};

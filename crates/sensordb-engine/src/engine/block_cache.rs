@@ -138,4 +138,41 @@ mod tests {
         assert!(cached.inner.block_cache.bytes() <= limit, "{} bytes over {limit}", cached.inner.block_cache.bytes());
         assert_eq!(plain.inner.block_cache.bytes(), 0, "a zero bound keeps nothing");
     }
+
+    /// The points of every view of a read, oldest or newest first, in time order.
+    fn views(engine: &Engine, id: crate::model::SeriesId, from: i64, to: i64, backwards: bool) -> Vec<(i64, Value)> {
+        let mut read = engine.read(id, from, to);
+        let mut runs = Vec::new();
+        loop {
+            let view = if backwards { read.next_view_back() } else { read.next_view() };
+            let Some(view) = view else { break };
+            let view = view.expect("view");
+            let (values, window) = view.values();
+            assert_eq!(view.timestamps().len(), window.len());
+            runs.push(view.timestamps().iter().zip(window).map(|(&t, i)| (t, values.get(i))).collect::<Vec<_>>());
+        }
+        if backwards {
+            runs.reverse();
+        }
+        runs.concat()
+    }
+
+    #[test]
+    fn lent_views_of_cached_blocks_hold_the_points_of_copied_chunks() {
+        let (with_cache, without_cache) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
+        let (cached, ids) = engine(with_cache.path(), 1 << 20);
+        let (plain, plain_ids) = engine(without_cache.path(), 0);
+        // Ranges that cut blocks at both ends, fall inside one, and cover all.
+        for (from, to) in [(100, 1_900), (0, 2_000), (510, 520), (499, 501), (1_999, 5_000), (-10, 0)] {
+            for (&id, &plain_id) in ids.iter().zip(&plain_ids) {
+                let expected: Vec<(i64, Value)> =
+                    plain.read(plain_id, from, to).points().map(|p| p.map(|p| (p.timestamp, p.value)).expect("point")).collect();
+                assert_eq!(expected.len(), (to.min(2_000) - from.max(0)).max(0) as usize);
+                for round in 0..2 {
+                    assert_eq!(views(&cached, id, from, to, false), expected, "[{from}, {to}) forwards, round {round}");
+                    assert_eq!(views(&cached, id, from, to, true), expected, "[{from}, {to}) backwards, round {round}");
+                }
+            }
+        }
+    }
 }

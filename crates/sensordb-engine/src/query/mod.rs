@@ -36,6 +36,49 @@ impl Chunk {
     }
 }
 
+/// A chunk handed out without copying where it can be: a window of a decoded block that the
+/// block cache shares (a graph over a week reads 600,000 cached points per request, and copying
+/// them cost a fifth of its time), or an owned chunk (merged clusters, memtable points, reads
+/// without a cache).
+#[derive(Debug)]
+pub struct ChunkView(View);
+
+#[derive(Debug)]
+enum View {
+    Owned(Chunk),
+    Shared { block: Arc<Block>, range: std::ops::Range<usize> },
+}
+
+impl ChunkView {
+    fn owned(chunk: Chunk) -> ChunkView {
+        ChunkView(View::Owned(chunk))
+    }
+
+    pub fn timestamps(&self) -> &[Timestamp] {
+        match &self.0 {
+            View::Owned(chunk) => &chunk.timestamps,
+            View::Shared { block, range } => &block.timestamps[range.clone()],
+        }
+    }
+
+    /// The values, and the window of them that is this chunk's.
+    pub fn values(&self) -> (&ValueColumn, std::ops::Range<usize>) {
+        match &self.0 {
+            View::Owned(chunk) => (&chunk.values, 0..chunk.len()),
+            View::Shared { block, range } => (&block.values, range.clone()),
+        }
+    }
+
+    pub fn into_chunk(self) -> Chunk {
+        match self.0 {
+            View::Owned(chunk) => chunk,
+            View::Shared { block, range } => {
+                Chunk { timestamps: block.timestamps[range.clone()].to_vec(), values: block.values.slice(range) }
+            }
+        }
+    }
+}
+
 /// A streaming range read. Iterate chunks with [`RangeRead::next_chunk`], or points with
 /// [`RangeRead::points`].
 pub struct RangeRead {
@@ -70,14 +113,19 @@ impl RangeRead {
 
     /// The next chunk of points, or `None` at the end.
     pub fn next_chunk(&mut self) -> Option<Result<Chunk>> {
+        self.next_view().map(|view| view.map(ChunkView::into_chunk))
+    }
+
+    /// [`RangeRead::next_chunk`], a cached block's points lent instead of copied.
+    pub fn next_view(&mut self) -> Option<Result<ChunkView>> {
         loop {
             let Some(cluster) = self.clusters.front() else {
-                return self.take_memory_before(Timestamp::MAX).map(Ok);
+                return self.take_memory_before(Timestamp::MAX).map(|c| Ok(ChunkView::owned(c)));
             };
             let cluster_min = cluster.iter().map(|b| b.block.entry.min_timestamp).min().unwrap_or(Timestamp::MIN);
             let cluster_max = cluster.iter().map(|b| b.block.entry.max_timestamp).max().unwrap_or(Timestamp::MAX);
             if let Some(before) = self.take_memory_before(cluster_min) {
-                return Some(Ok(before));
+                return Some(Ok(ChunkView::owned(before)));
             }
             let cluster = self.clusters.pop_front().expect("BUG: cluster vanished");
             let memory = self.take_memory_before(cluster_max.saturating_add(1));
@@ -93,14 +141,19 @@ impl RangeRead {
     /// still ascend), or `None` when every point was handed out. Mixing it with
     /// [`RangeRead::next_chunk`] hands out each point once: the two meet in the middle.
     pub fn next_chunk_back(&mut self) -> Option<Result<Chunk>> {
+        self.next_view_back().map(|view| view.map(ChunkView::into_chunk))
+    }
+
+    /// [`RangeRead::next_chunk_back`], a cached block's points lent instead of copied.
+    pub fn next_view_back(&mut self) -> Option<Result<ChunkView>> {
         loop {
             let Some(cluster) = self.clusters.back() else {
-                return self.take_memory_from(Timestamp::MIN).map(Ok);
+                return self.take_memory_from(Timestamp::MIN).map(|c| Ok(ChunkView::owned(c)));
             };
             let cluster_min = cluster.iter().map(|b| b.block.entry.min_timestamp).min().unwrap_or(Timestamp::MIN);
             let cluster_max = cluster.iter().map(|b| b.block.entry.max_timestamp).max().unwrap_or(Timestamp::MAX);
             if let Some(after) = self.take_memory_from(cluster_max.saturating_add(1)) {
-                return Some(Ok(after));
+                return Some(Ok(ChunkView::owned(after)));
             }
             let cluster = self.clusters.pop_back().expect("BUG: cluster vanished");
             let memory = self.take_memory_from(cluster_min);
@@ -112,8 +165,15 @@ impl RangeRead {
         }
     }
 
-    /// The points of one cluster of blocks and the memtable points within its time range.
-    fn merge_cluster(&self, cluster: &[ListedBlock], memory: Option<Chunk>) -> Result<Option<Chunk>> {
+    /// The points of one cluster merged with the memtable points among them. A lone cached
+    /// block without memtable points is lent as it is.
+    fn merge_cluster(&self, cluster: &[ListedBlock], memory: Option<Chunk>) -> Result<Option<ChunkView>> {
+        if let (Some(cache), [listed], None) = (&self.cache, cluster, &memory) {
+            let block = cache.get_or_read(listed, || self.store.read_block(listed))?;
+            let start = block.timestamps.partition_point(|&t| t < self.from);
+            let end = block.timestamps.partition_point(|&t| t < self.to);
+            return Ok((start < end).then_some(ChunkView(View::Shared { block, range: start..end })));
+        }
         let mut sources = Vec::with_capacity(cluster.len() + 1);
         for listed in cluster {
             match &self.cache {
@@ -128,7 +188,7 @@ impl RangeRead {
             }
         }
         sources.extend(memory);
-        Ok(merge_sorted_sources(sources))
+        Ok(merge_sorted_sources(sources).map(ChunkView::owned))
     }
 
     /// Memtable points before `bound` not yet emitted, from the front.

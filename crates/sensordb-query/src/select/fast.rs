@@ -51,21 +51,39 @@ impl Acc {
         if times.is_empty() {
             return;
         }
+        debug_assert!(times.windows(2).all(|w| w[0] < w[1]), "a run ascends");
+        // Summed in order, as the general path sums: the answers agree to the bit.
         let mut sum = 0.0;
-        let (mut min, mut max) = (self.min, self.max);
-        for (&t, &x) in times.iter().zip(values) {
+        for &x in values {
             sum += x;
-            // The earliest of equal extremes wins, as in InfluxDB.
-            if x < min.0 || (x == min.0 && t < min.1) {
-                min = (x, t);
-            }
-            if x > max.0 || (x == max.0 && t < max.1) {
-                max = (x, t);
-            }
         }
         self.sum += sum;
         self.count += times.len() as u64;
-        (self.min, self.max) = (min, max);
+        // The run's extremes in separate passes without ties to break: times ascend, so the
+        // first of equal extremes is the earliest. NaN is never an extreme.
+        if let Some(first) = values.iter().position(|x| !x.is_nan()) {
+            let (mut low, mut high) = (first, first);
+            for (i, &x) in values.iter().enumerate().skip(first + 1) {
+                if x < values[low] {
+                    low = i;
+                }
+            }
+            for (i, &x) in values.iter().enumerate().skip(first + 1) {
+                if x > values[high] {
+                    high = i;
+                }
+            }
+            // Across runs (several series in one bucket), the earliest of equal extremes wins,
+            // as in InfluxDB.
+            let (x, t) = (values[low], times[low]);
+            if x < self.min.0 || (x == self.min.0 && t < self.min.1) {
+                self.min = (x, t);
+            }
+            let (x, t) = (values[high], times[high]);
+            if x > self.max.0 || (x == self.max.0 && t < self.max.1) {
+                self.max = (x, t);
+            }
+        }
         let (t0, x0) = (times[0], values[0]);
         if t0 < self.first.0 || (t0 == self.first.0 && x0 > self.first.1) {
             self.first = (t0, x0);

@@ -252,11 +252,14 @@ mod streaming_path {
             host_filter in any::<bool>(),
             newest_group in 0usize..4,
             d_without_dc in any::<bool>(),
+            few_values in any::<bool>(),
         ) {
             let mut storage = MemoryStorage::default();
             let hosts = ["a", "b", "c", "d"];
             for (h, host) in hosts.iter().enumerate() {
-                let mut series: Vec<(i64, FieldValue)> = points.iter().filter(|p| p.0 == h).map(|p| (p.1 * S, F(p.2 as f64 / 8.0))).collect();
+                // Few distinct values: equal extremes, whose earliest must win, are common.
+                let value = |v: i64| if few_values { (v % 5) as f64 / 8.0 } else { v as f64 / 8.0 };
+                let mut series: Vec<(i64, FieldValue)> = points.iter().filter(|p| p.0 == h).map(|p| (p.1 * S, F(value(p.2)))).collect();
                 series.sort_by_key(|p| p.0);
                 series.dedup_by_key(|p| p.0);
                 if series.is_empty() {

@@ -141,9 +141,10 @@ impl Storage for EngineStorage<'_> {
         let mut read = self.engine.read(SeriesId(id), from, to.saturating_add(1));
         let mut strings = Vec::new();
         loop {
+            // Cached blocks are lent, not copied.
             let chunk = match order {
-                ScanOrder::OldestFirst => read.next_chunk(),
-                ScanOrder::NewestFirst => read.next_chunk_back(),
+                ScanOrder::OldestFirst => read.next_view(),
+                ScanOrder::NewestFirst => read.next_view_back(),
             };
             let Some(chunk) = chunk else { break };
             let chunk = match chunk {
@@ -158,7 +159,8 @@ impl Storage for EngineStorage<'_> {
                 }
                 Err(e) => return Err(StorageError(format!("reading {}: {e}", series.measurement))),
             };
-            if with_slice(&chunk.values, &mut strings, |values| sink(&chunk.timestamps, values)).is_break() {
+            let (values, window) = chunk.values();
+            if with_slice_of(values, window, &mut strings, |values| sink(chunk.timestamps(), values)).is_break() {
                 break;
             }
         }
@@ -181,14 +183,24 @@ fn series_name(series: &StoredSeries) -> String {
 /// Hands `values` to `f` as a query column; byte values become strings (lossily, in `strings`,
 /// reused between calls).
 pub fn with_slice<T>(values: &ValueColumn, strings: &mut Vec<String>, f: impl FnOnce(ColumnSlice<'_>) -> T) -> T {
+    with_slice_of(values, 0..values.len(), strings, f)
+}
+
+/// [`with_slice`] of the values in `window` only.
+pub fn with_slice_of<T>(
+    values: &ValueColumn,
+    window: std::ops::Range<usize>,
+    strings: &mut Vec<String>,
+    f: impl FnOnce(ColumnSlice<'_>) -> T,
+) -> T {
     match values {
-        ValueColumn::F64(v) => f(ColumnSlice::Float(v)),
-        ValueColumn::I64(v) => f(ColumnSlice::Integer(v)),
-        ValueColumn::U64(v) => f(ColumnSlice::Unsigned(v)),
-        ValueColumn::Bool(v) => f(ColumnSlice::Boolean(v)),
+        ValueColumn::F64(v) => f(ColumnSlice::Float(&v[window])),
+        ValueColumn::I64(v) => f(ColumnSlice::Integer(&v[window])),
+        ValueColumn::U64(v) => f(ColumnSlice::Unsigned(&v[window])),
+        ValueColumn::Bool(v) => f(ColumnSlice::Boolean(&v[window])),
         ValueColumn::Bytes(v) => {
             strings.clear();
-            strings.extend(v.iter().map(|b| String::from_utf8_lossy(b).into_owned()));
+            strings.extend(v[window].iter().map(|b| String::from_utf8_lossy(b).into_owned()));
             f(ColumnSlice::String(strings))
         }
     }
