@@ -241,6 +241,19 @@ mod streaming_path {
     }
 
     proptest! {
+        /// The search from the front finds what a binary search finds.
+        #[test]
+        fn points_before_an_edge_are_counted_as_a_binary_search_counts_them(
+            mut times in proptest::collection::vec(-50i64..5_000, 0..3_000),
+            edge in -100i64..5_100,
+        ) {
+            times.sort();
+            times.dedup();
+            prop_assert_eq!(super::super::fast::points_before(&times, edge), times.partition_point(|&t| t < edge));
+        }
+    }
+
+    proptest! {
         /// The streaming path answers exactly what the general path answers.
         #[test]
         fn equals_the_general_path(
