@@ -105,7 +105,9 @@ pub struct ServerConfig {
     /// Evict the oldest data when the disk is full of live data (a cyclic store); otherwise
     /// writers wait at `U_h` until data expires.
     pub evict_oldest_when_full: bool,
-    /// How long a write waits for space (at `U_h` or after ENOSPC) before it fails.
+    /// How long a write waits for space (at `U_h` or after ENOSPC) before it fails (HTTP 503,
+    /// native `NO_SPACE`). Default 4 s, under common clients' timeouts (Telegraf 5 s,
+    /// influxdb-client 10 s).
     pub full_wait_max_ms: u64,
     /// Databases and their retention, applied at start (`[[databases]]` tables).
     pub databases: Vec<DatabaseConfig>,
@@ -207,7 +209,7 @@ impl Default for ServerConfig {
             throttle_high_usage: 0.95,
             merge_bytes_per_second: 64 << 20,
             evict_oldest_when_full: true,
-            full_wait_max_ms: 600_000,
+            full_wait_max_ms: 4_000,
             databases: Vec::new(),
         }
     }

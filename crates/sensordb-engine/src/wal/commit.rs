@@ -294,7 +294,7 @@ impl Wal {
 
     fn write_group(&self, active: &mut LogFile, group: &[u8], rotate: bool) -> Result<(), GroupFailure> {
         if !group.is_empty() {
-            if active.end_offset >= self.options.file_bytes_max && !active.is_empty() {
+            if active.missing || (active.end_offset >= self.options.file_bytes_max && !active.is_empty()) {
                 self.start_next_file(active)?;
             }
             self.append_group(active, group)?;
