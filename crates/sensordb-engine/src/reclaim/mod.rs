@@ -427,7 +427,7 @@ impl Reclaimer {
                     own_usage = usage.own_share,
                     own_bytes = usage.own_bytes,
                     suppressed,
-                    "disk full of other processes' files: writers wait, then are refused; no live data is deleted"
+                    "disk full of other processes' files (sensordb's own are under its capacity): writers wait, then are refused; no live data is deleted"
                 );
             }
         }
