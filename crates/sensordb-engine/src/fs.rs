@@ -11,7 +11,8 @@
 //! uses `std::fs` itself.
 //!
 //! [`RealFs`] is the production implementation; [`FaultyFs`] wraps another file system and fails
-//! writes on command (disk full after N bytes, short writes, failed fsync).
+//! writes on command (disk full after N bytes, short writes, failed fsync), and can report a
+//! chosen statvfs (a disk filled by another process).
 //! Reads and writes are positional (`pread`/`pwrite`), so a file handle can be shared between a
 //! writer and concurrent readers without a seek position.
 
