@@ -11,7 +11,8 @@
 //! uses `std::fs` itself.
 //!
 //! [`RealFs`] is the production implementation; [`FaultyFs`] wraps another file system and fails
-//! writes on command (disk full after N bytes, short writes, failed fsync).
+//! writes on command (disk full after N bytes, short writes, failed fsync), and can report a
+//! chosen statvfs (a disk filled by another process).
 //! Reads and writes are positional (`pread`/`pwrite`), so a file handle can be shared between a
 //! writer and concurrent readers without a seek position.
 
@@ -359,6 +360,9 @@ struct Faults {
     panic_writes: AtomicBool,
     /// File syncs (`sync_data`) that succeeded: what a write path costs in fdatasyncs.
     data_syncs: AtomicU64,
+    /// When set, [`FileSystem::space`] reports this instead of the real file system's figures
+    /// (a disk filled by another process, say).
+    reported_space: std::sync::Mutex<Option<DiskSpace>>,
 }
 
 /// A file system that injects faults into another one; for tests.
@@ -394,6 +398,10 @@ impl FaultyFs {
     }
     pub fn set_panic_writes(&self, on: bool) {
         self.faults.panic_writes.store(on, Ordering::SeqCst);
+    }
+    /// Makes [`FileSystem::space`] report `space` (`None`: the real figures again).
+    pub fn set_reported_space(&self, space: Option<DiskSpace>) {
+        *self.faults.reported_space.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = space;
     }
     /// Successful `sync_data` calls on files opened through this file system so far.
     pub fn data_syncs(&self) -> u64 {
@@ -507,6 +515,9 @@ impl FileSystem for FaultyFs {
         self.inner.sync_dir(dir)
     }
     fn space(&self, dir: &Path) -> io::Result<DiskSpace> {
+        if let Some(space) = *self.faults.reported_space.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) {
+            return Ok(space);
+        }
         self.inner.space(dir)
     }
 }

@@ -46,6 +46,7 @@
 //! - `query`: range reads that merge memtables and blocks into one time-ordered stream.
 //! - `engine`: ties them together: write, read, flush, recovery.
 //! - `fs`: file I/O behind a trait so tests can inject faults.
+//! - `retry`: backoff of failing background work and rate-limited log lines.
 //!
 //! A write goes catalog (series id) → WAL (durable per mode) → memtable. A flush freezes the
 //! memtable, encodes one block per series into a flush group of the open segment, publishes the
@@ -69,6 +70,7 @@ mod memtable;
 mod model;
 mod query;
 mod reclaim;
+mod retry;
 mod segment;
 pub mod store;
 #[doc(hidden)]

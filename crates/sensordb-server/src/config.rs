@@ -92,7 +92,10 @@ pub struct ServerConfig {
     pub tls_key: Option<PathBuf>,
     /// A segment file is sealed at this size (R; see `sensordb plan`).
     pub segment_bytes_max: u64,
-    /// Bytes sensordb may use on its file system; unset for the whole file system.
+    /// Bytes sensordb may use on its file system; unset for the whole file system. Only
+    /// sensordb's own files over this evict live data (`evict_oldest_when_full`); other
+    /// processes filling the file system make writers wait and be refused. Set it on a shared
+    /// disk.
     pub capacity_bytes: Option<u64>,
     /// `U_m`: disk usage that reclaim holds the disk at.
     pub disk_target_usage: f64,
@@ -102,10 +105,12 @@ pub struct ServerConfig {
     pub throttle_high_usage: f64,
     /// Merge I/O (reads plus writes) per second; 0 for no limit.
     pub merge_bytes_per_second: u64,
-    /// Evict the oldest data when the disk is full of live data (a cyclic store); otherwise
-    /// writers wait at `U_h` until data expires.
+    /// Evict the oldest data when sensordb's own files fill `capacity_bytes` with live data (a
+    /// cyclic store); otherwise writers wait at `U_h` until data expires.
     pub evict_oldest_when_full: bool,
-    /// How long a write waits for space (at `U_h` or after ENOSPC) before it fails.
+    /// How long a write waits for space (at `U_h` or after ENOSPC) before it fails (HTTP 503,
+    /// native `NO_SPACE`). Default 4 s, under common clients' timeouts (Telegraf 5 s,
+    /// influxdb-client 10 s).
     pub full_wait_max_ms: u64,
     /// Databases and their retention, applied at start (`[[databases]]` tables).
     pub databases: Vec<DatabaseConfig>,
@@ -207,7 +212,7 @@ impl Default for ServerConfig {
             throttle_high_usage: 0.95,
             merge_bytes_per_second: 64 << 20,
             evict_oldest_when_full: true,
-            full_wait_max_ms: 600_000,
+            full_wait_max_ms: 4_000,
             databases: Vec::new(),
         }
     }

@@ -114,6 +114,18 @@ impl Metrics {
             (stats.store.bytes + stats.catalog_bytes).to_string(),
         );
         metric("sensordb_flushes_total", "counter", "Memtable flushes.", stats.flushes.to_string());
+        metric(
+            "sensordb_flush_failures_total",
+            "counter",
+            "Flush attempts that failed (a full disk, say); retried with a growing pause.",
+            stats.flush_failures.to_string(),
+        );
+        metric(
+            "sensordb_compaction_failures_total",
+            "counter",
+            "Compaction attempts that failed; retried with a growing pause.",
+            stats.compaction_failures.to_string(),
+        );
         let reclaim = engine.reclaim_stats();
         let f = |x: f64| if x.is_finite() { format!("{x:.6}") } else { "+Inf".to_string() };
         metric(
@@ -127,6 +139,24 @@ impl Metrics {
             "gauge",
             "Used share of the data file system (statvfs).",
             f(reclaim.usage.file_system_share),
+        );
+        metric(
+            "sensordb_disk_own_usage_ratio",
+            "gauge",
+            "sensordb's own files over its capacity: the only usage that evicts live data.",
+            f(reclaim.usage.own_share),
+        );
+        metric(
+            "sensordb_disk_full_by_others",
+            "gauge",
+            "1 while the file system is at the high threshold with sensordb's own files under the low one: writers wait and are refused, nothing live is deleted.",
+            u8::from(reclaim.full_by_others).to_string(),
+        );
+        metric(
+            "sensordb_writes_refused_no_space_total",
+            "counter",
+            "Writes refused for lack of space after waiting full_wait_max_ms.",
+            reclaim.writes_refused_no_space.to_string(),
         );
         metric(
             "sensordb_disk_capacity_bytes",

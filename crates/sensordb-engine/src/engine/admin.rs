@@ -82,6 +82,8 @@ impl Engine {
             store: inner.store.stats(),
             catalog_bytes: inner.catalog.file_bytes(),
             flushes: inner.flush.count.load(Ordering::Relaxed),
+            flush_failures: inner.flush.failures.load(Ordering::Relaxed),
+            compaction_failures: inner.maintenance.compaction_failures.load(Ordering::Relaxed),
         }
     }
 }

@@ -26,6 +26,9 @@ const ADMISSION_MEASURE_AGE: Duration = Duration::from_millis(10);
 /// ends sooner.
 const SPACE_WAIT_SLICE: Duration = Duration::from_millis(200);
 
+/// "write refused: disk full", at most every 10 s.
+static REFUSED_LOG: crate::retry::LogLimiter = crate::retry::LogLimiter::new(crate::retry::LOG_INTERVAL);
+
 impl Inner {
     /// Admission at usage measured at most [`ADMISSION_MEASURE_AGE`] ago, so writers faster
     /// than reclaim cycles cannot run far past a threshold between two cycles.
@@ -41,11 +44,33 @@ impl Inner {
         let admission = self.admission();
         if admission == Admission::WaitForSpace {
             if waiting_since.elapsed() >= self.options.reclaim.full_wait_max {
-                return Err(Error::NoSpace { path: self.data_dir.clone() });
+                return Err(self.refuse_for_space());
             }
             self.health.check_writable()?;
         }
         Ok(admission)
+    }
+
+    /// The error of a write refused after waiting [`ReclaimOptions::full_wait_max`] for space:
+    /// counted in the reclaim statistics (`/metrics`) and logged (once per 10 s, with how many
+    /// were left out).
+    ///
+    /// [`ReclaimOptions::full_wait_max`]: crate::ReclaimOptions::full_wait_max
+    pub(super) fn refuse_for_space(&self) -> Error {
+        let reclaimer = &self.maintenance.reclaimer;
+        reclaimer.count_refused_write();
+        if let Some(suppressed) = REFUSED_LOG.allow("write refused") {
+            let usage = reclaimer.stats().usage;
+            tracing::warn!(
+                file_system_usage = usage.file_system_share,
+                own_usage = usage.own_share,
+                own_bytes = usage.own_bytes,
+                waited_ms = self.options.reclaim.full_wait_max.as_millis() as u64,
+                suppressed,
+                "write refused: disk full"
+            );
+        }
+        Error::NoSpace { path: self.data_dir.clone() }
     }
 
     /// See [`Engine::wait_for_space`].

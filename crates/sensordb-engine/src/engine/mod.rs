@@ -85,6 +85,11 @@ pub struct EngineStats {
     pub store: StoreStats,
     pub catalog_bytes: u64,
     pub flushes: u64,
+    /// Flush attempts that failed (a full disk, say); the background flush retries them with
+    /// a growing pause.
+    pub flush_failures: u64,
+    /// Compaction attempts that failed; retried the same way.
+    pub compaction_failures: u64,
 }
 
 struct Memtables {
@@ -124,6 +129,11 @@ struct FlushState {
     /// WAL checkpoint of the last flush: direct writes repeat it.
     wal_checkpoint: Mutex<u64>,
     last: Mutex<Instant>,
+    /// Failed flush attempts, all told.
+    failures: AtomicU64,
+    /// True while the last flush attempt failed for lack of space: writers waiting for memory
+    /// then give up after `full_wait_max` instead of waiting for ever.
+    failed_no_space: AtomicBool,
 }
 
 /// Whether the engine still takes writes.
@@ -162,6 +172,8 @@ struct Maintenance {
     /// Serialises compactions and reclaim cycles (background threads and explicit calls).
     running: Mutex<()>,
     reclaimer: Reclaimer,
+    /// Failed compaction attempts, all told.
+    compaction_failures: AtomicU64,
 }
 
 /// The state every thread of the engine shares.
@@ -257,6 +269,8 @@ impl Engine {
                 count: AtomicU64::new(0),
                 wal_checkpoint: Mutex::new(recovered.wal_checkpoint),
                 last: Mutex::new(Instant::now()),
+                failures: AtomicU64::new(0),
+                failed_no_space: AtomicBool::new(false),
             },
             signals: WorkerSignals {
                 state: Mutex::new(SignalState { flush_requested: false, shutdown: false }),
@@ -264,7 +278,7 @@ impl Engine {
                 reclaim_requested: AtomicBool::new(false),
             },
             health: Health { closed: AtomicBool::new(false), poisoned: Mutex::new(None) },
-            maintenance: Maintenance { running: Mutex::new(()), reclaimer },
+            maintenance: Maintenance { running: Mutex::new(()), reclaimer, compaction_failures: AtomicU64::new(0) },
             last_points: last::LastPoints::default(),
             block_cache: Arc::new(block_cache::BlockCache::new(options.block_cache_bytes)),
             mark_sink: Mutex::new(None),
@@ -454,7 +468,20 @@ impl Engine {
         } else {
             self.inner.flush_once().and_then(|_| self.inner.flush_once()).map(|_| ())
         };
-        flushed.and(self.inner.store.seal())
+        let sealed = self.inner.store.seal();
+        // The WAL holds every acknowledged point not in a segment, and the next start replays
+        // it (and seals an unsealed segment): a final flush or seal that fails (a full disk)
+        // loses nothing, so it must neither block the stop nor fail it. Without a WAL
+        // (`Durability::None`) the buffered points are lost, and the error says so.
+        if self.inner.wal.is_some() {
+            for (what, outcome) in [("flush", &flushed), ("seal", &sealed)] {
+                if let Err(e) = outcome {
+                    tracing::warn!(error = %e, "final {what} at close failed; the WAL keeps the points for the next start");
+                }
+            }
+            return Ok(());
+        }
+        flushed.and(sealed)
     }
 }
 

@@ -6,12 +6,21 @@ use super::{Inner, Workers};
 use crate::error::{Error, Result};
 use crate::flush::encode_group_paced;
 use crate::memtable::Memtable;
+use crate::retry::{Backoff, LogLimiter, LOG_INTERVAL};
 use crate::wal::Durability;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// Requested reclaim cycles (writers waiting for space request one each) run at most this often.
+const RECLAIM_REQUEST_GAP: Duration = Duration::from_millis(100);
+
+/// The background threads' failure lines, each at most every 10 s.
+static FLUSH_LOG: LogLimiter = LogLimiter::new(LOG_INTERVAL);
+static COMPACTION_LOG: LogLimiter = LogLimiter::new(LOG_INTERVAL);
+static RECLAIM_LOG: LogLimiter = LogLimiter::new(LOG_INTERVAL);
 
 /// Background threads (flush, compaction) run at the lowest priority, nice 19: their work can
 /// wait a few milliseconds, a writer's acknowledgement should not. At nice 0 a flush's encoding
@@ -66,43 +75,52 @@ impl Inner {
     }
 
     fn run_flusher(&self) {
-        let mut failures = 0u32;
+        // After a failure the next attempt waits for the backoff, whatever asks for a flush
+        // meanwhile (writers waiting for memory ask all the time).
+        let mut backoff = Backoff::background();
         loop {
             {
                 let mut signal = self.signals.state.lock();
-                let timeout = if failures > 0 { Duration::from_millis(100) } else { Duration::from_secs(1) };
-                if !signal.flush_requested && !signal.shutdown {
-                    self.signals.changed.wait_for(&mut signal, timeout);
-                }
-                if signal.shutdown {
-                    return;
-                }
-                let due = self.flush.last.lock().elapsed() >= self.options.flush_interval;
-                if !signal.flush_requested && !due && failures == 0 {
-                    continue;
+                loop {
+                    if signal.shutdown {
+                        return;
+                    }
+                    let now = Instant::now();
+                    let wait = match backoff.retry_at() {
+                        Some(at) if at > now => at - now,
+                        Some(_) => break,
+                        None if signal.flush_requested => break,
+                        None if self.flush.last.lock().elapsed() >= self.options.flush_interval => break,
+                        None => Duration::from_secs(1),
+                    };
+                    self.signals.changed.wait_for(&mut signal, wait);
                 }
                 signal.flush_requested = false;
             }
             match self.flush_once_paced(true) {
                 Ok(_) => {
-                    failures = 0;
+                    backoff.succeeded();
                     // A new segment may have pushed usage over a threshold.
                     self.request_reclaim();
                 }
-                Err(e) if e.is_no_space() => {
-                    failures += 1;
-                    self.request_reclaim();
-                    tracing::warn!(error = %e, failures, "flush postponed: disk full");
-                }
-                // A failed flush changes nothing on disk (the segment is cut back, the frozen
-                // memtable kept), so transient errors are retried rather than fatal.
-                Err(e) if !e.is_fatal() => {
-                    failures += 1;
-                    tracing::warn!(error = %e, failures, "flush failed; will retry");
-                }
                 Err(e) => {
-                    self.health.poison(&e);
-                    failures += 1;
+                    let retry_in = backoff.failed();
+                    let failures = backoff.failures();
+                    let retry_ms = retry_in.as_millis() as u64;
+                    if e.is_no_space() {
+                        self.request_reclaim();
+                        if let Some(suppressed) = FLUSH_LOG.allow("flush postponed") {
+                            tracing::warn!(error = %e, failures, retry_ms, suppressed, "flush postponed: disk full");
+                        }
+                    } else if !e.is_fatal() {
+                        // A failed flush changes nothing on disk (the segment is cut back, the
+                        // frozen memtable kept), so transient errors are retried rather than fatal.
+                        if let Some(suppressed) = FLUSH_LOG.allow("flush failed") {
+                            tracing::warn!(error = %e, failures, retry_ms, suppressed, "flush failed; will retry");
+                        }
+                    } else {
+                        self.health.poison(&e);
+                    }
                 }
             }
             let _guard = self.flush.attempted_lock.lock();
@@ -122,29 +140,52 @@ impl Inner {
 
     pub(super) fn compact_once(&self) -> Result<Option<crate::compaction::CompactionReport>> {
         let _compacting = self.maintenance.running.lock();
-        crate::compaction::compact_once(self.store.as_ref(), &self.catalog, &self.compaction_options())
+        let outcome = crate::compaction::compact_once(self.store.as_ref(), &self.catalog, &self.compaction_options());
+        if outcome.is_err() {
+            self.maintenance.compaction_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        outcome
     }
 
-    /// Background compaction: looks for work every few seconds until shutdown.
+    /// Background compaction: looks for work every few seconds (or when woken) until shutdown;
+    /// after a failure, not before the backoff has passed, however often it is woken.
     fn run_compactor(&self) {
         const PERIOD: Duration = Duration::from_secs(5);
+        let mut backoff = Backoff::background();
         loop {
             {
                 let mut signal = self.signals.state.lock();
-                if !signal.shutdown {
-                    self.signals.changed.wait_for(&mut signal, PERIOD);
-                }
-                if signal.shutdown {
-                    return;
+                let mut woken = false;
+                loop {
+                    if signal.shutdown {
+                        return;
+                    }
+                    let now = Instant::now();
+                    match backoff.retry_at() {
+                        Some(at) if at > now => {
+                            self.signals.changed.wait_for(&mut signal, at - now);
+                        }
+                        Some(_) => break,
+                        None if woken => break,
+                        None => {
+                            self.signals.changed.wait_for(&mut signal, PERIOD);
+                            woken = true;
+                        }
+                    }
                 }
             }
             if self.health.is_poisoned() {
                 continue;
             }
             match self.compact_once() {
-                Ok(_) => {}
+                Ok(_) => backoff.succeeded(),
                 // Inputs stay in place when a compaction fails; it is retried later.
-                Err(e) => tracing::warn!(error = %e, "compaction failed; will retry"),
+                Err(e) => {
+                    let retry_ms = backoff.failed().as_millis() as u64;
+                    if let Some(suppressed) = COMPACTION_LOG.allow("compaction failed") {
+                        tracing::warn!(error = %e, failures = backoff.failures(), retry_ms, suppressed, "compaction failed; will retry");
+                    }
+                }
             }
         }
     }
@@ -164,26 +205,52 @@ impl Inner {
         )
     }
 
-    /// Background reclaim: a cycle every interval, or sooner when asked.
+    /// Background reclaim: a cycle every interval, or sooner when asked (at most one every
+    /// [`RECLAIM_REQUEST_GAP`]); after a failed cycle, not before the backoff has passed.
     fn run_reclaimer(&self) {
+        let mut backoff = Backoff::background();
+        // The first cycle comes an interval after the start, or sooner when asked.
+        let mut last_cycle: Option<Instant> = Some(Instant::now());
         loop {
             {
                 let mut signal = self.signals.state.lock();
-                if !signal.shutdown && !self.signals.reclaim_requested.load(Ordering::SeqCst) {
-                    self.signals.changed.wait_for(&mut signal, self.options.reclaim.interval);
-                }
-                if signal.shutdown {
-                    return;
+                loop {
+                    if signal.shutdown {
+                        return;
+                    }
+                    let now = Instant::now();
+                    let requested = self.signals.reclaim_requested.load(Ordering::SeqCst);
+                    let earliest = match backoff.retry_at() {
+                        Some(at) => Some(at),
+                        None if requested => last_cycle.map(|at| at + RECLAIM_REQUEST_GAP),
+                        None => None,
+                    };
+                    let wait = match earliest {
+                        Some(at) if at > now => at - now,
+                        Some(_) => break,
+                        None if requested => break,
+                        None => match last_cycle {
+                            Some(at) if at + self.options.reclaim.interval > now => at + self.options.reclaim.interval - now,
+                            _ => break,
+                        },
+                    };
+                    self.signals.changed.wait_for(&mut signal, wait);
                 }
             }
+            last_cycle = Some(Instant::now());
             if self.health.is_poisoned() {
-                std::thread::sleep(self.options.reclaim.interval);
+                self.signals.reclaim_requested.store(false, Ordering::SeqCst);
                 continue;
             }
-            if let Err(e) = self.reclaim_once() {
-                // Inputs stay in place when a merge fails; the next cycle tries again.
-                tracing::warn!(error = %e, "reclaim cycle failed; will retry");
-                std::thread::sleep(Duration::from_millis(100));
+            match self.reclaim_once() {
+                Ok(()) => backoff.succeeded(),
+                Err(e) => {
+                    // Inputs stay in place when a merge fails; a later cycle tries again.
+                    let retry_ms = backoff.failed().as_millis() as u64;
+                    if let Some(suppressed) = RECLAIM_LOG.allow("reclaim failed") {
+                        tracing::warn!(error = %e, failures = backoff.failures(), retry_ms, suppressed, "reclaim cycle failed; will retry");
+                    }
+                }
             }
         }
     }
@@ -197,6 +264,16 @@ impl Inner {
     /// [`Self::flush_once`]; `paced` (the background flush) lets the encoding pause (see
     /// [`FLUSH_PACE_SLICE`](super::pacer::FLUSH_PACE_SLICE)).
     fn flush_once_paced(&self, paced: bool) -> Result<bool> {
+        let outcome = self.flush_once_unrecorded(paced);
+        self.flush.failed_no_space.store(outcome.as_ref().is_err_and(|e| e.is_no_space()), Ordering::Relaxed);
+        if outcome.is_err() {
+            self.flush.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        outcome
+    }
+
+    /// [`Self::flush_once_paced`] without counting its outcome.
+    fn flush_once_unrecorded(&self, paced: bool) -> Result<bool> {
         let _flushing = self.flush.running.lock();
         let began = Instant::now();
         let (frozen, wal_checkpoint) = {

@@ -10,8 +10,18 @@ use crate::mark::TxMark;
 use crate::memtable::{Memtable, ResolvedSeries};
 use crate::model::{last_write_wins, SeriesId, Timestamp, ValueColumn};
 use crate::reclaim::throttle::Admission;
+use crate::retry::{Backoff, LogLimiter, LOG_INTERVAL};
 use crate::segment::GroupBuilder;
 use std::time::{Duration, Instant};
+
+/// The first pause of a write after ENOSPC; it doubles with each retry up to
+/// [`NO_SPACE_RETRY_MAX`], within the write's `full_wait_max`.
+const NO_SPACE_RETRY_FIRST: Duration = Duration::from_millis(50);
+/// See [`NO_SPACE_RETRY_FIRST`].
+const NO_SPACE_RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// "write paused: disk full", at most every 10 s.
+static PAUSED_LOG: LogLimiter = LogLimiter::new(LOG_INTERVAL);
 
 impl Inner {
     pub(super) fn flush_threshold_bytes(&self) -> usize {
@@ -25,16 +35,23 @@ impl Inner {
     pub(super) fn write(&self, batch: &WriteBatch, marks: &[TxMark]) -> Result<()> {
         let started = Instant::now();
         let wait_max = self.options.reclaim.full_wait_max;
+        // Each retry after ENOSPC costs a WAL group (write, cut back, sync): pause longer each
+        // time instead of retrying as fast as reclaim cycles end.
+        let mut pause = Backoff::new(NO_SPACE_RETRY_FIRST, NO_SPACE_RETRY_MAX);
         loop {
             if self.options.throttle_writes && self.admit(started)? == Admission::WaitForSpace {
                 self.wait_for_space();
                 continue;
             }
-            match self.write_once(batch, marks) {
+            match self.write_once(batch, marks, started) {
                 Err(e) if e.is_no_space() && started.elapsed() < wait_max => {
-                    tracing::warn!(error = %e, "write paused: disk full; waiting for reclaim");
-                    self.wait_for_space();
+                    if let Some(suppressed) = PAUSED_LOG.allow("write paused") {
+                        tracing::warn!(error = %e, suppressed, "write paused: disk full; waiting for reclaim");
+                    }
+                    self.request_reclaim();
+                    std::thread::sleep(pause.failed().min(wait_max.saturating_sub(started.elapsed())));
                 }
+                Err(e) if e.is_no_space() => return Err(self.refuse_for_space()),
                 Err(e) => return Err(e),
                 Ok(()) => break,
             }
@@ -47,7 +64,7 @@ impl Inner {
         Ok(())
     }
 
-    fn write_once(&self, batch: &WriteBatch, marks: &[TxMark]) -> Result<()> {
+    fn write_once(&self, batch: &WriteBatch, marks: &[TxMark], started: Instant) -> Result<()> {
         if batch.is_empty() && marks.is_empty() {
             return Ok(());
         }
@@ -79,7 +96,7 @@ impl Inner {
             // The points are durable in the store; their marks go to the WAL alone, after them.
             return if marks.is_empty() { Ok(()) } else { self.log_and_insert(&WriteBatch::new(), marks) };
         }
-        self.wait_for_memory()?;
+        self.wait_for_memory(started)?;
         self.log_and_insert(batch, marks)
     }
 
@@ -160,8 +177,11 @@ impl Inner {
     }
 
     /// Backpressure: waits while the active memtable is over its threshold and the previous
-    /// flush has not finished, or while it is over the whole memory budget.
-    fn wait_for_memory(&self) -> Result<()> {
+    /// flush has not finished, or while it is over the whole memory budget. While flushes fail
+    /// for lack of space, a writer that began at `started` gives up with `NoSpace` after
+    /// [`ReclaimOptions::full_wait_max`](crate::ReclaimOptions::full_wait_max), as it does
+    /// waiting for space.
+    fn wait_for_memory(&self, started: Instant) -> Result<()> {
         let threshold = self.flush_threshold_bytes();
         loop {
             {
@@ -173,6 +193,11 @@ impl Inner {
             }
             self.request_flush();
             self.health.check_writable()?;
+            if self.flush.failed_no_space.load(std::sync::atomic::Ordering::Relaxed)
+                && started.elapsed() >= self.options.reclaim.full_wait_max
+            {
+                return Err(Error::NoSpace { path: self.data_dir.clone() });
+            }
             let mut guard = self.flush.attempted_lock.lock();
             self.flush.attempted.wait_for(&mut guard, Duration::from_millis(50));
         }

@@ -21,9 +21,12 @@
 //! 2. merges partly dead segments chosen by the Fisherman algorithm while usage is above the
 //!    target `U_m` (hunger is full at `U_l`: from there any segment with dead data is taken),
 //!    copying only the live blocks, by index and without decoding them, at a limited byte rate;
-//! 3. as a last resort, when usage reaches `U_l` and the dead data cannot bring it back to
-//!    `U_m`, evicts the oldest data of the node (a cyclic store keeps the newest data when the
-//!    disk is full), logged and counted.
+//! 3. as a last resort, when sensordb's OWN files reach `U_l` of its capacity (`capacity_bytes`,
+//!    or the file system's size) and the dead data cannot bring them back to `U_m`, evicts the
+//!    oldest data of the node (a cyclic store keeps the newest data when the disk is full),
+//!    logged and counted. A file system filled by other processes never evicts: `U` counts
+//!    their files for the throttle (writers wait, then get `NoSpace`, logged and counted in
+//!    [`ReclaimStats`]), but deleting live data would not keep them from taking the space.
 //!
 //! Removed segments are closed by the store at once (reads in progress hold their own handle
 //! until they end), so the file system really gets the space back.
@@ -48,6 +51,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use throttle::{Admission, Throttle};
 
+/// The warning that the file system is full of other processes' files, at most every 10 s.
+static FULL_BY_OTHERS_LOG: crate::retry::LogLimiter = crate::retry::LogLimiter::new(crate::retry::LOG_INTERVAL);
+
+/// The default [`ReclaimOptions::full_wait_max`].
+pub const DEFAULT_FULL_WAIT_MAX: Duration = Duration::from_secs(4);
+
 /// Knobs of reclaim and throttling. Defaults follow the paper's experience with a margin: merge
 /// from 80% usage, throttle from 90%, stop writers at 95%.
 #[derive(Clone, Debug)]
@@ -59,18 +68,22 @@ pub struct ReclaimOptions {
     /// `U_h`: writers wait for reclaim at this usage.
     pub throttle_high: f64,
     /// Bytes sensordb may use on its file system; `None` for the whole file system. Usage is
-    /// the larger of the file system's used share and sensordb's own bytes over this.
+    /// the larger of the file system's used share and sensordb's own bytes over this (at most
+    /// the file system's size). Only the latter, sensordb's own files, ever evicts live data.
     pub capacity_bytes: Option<u64>,
     /// Smoothing constant of the Fisherman's moving average.
     pub ewma_alpha: f64,
     /// Merge reads plus writes per second; 0 for no limit. Lifted at `U_h`.
     pub merge_bytes_per_second: u64,
-    /// Evict the node's oldest data when usage reaches `U_l` and reclaiming dead data cannot
-    /// bring it back to `U_m`. Without it writers wait at `U_h` until data expires.
+    /// Evict the node's oldest data when sensordb's own files reach `U_l` of its capacity and
+    /// reclaiming dead data cannot bring them back to `U_m`. Without it writers wait at `U_h`
+    /// until data expires. A file system filled by others never evicts anything.
     pub evict_oldest_when_full: bool,
     /// Pause between reclaim cycles (a flush or a full disk starts one sooner).
     pub interval: Duration,
-    /// How long a write waits at `U_h`, or after ENOSPC, for space before it fails.
+    /// How long a write waits at `U_h`, or after ENOSPC, for space before it fails with
+    /// `NoSpace` (HTTP 503). 4 s by default: under the timeouts of common clients (Telegraf 5 s,
+    /// influxdb-client 10 s), so they get an answer and retry instead of timing out.
     pub full_wait_max: Duration,
     /// Count the data file system's used share in `U` (statvfs). Off, only sensordb's own
     /// bytes over `capacity_bytes` count: for tests and benchmarks that must not depend on how
@@ -89,7 +102,7 @@ impl Default for ReclaimOptions {
             merge_bytes_per_second: 64 << 20,
             evict_oldest_when_full: true,
             interval: Duration::from_secs(1),
-            full_wait_max: Duration::from_secs(600),
+            full_wait_max: DEFAULT_FULL_WAIT_MAX,
             file_system_usage: true,
         }
     }
@@ -116,11 +129,13 @@ pub struct Usage {
     pub share: f64,
     /// Used share of the data file system (statvfs), 0 when it cannot be read.
     pub file_system_share: f64,
-    /// sensordb's bytes over the configured capacity (0 without one).
+    /// sensordb's own bytes over `capacity_bytes` below (0 when neither a capacity is
+    /// configured nor the file system measured). Only this share evicts live data.
     pub own_share: f64,
     /// sensordb's bytes: segments, WAL, catalog.
     pub own_bytes: u64,
-    /// The capacity `C` that `share` is relative to.
+    /// The capacity `C` that `own_share` is relative to: the configured `capacity_bytes`, at
+    /// most the file system's size; the file system's size without one.
     pub capacity_bytes: u64,
 }
 
@@ -144,6 +159,12 @@ pub struct ReclaimStats {
     pub bytes_evicted: u64,
     /// Dead bytes still on disk after the last cycle.
     pub dead_bytes: u64,
+    /// Writes refused with `NoSpace` after waiting for space (the disk full, by sensordb or
+    /// by others).
+    pub writes_refused_no_space: u64,
+    /// True while the file system is at `U_h` although sensordb's own files are under `U_l`:
+    /// full of other processes' files. Writers wait and are refused; nothing live is evicted.
+    pub full_by_others: bool,
 }
 
 /// Per-series cutoffs, published for readers after each cycle.
@@ -280,13 +301,14 @@ impl Reclaimer {
     pub fn measure(&self, fs: &dyn FileSystem, data_dir: &Path, own_bytes: u64) -> Usage {
         let space = if self.options.file_system_usage { fs.space(data_dir).ok() } else { None };
         let file_system_share = space.map_or(0.0, |s| s.used_share());
-        let own_share = self.options.capacity_bytes.map_or(0.0, |c| own_bytes as f64 / c.max(1) as f64);
         let capacity_bytes = match (self.options.capacity_bytes, space) {
             (Some(c), Some(s)) => c.min(s.total_bytes),
             (Some(c), None) => c,
             (None, Some(s)) => s.total_bytes,
             (None, None) => 0,
         };
+        // sensordb's own files only: what other processes store never counts here.
+        let own_share = if capacity_bytes == 0 { 0.0 } else { own_bytes as f64 / capacity_bytes as f64 };
         let usage = Usage { share: file_system_share.max(own_share), file_system_share, own_share, own_bytes, capacity_bytes };
         self.usage_bits.store(usage.share.to_bits(), Ordering::Relaxed);
         *self.measured_at.lock() = Some(std::time::Instant::now());
@@ -317,9 +339,11 @@ impl Reclaimer {
         self.refresh_classes(&mut state, catalog);
         let mut cutoffs = self.compute_cutoffs(&state, store, now);
         let mut evicted = 0u64;
-        // Last resort: make room by declaring the oldest data dead.
-        if self.options.evict_oldest_when_full && usage.share >= self.options.throttle_low && usage.capacity_bytes > 0 {
-            let needed = ((usage.share - self.options.target_usage) * usage.capacity_bytes as f64).max(0.0) as u64;
+        // Last resort: make room by declaring the oldest data dead, when sensordb's OWN files
+        // fill its capacity. A file system filled by other processes never evicts: deleting live
+        // data would not stop them taking the space (they did, in issue 13); writers wait there.
+        if self.options.evict_oldest_when_full && usage.own_share >= self.options.throttle_low && usage.capacity_bytes > 0 {
+            let needed = ((usage.own_share - self.options.target_usage) * usage.capacity_bytes as f64).max(0.0) as u64;
             let dead = dead_bytes(store, &state.class_of, &cutoffs).0;
             if dead < needed {
                 if let Some((cutoff, bytes)) = eviction_cutoff(store, &state.class_of, &cutoffs, needed - dead) {
@@ -353,6 +377,7 @@ impl Reclaimer {
         }
         // 2. Partly dead segments, by the Fisherman's choice, while hungry.
         let mut merged = 0u64;
+        let mut merge_error = None;
         let (mut merge_read, mut merge_written) = (0u64, 0u64);
         let mut remaining: Vec<Candidate> = evaluated.into_iter().filter(|c| c.dead_share < 1.0).collect();
         while let Some(best) = state.fisherman.select(usage.share, &remaining).into_iter().next() {
@@ -363,8 +388,23 @@ impl Reclaimer {
                 .into_iter()
                 .filter(|b| b.entry.max_timestamp >= class_cutoff(&state.class_of, &cutoffs, b.entry.series))
                 .collect();
-            let report =
-                crate::compaction::rewrite(store, catalog, &[best.segment], blocks, compaction, &mut RateLimit::new(rate), BlockCopy::Raw)?;
+            let report = match crate::compaction::rewrite(
+                store,
+                catalog,
+                &[best.segment],
+                blocks,
+                compaction,
+                &mut RateLimit::new(rate),
+                BlockCopy::Raw,
+            ) {
+                Ok(report) => report,
+                // The inputs stay in place; the cycle's bookkeeping is still done, and the
+                // caller retries later.
+                Err(e) => {
+                    merge_error = Some(e);
+                    break;
+                }
+            };
             tracing::info!(
                 segment = best.segment,
                 dead_share = best.dead_share,
@@ -379,6 +419,18 @@ impl Reclaimer {
             usage = self.measure(fs, data_dir, own_bytes());
         }
         let (dead_now, _) = dead_bytes(store, &state.class_of, &cutoffs);
+        let full_by_others = usage.share >= self.options.throttle_high && usage.own_share < self.options.throttle_low;
+        if full_by_others {
+            if let Some(suppressed) = FULL_BY_OTHERS_LOG.allow("full by others") {
+                tracing::warn!(
+                    file_system_usage = usage.file_system_share,
+                    own_usage = usage.own_share,
+                    own_bytes = usage.own_bytes,
+                    suppressed,
+                    "disk full of other processes' files (sensordb's own are under its capacity): writers wait, then are refused; no live data is deleted"
+                );
+            }
+        }
         let hunger = state.fisherman.hunger(usage.share);
         let threshold = state.fisherman.threshold(usage.share);
         let ewma = state.fisherman.ewma();
@@ -402,10 +454,19 @@ impl Reclaimer {
             stats.merge_bytes_written += merge_written;
             stats.bytes_evicted += evicted;
             stats.dead_bytes = dead_now;
+            stats.full_by_others = full_by_others;
         }
         *self.cycled_lock.lock() += 1;
         self.cycled.notify_all();
-        Ok(())
+        match merge_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a write refused with `NoSpace` after its wait for space.
+    pub fn count_refused_write(&self) {
+        self.stats.lock().writes_refused_no_space += 1;
     }
 
     /// Brings the per-series classes up to date with the catalog and the databases.

@@ -170,14 +170,25 @@ impl SegmentStore {
                 fs.remove(&path).map_err(|e| Error::io(&path, e))?;
                 continue;
             }
+            let mut sealed = true;
             if !scan.sealed {
-                SegmentWriter::resume(&scan, options.sync).seal()?;
+                match SegmentWriter::resume(&scan, options.sync).seal() {
+                    Ok(()) => {}
+                    // A full disk must not keep the store from opening and serving reads: the
+                    // segment is complete without its footer (the seal is cut back), only slower
+                    // to open; a later start seals it. Reclaim and compaction leave it alone.
+                    Err(e) if e.is_no_space() => {
+                        tracing::warn!(error = %e, file = %path.display(), "disk full: segment left unsealed until the next start");
+                        sealed = false;
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             let bytes = scan.file.len().map_err(|e| Error::io(&path, e))?;
             recovery.max_sequence = recovery.max_sequence.max(scan.entries.iter().map(|e| e.sequence).max().unwrap_or(0));
             recovery.wal_checkpoint = recovery.wal_checkpoint.max(scan.wal_checkpoint);
             index.insert(id, &scan.entries);
-            let summary = SegmentSummary::of(id, true, bytes, &scan.entries, scan.wal_checkpoint);
+            let summary = SegmentSummary::of(id, sealed, bytes, &scan.entries, scan.wal_checkpoint);
             files.insert(id, SegmentFile::new(SegmentHandle { id, path, file: scan.file.clone() }, bytes, summary, &scan.entries));
             recovery.segments += 1;
         }
@@ -200,6 +211,31 @@ impl SegmentStore {
         let id = open.next_id;
         open.next_id += 1;
         id
+    }
+
+    /// Gives back `id`, allocated for an output that was never installed and whose file is
+    /// gone, if no id was allocated after it.
+    fn release_segment_id(&self, id: u64) {
+        let mut open = self.open.lock();
+        if open.next_id == id + 1 {
+            open.next_id = id;
+        }
+    }
+
+    /// Removes the temporary file of a rewrite that was not installed (failed, or given up
+    /// on), so no `.seg.tmp` stays behind until the next start, and gives its id back.
+    fn discard_rewrite(&self, id: u64, temporary: &Path) {
+        match self.fs.remove(temporary) {
+            Ok(()) => self.release_segment_id(id),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !self.fs.exists(&crate::filenames::numbered_file(&self.dir, id, SEGMENT_EXTENSION)) {
+                    self.release_segment_id(id);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, file = %temporary.display(), "could not remove an unfinished compaction output; removed at the next start")
+            }
+        }
     }
 
     /// Puts a sealed compaction output in place of the segments it replaces: one index update
@@ -398,8 +434,16 @@ impl BlockStore for SegmentStore {
 
     fn begin_rewrite(&self, replaced: &[u64], sequence: u64, wal_checkpoint: u64) -> Result<Box<dyn SegmentRewrite + '_>> {
         let id = self.allocate_segment_id();
-        let writer = SegmentWriter::create_temporary(self.fs.as_ref(), &self.dir, id, self.options.sync)?;
-        Ok(Box::new(SegmentRewriter { store: self, writer, replaced: replaced.to_vec(), sequence, wal_checkpoint }))
+        let writer = match SegmentWriter::create_temporary(self.fs.as_ref(), &self.dir, id, self.options.sync) {
+            Ok(writer) => writer,
+            Err(e) => {
+                // Nothing was left behind (`create_temporary` removes what it made): a retry
+                // takes the same id instead of burning one per failed attempt.
+                self.release_segment_id(id);
+                return Err(e);
+            }
+        };
+        Ok(Box::new(SegmentRewriter { store: self, writer: Some(writer), replaced: replaced.to_vec(), sequence, wal_checkpoint }))
     }
 }
 
@@ -455,9 +499,12 @@ impl SegmentStore {
 
 /// A compaction or merge output: written under a temporary name, renamed into place with the
 /// list of segments it replaces in its footer (so start-up finishes an interrupted install).
+/// Dropped before it is installed (an append failed on a full disk, say), it removes its
+/// temporary file.
 struct SegmentRewriter<'a> {
     store: &'a SegmentStore,
-    writer: SegmentWriter,
+    /// `None` once installed (or being installed).
+    writer: Option<SegmentWriter>,
     replaced: Vec<u64>,
     sequence: u64,
     wal_checkpoint: u64,
@@ -465,19 +512,42 @@ struct SegmentRewriter<'a> {
 
 impl SegmentRewrite for SegmentRewriter<'_> {
     fn append(&mut self, parts: Vec<GroupBuilder>) -> Result<u64> {
-        let written_before = self.writer.bytes();
+        let writer = self.writer.as_mut().expect("BUG: append to an installed rewrite");
+        let written_before = writer.bytes();
         let parts = parts.into_iter().map(GroupBuilder::into_part).collect();
-        self.writer.append_parts(parts, self.sequence, self.wal_checkpoint)?;
-        Ok(self.writer.bytes() - written_before)
+        writer.append_parts(parts, self.sequence, self.wal_checkpoint)?;
+        Ok(writer.bytes() - written_before)
     }
 
-    fn install(self: Box<Self>) -> Result<SegmentSummary> {
-        let SegmentRewriter { store, writer, replaced, wal_checkpoint, .. } = *self;
+    fn install(mut self: Box<Self>) -> Result<SegmentSummary> {
+        let writer = self.writer.take().expect("BUG: a rewrite installed twice");
+        let store = self.store;
         let id = writer.id();
+        let temporary = writer.path().to_path_buf();
         let entries = writer.entries().to_vec();
         let file = writer.file();
-        let path = writer.seal_replacing(store.fs.as_ref(), &store.dir, &replaced)?;
-        store.install_compacted(CompactedSegment { id, path, file, entries, wal_checkpoint }, &replaced)
+        let path = match writer.seal_replacing(store.fs.as_ref(), &store.dir, &self.replaced) {
+            Ok(path) => path,
+            Err(e) => {
+                // Not renamed into place: the temporary goes. (Renamed, the output is complete
+                // and names what it replaces; start-up finishes the install.)
+                if store.fs.exists(&temporary) {
+                    store.discard_rewrite(id, &temporary);
+                }
+                return Err(e);
+            }
+        };
+        store.install_compacted(CompactedSegment { id, path, file, entries, wal_checkpoint: self.wal_checkpoint }, &self.replaced)
+    }
+}
+
+impl Drop for SegmentRewriter<'_> {
+    fn drop(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            let (id, temporary) = (writer.id(), writer.path().to_path_buf());
+            drop(writer);
+            self.store.discard_rewrite(id, &temporary);
+        }
     }
 }
 

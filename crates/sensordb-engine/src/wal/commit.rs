@@ -58,6 +58,9 @@ use parking_lot::MutexGuard;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 
+/// "disk full: group not written", at most every 10 s (writers retry while the disk is full).
+static NO_SPACE_LOG: crate::retry::LogLimiter = crate::retry::LogLimiter::new(crate::retry::LOG_INTERVAL);
+
 /// Separate disk-full episodes remembered before the log poisons itself rather than forget one.
 pub(crate) const FAILED_GROUPS_MAX: usize = 1024;
 
@@ -294,7 +297,7 @@ impl Wal {
 
     fn write_group(&self, active: &mut LogFile, group: &[u8], rotate: bool) -> Result<(), GroupFailure> {
         if !group.is_empty() {
-            if active.end_offset >= self.options.file_bytes_max && !active.is_empty() {
+            if active.missing || (active.end_offset >= self.options.file_bytes_max && !active.is_empty()) {
                 self.start_next_file(active)?;
             }
             self.append_group(active, group)?;
@@ -329,7 +332,9 @@ impl Wal {
                     path.display()
                 )));
             }
-            tracing::warn!(file = %path.display(), bytes = group.len(), "disk full: group not written");
+            if let Some(suppressed) = NO_SPACE_LOG.allow("group not written") {
+                tracing::warn!(file = %path.display(), bytes = group.len(), suppressed, "disk full: group not written");
+            }
             return Err(GroupFailure::NoSpace(path.clone()));
         }
         if self.sync {

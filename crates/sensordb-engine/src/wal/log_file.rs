@@ -30,6 +30,9 @@ pub(crate) struct LogFile {
     pub end_offset: u64,
     /// The file holds zeros from `end_offset` up to here (its size when beyond `end_offset`).
     pub zeroed_to: u64,
+    /// True when no file could be created at open for lack of space ([`LogFile::missing`]):
+    /// the next group starts file `id + 1` first.
+    pub missing: bool,
 }
 
 /// How far ahead of its records a synced log file is kept written with zeros, and the step it
@@ -43,6 +46,42 @@ impl LogFile {
     /// True when the file holds no record yet.
     pub fn is_empty(&self) -> bool {
         self.end_offset == HEADER_LEN as u64
+    }
+
+    /// The stand-in for a log opened on a full disk, after file `last_id` (0: none): no file
+    /// exists for it, and nothing is ever written through it (its writes fail with ENOSPC).
+    /// The log opens, so the store serves reads; a group first creates file `last_id + 1`,
+    /// and fails with `NoSpace` until there is room for it.
+    pub fn missing(dir: &Path, last_id: u64) -> LogFile {
+        LogFile {
+            id: last_id,
+            path: numbered_file(dir, last_id.saturating_add(1), WAL_EXTENSION),
+            file: Arc::new(NoFile),
+            end_offset: HEADER_LEN as u64,
+            zeroed_to: HEADER_LEN as u64,
+            missing: true,
+        }
+    }
+}
+
+/// The file of a [`LogFile::missing`]: empty, and full.
+struct NoFile;
+
+impl StorageFile for NoFile {
+    fn read_at(&self, _buf: &mut [u8], _offset: u64) -> std::io::Result<usize> {
+        Ok(0)
+    }
+    fn write_at(&self, _buf: &[u8], _offset: u64) -> std::io::Result<usize> {
+        Err(crate::fs::no_space_error())
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        Ok(0)
+    }
+    fn set_len(&self, _len: u64) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -68,5 +107,5 @@ pub(crate) fn create(fs: &dyn FileSystem, dir: &Path, id: u64, sync: bool) -> Re
         file.sync_data().map_err(|e| CreateFailure { error: Error::io(&path, e), clean: false })?;
         fs.sync_dir(dir).map_err(|e| CreateFailure { error: Error::io(dir, e), clean: false })?;
     }
-    Ok(LogFile { id, path, file, end_offset: HEADER_LEN as u64, zeroed_to: HEADER_LEN as u64 })
+    Ok(LogFile { id, path, file, end_offset: HEADER_LEN as u64, zeroed_to: HEADER_LEN as u64, missing: false })
 }

@@ -22,6 +22,9 @@
 //!   recoverable failure: only the records of the failed group are lost (see `commit`).
 //! - `rotate` returns an id such that every record appended before the call lies in a file
 //!   with a smaller id: `remove_files_before(id)` then drops exactly those records.
+//! - Opened on a full disk, the log has no file to append to (`LogFile::missing`): it opens
+//!   all the same (so the store serves reads), and its first group or rotation creates the
+//!   file, failing with `NoSpace` until there is room.
 //!
 //! # Crash analysis
 //! - [`Durability::Fsync`]: a record for which `wait_durable` returned `Ok` survives power
@@ -157,7 +160,16 @@ impl Wal {
         }
         let (mut recovery, last_file_id) = recovery::recover(&*fs, dir, replay)?;
         let file_id = last_file_id.checked_add(1).ok_or_else(|| Error::corruption(dir, 0, "log file ids exhausted"))?;
-        let active = log_file::create(&*fs, dir, file_id, sync).map_err(|failure| failure.error)?;
+        let active = match log_file::create(&*fs, dir, file_id, sync) {
+            Ok(active) => active,
+            // A full disk: open without a file, so the store still serves reads; appends fail
+            // with `NoSpace` until the first group finds room for the new file.
+            Err(failure) if failure.clean && failure.error.is_no_space() => {
+                tracing::warn!(error = %failure.error, "disk full: the write-ahead log opens without a new file; writes wait for space");
+                log_file::LogFile::missing(dir, last_file_id)
+            }
+            Err(failure) => return Err(failure.error),
+        };
         recovery.active_file_id = active.id;
         let wal = Wal {
             fs,

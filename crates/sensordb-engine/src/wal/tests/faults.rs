@@ -153,3 +153,33 @@ fn a_panicking_group_commit_poisons_the_log_instead_of_hanging_it() {
     assert!(matches!(wal.rotate(), Err(Error::Poisoned(_))));
     wal.wait_durable(WalPosition { sequence: 1 }).expect("what was durable stays durable");
 }
+
+/// Opened on a full disk (no room for the new file's header), the log opens all the same and
+/// replays what it has; appends and rotations fail with `NoSpace` (nothing left behind) until
+/// there is room, and the first group then creates the file after the last one.
+#[test]
+fn a_log_opened_on_a_full_disk_opens_and_starts_its_file_once_there_is_room() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (faults, fs) = faulty();
+    let (wal, _, _) = open(&fs, dir.path(), options(Durability::Fsync, 1 << 20));
+    append_durably(&wal, &[record(0, 10)]);
+    drop(wal);
+
+    faults.set_space_left(Some(0));
+    let (wal, recovery, replayed) = open(&fs, dir.path(), options(Durability::Fsync, 1 << 20));
+    assert_eq!(replayed, vec![record(0, 10)]);
+    assert_eq!(recovery.active_file_id, 1, "no new file: the last one stays the newest");
+    let lost = wal.append(&record(1, 10)).expect("append");
+    assert!(wal.wait_durable(lost).expect_err("no room").is_no_space());
+    assert!(wal.rotate().expect_err("no room for a header").is_no_space());
+    assert_eq!(file_ids(dir.path()), vec![1], "nothing was left behind");
+
+    faults.set_space_left(None);
+    append_durably(&wal, &[record(2, 10)]);
+    assert_eq!(file_ids(dir.path()), vec![1, 2], "the group started file 2; file 1 was never appended to");
+    assert_eq!(wal.rotate().expect("rotate"), 3);
+    drop(wal);
+    let (_wal, recovery, replayed) = open(&fs, dir.path(), options(Durability::Fsync, 1 << 20));
+    assert!(recovery.truncated.is_empty(), "{:?}", recovery.truncated);
+    assert_eq!(replayed, vec![record(0, 10), record(2, 10)], "the refused record never reappears");
+}
