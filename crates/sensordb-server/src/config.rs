@@ -14,6 +14,7 @@
 //! max_line_bytes = 1048576
 //! idle_timeout_ms = 60000        # a connection with nothing in progress is closed after it
 //! transaction_timeout_ms = 30000
+//! hello_timeout_ms = 10000       # a native connection must complete HELLO within this
 //! http_header_read_timeout_ms = 20000
 //! http_body_read_timeout_ms = 20000
 //! http_body_min_bytes_per_second = 500
@@ -62,6 +63,9 @@ pub struct ServerConfig {
     /// the next request.
     pub idle_timeout_ms: u64,
     pub transaction_timeout_ms: u64,
+    /// Native: a connection that has not completed a successful HELLO this long after it was
+    /// accepted is closed (fatal IDLE_TIMEOUT), whatever it sends meanwhile.
+    pub hello_timeout_ms: u64,
     /// HTTP: longest time from a request's first byte to the end of its headers (slowloris).
     pub http_header_read_timeout_ms: u64,
     /// HTTP: longest wait for more body bytes while a handler reads the body; also the grace
@@ -188,6 +192,7 @@ impl Default for ServerConfig {
             max_line_bytes: 1 << 20,
             idle_timeout_ms: 60_000,
             transaction_timeout_ms: 30_000,
+            hello_timeout_ms: 10_000,
             http_header_read_timeout_ms: 20_000,
             http_body_read_timeout_ms: 20_000,
             http_body_min_bytes_per_second: 500,

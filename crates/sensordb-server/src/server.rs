@@ -43,6 +43,7 @@ impl Server {
         let state = Arc::new(ServerState {
             connections: Arc::new(Semaphore::new(config.max_connections)),
             in_flight_bytes: Arc::new(Semaphore::new(config.max_in_flight_bytes)),
+            handshake_bytes: Arc::new(Semaphore::new(crate::state::HANDSHAKE_BYTES)),
             engine,
             tokens,
             metrics: Metrics::default(),
