@@ -104,8 +104,9 @@ async fn handshaken(addr: std::net::SocketAddr, client_id: u8, key: &SeriesKey) 
 async fn connections_without_hello_announcing_huge_frames_do_not_stall_writers() {
     bounded(async {
         let dir = tempfile::tempdir().expect("tempdir");
-        // A short idle timeout: a writer stalled behind the attackers would be closed quickly.
-        let (server, _engine) = start(dir.path(), |c| c.idle_timeout_ms = 1500).await;
+        // Attackers holding permits would hold them until this idle timeout closes them: far
+        // longer than a prompt acknowledgement.
+        let (server, _engine) = start(dir.path(), |c| c.idle_timeout_ms = 5000).await;
         let addr = server.native_addr;
         assert_eq!(server.state.config.max_in_flight_bytes, 16 * server.state.config.max_frame_bytes);
         let victim = Client::connect(addr, "").await.expect("connects");
@@ -122,7 +123,7 @@ async fn connections_without_hello_announcing_huge_frames_do_not_stall_writers()
             let mut tx = victim.transaction();
             tx.push(&series, round, sensordb_engine::Value::F64(round as f64)).expect("push");
             let started = Instant::now();
-            let stats = tokio::time::timeout(Duration::from_secs(5), tx.commit()).await.expect("acknowledged promptly").expect("commits");
+            let stats = tokio::time::timeout(Duration::from_secs(20), tx.commit()).await.expect("acknowledged").expect("commits");
             assert_eq!(stats.points, 1);
             assert!(started.elapsed() < Duration::from_secs(2), "round {round} took {:?}", started.elapsed());
         }

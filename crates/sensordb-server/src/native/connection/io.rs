@@ -229,3 +229,67 @@ pub(super) async fn write_loop<W: AsyncWrite + Unpin>(mut writer: W, mut out: mp
     }
     let _ = writer.shutdown().await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServerConfig;
+    use sensordb_protocol::frame::TxId;
+    use std::time::Duration;
+
+    fn state(dir: &std::path::Path, config: ServerConfig) -> Arc<ServerState> {
+        let engine = sensordb_engine::Engine::open(dir, sensordb_engine::EngineOptions::default()).expect("engine");
+        Arc::new(ServerState {
+            engine: Arc::new(engine),
+            tokens: crate::auth::Tokens::new(Vec::new()),
+            metrics: crate::metrics::Metrics::default(),
+            connections: Arc::new(Semaphore::new(1)),
+            in_flight_bytes: Arc::new(Semaphore::new(config.max_in_flight_bytes)),
+            handshake_bytes: Arc::new(Semaphore::new(crate::state::HANDSHAKE_BYTES)),
+            tls: None,
+            config,
+        })
+    }
+
+    /// A connection whose frames are not handled (a state machine busy elsewhere) holds at most
+    /// its own pool, `max_connection_in_flight_bytes` + `max_frame_bytes`, of the shared one.
+    #[tokio::test]
+    async fn one_connection_holds_at_most_its_own_pool_of_the_shared_permits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = ServerConfig {
+            max_in_flight_bytes: 64 << 20,
+            max_connection_in_flight_bytes: 1 << 20,
+            max_frame_bytes: 1 << 20,
+            ..ServerConfig::default()
+        };
+        let state = state(dir.path(), config);
+        let (client, server_side) = tokio::io::duplex(64 << 10);
+        let (incoming, _unhandled) = mpsc::channel(16);
+        let (_authenticated, authenticated_rx) = watch::channel(true);
+        let link = ReaderLink { incoming, authenticated: authenticated_rx, held_back: Arc::new(HeldBack::default()) };
+        let reader = tokio::spawn(read_loop(server_side, state.clone(), link));
+        let writer = tokio::spawn(async move {
+            let mut client = client;
+            let records = bytes::Bytes::from(vec![0u8; (1 << 20) - 16]);
+            for n in 0..20 {
+                let frame = Frame::Send { tx: TxId::from_u64(n), records: records.clone() };
+                if client.write_all(&frame.to_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+        // Wait until the reader stops taking permits (bounded).
+        let in_use = || (64 << 20) - state.in_flight_bytes.available_permits();
+        let mut last = usize::MAX;
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(40)).await;
+            if in_use() == last && last > 0 {
+                break;
+            }
+            last = in_use();
+        }
+        assert_eq!(in_use(), 2 << 20, "two frames of 1 MiB read and queued, the third waits for the connection's pool");
+        reader.abort();
+        writer.abort();
+    }
+}
