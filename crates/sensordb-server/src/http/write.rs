@@ -3,8 +3,9 @@
 //! A request goes: token check (`write` scope) → parameter check → body size check against
 //! `max_body_bytes` (the `Content-Length` before reading, the bytes while reading, the
 //! decompressed bytes for `Content-Encoding: gzip`, so a gzip bomb stops at the limit) → in-flight
-//! byte permits (one per body byte, taken before parsing and given back once the write is durable;
-//! a sender waits for them, it is never refused) → parse and resolve series ids → one engine
+//! byte permits (one per body byte, taken before reading with a `Content-Length`, before reading
+//! past 64 KiB without one, and given back once the write is durable; a sender waits for them,
+//! it is never refused) → parse and resolve series ids → one engine
 //! write, durable before the answer → `204 No Content`.
 //!
 //! # Partial writes
@@ -324,12 +325,33 @@ impl InFlight {
     }
 }
 
+impl InFlight {
+    /// Gives back every permit beyond `bytes`.
+    fn shrink_to(&mut self, bytes: usize) {
+        if bytes >= self.bytes {
+            return;
+        }
+        if let Some(permit) = self.permit.as_mut() {
+            drop(permit.split(self.bytes - bytes));
+        }
+        self.http.server.metrics.in_flight_bytes.fetch_sub((self.bytes - bytes) as i64, Ordering::Relaxed);
+        self.bytes = bytes;
+    }
+}
+
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.permit.take();
         self.http.server.metrics.in_flight_bytes.fetch_sub(self.bytes as i64, Ordering::Relaxed);
     }
 }
+
+/// Bytes of a body without `Content-Length` (chunked) read before it takes permits: most such
+/// bodies (Telegraf's gzip stream of a few thousand points) end within them and take permits
+/// for their length once read, as before. One that goes on reserves `max_body_bytes` (or all of
+/// `max_in_flight_bytes`, if less) before more is read, so the bytes handlers buffer stay within
+/// `max_in_flight_bytes` plus this much per connection (hyper buffers about as much itself).
+const UNCOUNTED_BODY_BYTES: usize = 64 << 10;
 
 fn too_large(limit: usize) -> ApiError {
     ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body exceeds the limit of {limit} bytes"))
@@ -367,12 +389,13 @@ async fn write_body(
         return Err(too_large(limit));
     }
     // With a declared length the permits come before the body is read, so a writer over the
-    // in-flight limit waits with its body still in the socket: TCP backpressure.
+    // in-flight limit waits with its body still in the socket: TCP backpressure. Without one
+    // (chunked), see `UNCOUNTED_BODY_BYTES`.
     let mut in_flight = match declared {
         Some(n) => Some(InFlight::acquire(http, n).await?),
         None => None,
     };
-    let mut raw = Vec::with_capacity(declared.unwrap_or(8192));
+    let mut raw = Vec::with_capacity(declared.unwrap_or(8192).min(limit));
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ApiError::bad_request(format!("cannot read request body: {e}")))?;
         if let Some(data) = frame.data_ref() {
@@ -380,12 +403,22 @@ async fn write_body(
                 drain(body, limit).await;
                 return Err(too_large(limit));
             }
+            if in_flight.is_none() && raw.len() + data.len() > UNCOUNTED_BODY_BYTES {
+                // A body without length that goes on: permits for the most it may grow to, in
+                // one wait holding no others (waits holding some could deadlock), before
+                // reading more. What it does not use is given back once it is read.
+                let reserved = InFlight::acquire(http, limit).await?;
+                raw.reserve_exact(reserved.bytes.saturating_sub(raw.len()));
+                in_flight = Some(reserved);
+            }
             raw.extend_from_slice(data);
         }
     }
     Metrics::add(&http.server.metrics.bytes_received, raw.len() as u64);
-    if in_flight.is_none() {
-        in_flight = Some(InFlight::acquire(http, raw.len()).await?);
+    match in_flight.as_mut() {
+        None => in_flight = Some(InFlight::acquire(http, raw.len()).await?),
+        Some(reserved) if declared.is_none() => reserved.shrink_to(raw.len()),
+        Some(_) => {}
     }
     // The body's text is `text[..text_len]`; a decompressed one lives in a pooled buffer.
     let (text, text_len, pooled) = if gzip {
