@@ -139,6 +139,9 @@ pub enum ErrorCode {
     /// Version 2: COMPLETE_CHECKED's checksum, bytes or points differ from what the server
     /// received; the transaction is rolled back.
     ChecksumMismatch = 21,
+    /// DEFINE_SERIES of a new series in a database holding `max_series_per_database` series
+    /// already (any version; an older peer shows it as an unknown code with its message).
+    SeriesLimitExceeded = 22,
     /// A code this build does not know (from a newer peer).
     Unknown = 0xFFFF,
 }
@@ -168,6 +171,7 @@ impl ErrorCode {
             19 => IdleTimeout,
             20 => TooManyTransactions,
             21 => ChecksumMismatch,
+            22 => SeriesLimitExceeded,
             _ => Unknown,
         }
     }

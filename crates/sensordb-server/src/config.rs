@@ -12,6 +12,8 @@
 //! max_frame_bytes = 16777216
 //! max_body_bytes = 67108864
 //! max_line_bytes = 1048576
+//! max_series_per_database = 1000000 # live series one database may hold (InfluxDB's max-series-per-database)
+//! max_new_series_per_request = 100000 # new series one HTTP write body may create
 //! idle_timeout_ms = 60000        # a connection with nothing in progress is closed after it
 //! transaction_timeout_ms = 30000
 //! hello_timeout_ms = 10000       # a native connection must complete HELLO within this
@@ -58,6 +60,16 @@ pub struct ServerConfig {
     pub max_frame_bytes: usize,
     pub max_body_bytes: usize,
     pub max_line_bytes: usize,
+    /// Live series one database may hold (InfluxDB's `max-series-per-database`; a sensordb
+    /// series is one field of a measurement + tag set). A write that needs a new series beyond
+    /// it is refused for that line or series: HTTP 400 `partial write:
+    /// max-series-per-database limit exceeded: (N) dropped=K` (the other lines stored),
+    /// native SERIES_LIMIT_EXCEEDED for DEFINE_SERIES.
+    pub max_series_per_database: usize,
+    /// New series one HTTP write body (or `SELECT ... INTO`) may create; lines needing more are
+    /// dropped as for `max_series_per_database`. Each series costs about 2 KB of memory, so a
+    /// body of a million new series would cost 2 GB at once.
+    pub max_new_series_per_request: usize,
     /// A connection with nothing in progress this long is closed: a native one without frames
     /// and open transactions, an HTTP one between the end of a response and the first byte of
     /// the next request.
@@ -190,6 +202,8 @@ impl Default for ServerConfig {
             max_frame_bytes: 16 << 20,
             max_body_bytes: 64 << 20,
             max_line_bytes: 1 << 20,
+            max_series_per_database: 1_000_000,
+            max_new_series_per_request: 100_000,
             idle_timeout_ms: 60_000,
             transaction_timeout_ms: 30_000,
             hello_timeout_ms: 10_000,
@@ -288,6 +302,7 @@ impl ServerConfig {
             block_cache_bytes: self.block_cache_bytes,
             segment_bytes_max: self.segment_bytes_max,
             throttle_writes: false,
+            series_per_database_max: self.max_series_per_database,
             ..sensordb_engine::EngineOptions::default()
         };
         options.reclaim.capacity_bytes = self.capacity_bytes;

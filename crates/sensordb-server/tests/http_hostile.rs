@@ -109,3 +109,68 @@ async fn bodies_without_length_are_counted_against_the_in_flight_bound_as_they_a
     })
     .await
 }
+
+/// Series of measurement `m` in database `db`, as `SHOW SERIES` lists them.
+async fn series_of_m(addr: std::net::SocketAddr, db: &str) -> usize {
+    let reply = get(addr, &format!("/query?db={db}&q=SHOW%20SERIES%20FROM%20m")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    reply.text().matches("m,w=").count()
+}
+
+fn body_of_new_series(from: usize, to: usize) -> String {
+    (from..to).map(|w| format!("m,w={w} v=1 1\n")).collect()
+}
+
+/// Issue 13, item 11: a database holds at most `max_series_per_database` series. A body needing
+/// more is answered as InfluxDB answers it (400, `partial write: max-series-per-database limit
+/// exceeded: (N) dropped=K`), its other lines stored; known series go on being written, other
+/// databases have their own count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn series_beyond_the_database_limit_are_dropped_as_a_partial_write() {
+    bounded(async {
+        let server = TestServer::start(|c| c.max_series_per_database = 5).await;
+        let addr = server.addr;
+        let reply = post(addr, "/write?db=d", &body_of_new_series(0, 8)).await;
+        assert_eq!(reply.status, 400, "{}", reply.text());
+        assert_eq!(reply.json()["error"], "partial write: max-series-per-database limit exceeded: (5) dropped=3");
+        assert_eq!(series_of_m(addr, "d").await, 5);
+        // Known series are written; a new one is refused again; a bad line is named as well.
+        assert_eq!(post(addr, "/write?db=d", "m,w=0 v=2 2\nm,w=4 v=2 2\n").await.status, 204);
+        let reply = post(addr, "/write?db=d", "m,w=1 v=3 3\nm,w=new v=3 3\nbad line\n").await;
+        assert_eq!(reply.status, 400);
+        let error = reply.json()["error"].as_str().expect("error text").to_string();
+        assert!(error.starts_with("partial write: line 3: "), "{error}");
+        assert!(error.ends_with("; max-series-per-database limit exceeded: (5) dropped=2"), "{error}");
+        assert_eq!(series_of_m(addr, "d").await, 5);
+        let count = get(addr, "/query?db=d&q=SELECT%20count(v)%20FROM%20m%20WHERE%20w%3D%271%27").await;
+        assert!(count.text().contains(",2]"), "the line of a known series was stored: {}", count.text());
+        // Another database has its own count.
+        assert_eq!(post(addr, "/write?db=other", &body_of_new_series(0, 5)).await.status, 204);
+        assert_eq!(series_of_m(addr, "other").await, 5);
+        server.stop().await;
+    })
+    .await
+}
+
+/// One body may create at most `max_new_series_per_request` series: the lines beyond are
+/// dropped (400 naming the limit) and leave nothing behind; the next body may create more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_body_creates_at_most_max_new_series_per_request() {
+    bounded(async {
+        let server = TestServer::start(|c| c.max_new_series_per_request = 3).await;
+        let addr = server.addr;
+        let mut body = body_of_new_series(0, 5);
+        body.push_str("m,w=0 v=2 2\n");
+        let reply = post(addr, "/write?db=d", &body).await;
+        assert_eq!(reply.status, 400, "{}", reply.text());
+        assert_eq!(reply.json()["error"], "partial write: max-new-series-per-request limit exceeded: (3) dropped=2");
+        assert_eq!(series_of_m(addr, "d").await, 3);
+        let count = get(addr, "/query?db=d&q=SELECT%20count(v)%20FROM%20m%20WHERE%20w%3D%270%27").await;
+        assert!(count.text().contains(",2]"), "later lines of a created series are stored: {}", count.text());
+        // The dropped series come with the next bodies, three at a time.
+        assert_eq!(post(addr, "/write?db=d", &body_of_new_series(3, 5)).await.status, 204);
+        assert_eq!(series_of_m(addr, "d").await, 5);
+        server.stop().await;
+    })
+    .await
+}

@@ -266,3 +266,38 @@ async fn a_writer_held_back_for_permits_is_not_idle() {
     })
     .await
 }
+
+/// Issue 13, item 11 on the native protocol: DEFINE_SERIES of a new series in a database at
+/// `max_series_per_database` is answered with a non-fatal SERIES_LIMIT_EXCEEDED naming the short
+/// id; known series still define and take points, and the connection goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn define_series_beyond_the_database_limit_is_refused_with_its_code() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path(), |c| c.max_series_per_database = 2).await;
+        let key = |name: &str| SeriesKey::new("m", [("n", name)], "v").expect("key");
+        let mut stream = handshaken(server.native_addr, 1, &key("a")).await;
+        let define = |short_id: u32, name: &str| Frame::DefineSeries { short_id, kind: ValueKind::F64, key: key(name).canonical() };
+        send(&mut stream, &[define(2, "b"), define(3, "c"), define(4, "a")]).await;
+        assert!(matches!(next_within(&mut stream, Duration::from_secs(5)).await, Some(Frame::SeriesOk { short_id: 2, .. })));
+        match next_within(&mut stream, Duration::from_secs(5)).await {
+            Some(Frame::Error { code: ErrorCode::SeriesLimitExceeded, fatal: false, context: 3, message, .. }) => {
+                assert!(message.contains("max-series-per-database limit exceeded: (2)"), "{message}")
+            }
+            other => panic!("expected SERIES_LIMIT_EXCEEDED for short id 3, got {other:?}"),
+        }
+        assert!(matches!(next_within(&mut stream, Duration::from_secs(5)).await, Some(Frame::SeriesOk { short_id: 4, .. })));
+        let tx = TxId::from_u64(1);
+        send(
+            &mut stream,
+            &[Frame::Create { tx }, Frame::Send { tx, records: points(2, &[1, 2]) }, Frame::Confirm { tx }, Frame::Complete { tx }],
+        )
+        .await;
+        let answers = answers_until_completed(&mut stream).await;
+        assert!(matches!(answers.last(), Some(Frame::Completed { points: 2, .. })), "{answers:?}");
+        assert_eq!(engine.series_in_database(sensordb_engine::DEFAULT_DATABASE), 2);
+        assert_eq!(engine.find_series(&key("c")), None);
+        server.shutdown().await;
+    })
+    .await
+}

@@ -12,7 +12,7 @@ fn kind_strategy() -> impl Strategy<Value = ValueKind> {
 }
 
 fn code_strategy() -> impl Strategy<Value = ErrorCode> {
-    (1u16..=21).prop_map(ErrorCode::from_u16)
+    (1u16..=22).prop_map(ErrorCode::from_u16)
 }
 
 fn frame_strategy() -> impl Strategy<Value = Frame> {

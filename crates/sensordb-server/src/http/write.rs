@@ -20,7 +20,7 @@
 //! backing off, by which time retention may have freed space.
 
 use super::line_protocol::{parse_series, Field, FieldValue, LineError, Lines, Precision, ReadOptions};
-use super::series_cache::{BodySeries, FieldError, SeriesCache};
+use super::series_cache::{BodySeries, FieldError, NewSeriesBudget, SeriesCache};
 use super::{bearer_token, v1_token, ApiError, HttpState};
 use crate::auth::Scope;
 use crate::metrics::Metrics;
@@ -46,6 +46,9 @@ pub struct WriteReport {
     pub first_error: Option<LineError>,
     /// Lines not stored.
     pub dropped_lines: usize,
+    /// The series limit that dropped lines (`max-series-per-database limit exceeded: (N)`), if
+    /// one did; those lines are counted in `dropped_lines` too.
+    pub limit_exceeded: Option<String>,
 }
 
 /// Write batches kept between requests: a batch that has held a body's points holds the next
@@ -177,6 +180,7 @@ fn ingest_into(
     let mut fields: Vec<Field<'_>> = Vec::with_capacity(16);
     let body_number = memo.bodies;
     let seen = &mut memo.series;
+    let mut budget = NewSeriesBudget { left: http.server.config.max_new_series_per_request };
     let mut lines = Lines::new(body, options);
     while let Some(line) = lines.next_line(&mut fields) {
         let mut line = match line {
@@ -200,8 +204,25 @@ fn ingest_into(
             }
         };
         let mut failed: Option<String> = None;
-        match body_series.resolve(engine, &fields) {
+        match body_series.resolve(engine, &fields, &mut budget) {
             Ok(()) => {}
+            Err((_, limit @ (FieldError::NewSeriesLimit | FieldError::Engine(sensordb_engine::Error::SeriesLimit { .. })))) => {
+                report.dropped_lines += 1;
+                report.limit_exceeded.get_or_insert_with(|| match limit {
+                    FieldError::Engine(sensordb_engine::Error::SeriesLimit { limit, .. }) => {
+                        format!("max-series-per-database limit exceeded: ({limit})")
+                    }
+                    _ => format!("max-new-series-per-request limit exceeded: ({})", http.server.config.max_new_series_per_request),
+                });
+                // A line whose first series was refused leaves no entry behind (other fields
+                // of the line may have been created; they stay, as their series exist).
+                if body_series.has_no_fields() {
+                    seen.remove(line.series_text);
+                    cache.forget_if_fieldless(line.series_text);
+                }
+                fields.clear();
+                continue;
+            }
             Err((j, FieldError::Conflict { existing, attempted })) => {
                 failed = Some(format!(
                     "field type conflict: input field \"{}\" on measurement \"{}\" is type {attempted}, already exists as type {existing}",
@@ -453,12 +474,24 @@ async fn write_body(
     if report.points > 0 {
         http.server.throttle_acknowledgement().await;
     }
-    match report.first_error {
-        None => Ok(StatusCode::NO_CONTENT.into_response()),
-        Some(first) => Err(ApiError {
-            line: Some(first.line),
-            ..ApiError::bad_request(format!("partial write: line {}: {} dropped={}", first.line, first.message, report.dropped_lines))
-        }),
+    partial_write_answer(report)
+}
+
+/// 204 when every line was stored, else 400 naming the first bad line and the series limit
+/// that dropped lines, as InfluxDB 1.x words them (`partial write: max-series-per-database
+/// limit exceeded: (N) dropped=K`).
+fn partial_write_answer(report: WriteReport) -> Result<Response, ApiError> {
+    let dropped = report.dropped_lines;
+    match (report.first_error, report.limit_exceeded) {
+        (None, None) => Ok(StatusCode::NO_CONTENT.into_response()),
+        (None, Some(limit)) => Err(ApiError::bad_request(format!("partial write: {limit} dropped={dropped}"))),
+        (Some(first), limit) => {
+            let limit = limit.map_or(String::new(), |limit| format!("; {limit}"));
+            Err(ApiError {
+                line: Some(first.line),
+                ..ApiError::bad_request(format!("partial write: line {}: {}{limit} dropped={dropped}", first.line, first.message))
+            })
+        }
     }
 }
 
