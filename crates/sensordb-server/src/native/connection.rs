@@ -17,6 +17,11 @@
 //! reset). Everything else gets a non-fatal ERROR (naming the transaction, which is rolled back
 //! if it was open) and the connection goes on.
 //!
+//! Hostile clients: before a successful HELLO frames are capped at the longest HELLO and take
+//! no `in_flight_bytes` permits (see `io`), and a connection still without one after
+//! `hello_timeout_ms` is closed. While the reader waits for permits the client's idle and
+//! transaction clocks stop: the server is holding it back, it is not idle.
+//!
 //! This file holds the state machine; `io` the reader and writer tasks, `complete` the handling
 //! of COMPLETE and the completion task.
 
