@@ -51,6 +51,9 @@ pub enum Error {
     SeriesDeleted(u32),
     #[error("unknown database {0:?}")]
     UnknownDatabase(String),
+    /// A new series would take database `database` past its series limit.
+    #[error("max-series-per-database limit exceeded: ({limit}) in database {database:?}")]
+    SeriesLimit { database: String, limit: usize },
 }
 
 impl Error {

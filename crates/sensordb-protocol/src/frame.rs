@@ -30,6 +30,10 @@ pub const CHECKED_COMPLETE_VERSION: u16 = 2;
 pub const HEADER_LEN: usize = 12;
 /// First bytes of every HELLO body.
 pub const HELLO_MAGIC: [u8; 4] = *b"SDBN";
+/// The longest HELLO body there can be: magic, two versions, client id, and a token and a
+/// client name of at most `u16::MAX` bytes each with their length prefixes. A server refuses a
+/// longer frame before the handshake without reading its body.
+pub const HELLO_BODY_MAX: u32 = 4 + 2 + 2 + 16 + (2 + u16::MAX as u32) * 2;
 
 /// A client-chosen transaction id: 16 bytes (a u64 id is its 8 LE bytes followed by 8 zeros).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -135,6 +139,9 @@ pub enum ErrorCode {
     /// Version 2: COMPLETE_CHECKED's checksum, bytes or points differ from what the server
     /// received; the transaction is rolled back.
     ChecksumMismatch = 21,
+    /// DEFINE_SERIES of a new series in a database holding `max_series_per_database` series
+    /// already (any version; an older peer shows it as an unknown code with its message).
+    SeriesLimitExceeded = 22,
     /// A code this build does not know (from a newer peer).
     Unknown = 0xFFFF,
 }
@@ -164,6 +171,7 @@ impl ErrorCode {
             19 => IdleTimeout,
             20 => TooManyTransactions,
             21 => ChecksumMismatch,
+            22 => SeriesLimitExceeded,
             _ => Unknown,
         }
     }
@@ -276,6 +284,9 @@ pub enum Frame {
 pub enum FrameError {
     #[error("frame body of {len} bytes exceeds the limit of {limit}")]
     TooLarge { len: u32, limit: u32 },
+    /// A frame before a successful HELLO longer than any HELLO can be ([`HELLO_BODY_MAX`]).
+    #[error("frame body of {len} bytes before a successful HELLO exceeds the longest HELLO ({limit} bytes)")]
+    TooLargeBeforeHello { len: u32, limit: u32 },
     #[error("frame checksum mismatch (header says {expected:#010x}, computed {actual:#010x})")]
     BadChecksum { expected: u32, actual: u32 },
     #[error("unknown frame type {0:#04x}")]
@@ -292,7 +303,7 @@ impl FrameError {
     /// The ERROR code that reports this problem.
     pub fn code(&self) -> ErrorCode {
         match self {
-            FrameError::TooLarge { .. } => ErrorCode::FrameTooLarge,
+            FrameError::TooLarge { .. } | FrameError::TooLargeBeforeHello { .. } => ErrorCode::FrameTooLarge,
             FrameError::BadChecksum { .. } => ErrorCode::BadChecksum,
             FrameError::UnknownType(_) => ErrorCode::UnknownFrameType,
             FrameError::Malformed { .. } | FrameError::Reserved => ErrorCode::Malformed,

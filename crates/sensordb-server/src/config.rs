@@ -12,8 +12,11 @@
 //! max_frame_bytes = 16777216
 //! max_body_bytes = 67108864
 //! max_line_bytes = 1048576
+//! max_series_per_database = 1000000 # live series one database may hold (InfluxDB's max-series-per-database)
+//! max_new_series_per_request = 100000 # new series one HTTP write body may create
 //! idle_timeout_ms = 60000        # a connection with nothing in progress is closed after it
 //! transaction_timeout_ms = 30000
+//! hello_timeout_ms = 10000       # a native connection must complete HELLO within this
 //! http_header_read_timeout_ms = 20000
 //! http_body_read_timeout_ms = 20000
 //! http_body_min_bytes_per_second = 500
@@ -57,11 +60,24 @@ pub struct ServerConfig {
     pub max_frame_bytes: usize,
     pub max_body_bytes: usize,
     pub max_line_bytes: usize,
+    /// Live series one database may hold (InfluxDB's `max-series-per-database`; a sensordb
+    /// series is one field of a measurement + tag set). A write that needs a new series beyond
+    /// it is refused for that line or series: HTTP 400 `partial write:
+    /// max-series-per-database limit exceeded: (N) dropped=K` (the other lines stored),
+    /// native SERIES_LIMIT_EXCEEDED for DEFINE_SERIES.
+    pub max_series_per_database: usize,
+    /// New series one HTTP write body (or `SELECT ... INTO`) may create; lines needing more are
+    /// dropped as for `max_series_per_database`. Each series costs about 2 KB of memory, so a
+    /// body of a million new series would cost 2 GB at once.
+    pub max_new_series_per_request: usize,
     /// A connection with nothing in progress this long is closed: a native one without frames
     /// and open transactions, an HTTP one between the end of a response and the first byte of
     /// the next request.
     pub idle_timeout_ms: u64,
     pub transaction_timeout_ms: u64,
+    /// Native: a connection that has not completed a successful HELLO this long after it was
+    /// accepted is closed (fatal IDLE_TIMEOUT), whatever it sends meanwhile.
+    pub hello_timeout_ms: u64,
     /// HTTP: longest time from a request's first byte to the end of its headers (slowloris).
     pub http_header_read_timeout_ms: u64,
     /// HTTP: longest wait for more body bytes while a handler reads the body; also the grace
@@ -191,8 +207,11 @@ impl Default for ServerConfig {
             max_frame_bytes: 16 << 20,
             max_body_bytes: 64 << 20,
             max_line_bytes: 1 << 20,
+            max_series_per_database: 1_000_000,
+            max_new_series_per_request: 100_000,
             idle_timeout_ms: 60_000,
             transaction_timeout_ms: 30_000,
+            hello_timeout_ms: 10_000,
             http_header_read_timeout_ms: 20_000,
             http_body_read_timeout_ms: 20_000,
             http_body_min_bytes_per_second: 500,
@@ -288,6 +307,7 @@ impl ServerConfig {
             block_cache_bytes: self.block_cache_bytes,
             segment_bytes_max: self.segment_bytes_max,
             throttle_writes: false,
+            series_per_database_max: self.max_series_per_database,
             ..sensordb_engine::EngineOptions::default()
         };
         options.reclaim.capacity_bytes = self.capacity_bytes;

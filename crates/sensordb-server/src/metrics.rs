@@ -18,6 +18,8 @@ pub struct Metrics {
     pub connections_accepted: AtomicU64,
     /// Connections the server closed after `idle_timeout_ms` with nothing in progress.
     pub connections_closed_idle: AtomicU64,
+    /// Native connections closed for not completing HELLO within `hello_timeout_ms`.
+    pub native_hello_timeouts: AtomicU64,
     /// HTTP connections closed because a request's headers took over `http_header_read_timeout_ms`.
     pub http_header_timeouts: AtomicU64,
     /// HTTP request bodies given up on as stalled or slower than the minimum rate.
@@ -69,6 +71,12 @@ impl Metrics {
             "counter",
             "Connections closed by the server after idle_timeout_ms with nothing in progress (both listeners).",
             load(&self.connections_closed_idle),
+        );
+        metric(
+            "sensordb_native_hello_timeouts_total",
+            "counter",
+            "Native connections closed for not completing HELLO within hello_timeout_ms.",
+            load(&self.native_hello_timeouts),
         );
         metric(
             "sensordb_http_header_timeouts_total",

@@ -38,11 +38,14 @@ impl Server {
         }
         // Certificate and key problems fail the start, before anything listens.
         let tls = crate::tls::TlsAcceptor::from_config(&config)?;
+        // The server's limit holds whatever options the engine was opened with.
+        engine.set_series_per_database_max(config.max_series_per_database);
         let http_listener = bind(config.http_listen, config.listen_backlog)?;
         let native_listener = bind(config.native_listen, config.listen_backlog)?;
         let state = Arc::new(ServerState {
             connections: Arc::new(Semaphore::new(config.max_connections)),
             in_flight_bytes: Arc::new(Semaphore::new(config.max_in_flight_bytes)),
+            handshake_bytes: Arc::new(Semaphore::new(crate::state::HANDSHAKE_BYTES)),
             engine,
             tokens,
             metrics: Metrics::default(),

@@ -1,5 +1,5 @@
 //! What every connection handler of both listeners shares: the engine, the configuration, the
-//! tokens, the metrics and the two semaphores (connections, bytes in flight) that bound them, with
+//! tokens, the metrics and the semaphores (connections, bytes in flight, handshake bytes) that bound them, with
 //! the disk-full waits and acknowledgement throttling every writer applies; and the shutdown
 //! signal the listeners watch. Started by [`crate::server`], used by [`crate::http`] and
 //! [`crate::native`].
@@ -11,6 +11,11 @@ use sensordb_engine::Engine;
 use std::sync::Arc;
 use tokio::sync::{watch, Semaphore};
 
+/// Permits for native frames read before a successful HELLO that do not fit a connection's
+/// read buffer anyway (a HELLO with a token of kilobytes), over all connections: 64 of the
+/// longest HELLO. Clients without a token who hold them delay only other such handshakes.
+pub const HANDSHAKE_BYTES: usize = 8 << 20;
+
 /// What every connection handler shares.
 pub struct ServerState {
     pub engine: Arc<Engine>,
@@ -19,6 +24,9 @@ pub struct ServerState {
     pub metrics: Metrics,
     pub connections: Arc<Semaphore>,
     pub in_flight_bytes: Arc<Semaphore>,
+    /// Bytes of native frames read before a successful HELLO, over all connections
+    /// ([`HANDSHAKE_BYTES`]): unauthenticated clients take these, never `in_flight_bytes`.
+    pub handshake_bytes: Arc<Semaphore>,
     /// Set when both listeners speak TLS only (`tls_cert`/`tls_key`).
     pub tls: Option<crate::tls::TlsAcceptor>,
 }

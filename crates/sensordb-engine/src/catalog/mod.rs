@@ -36,6 +36,11 @@
 //! checked to be dense, so a lost record in the middle is detected instead of misnumbering.
 //! Since each key is stored relative to the one before it, a damaged record also loses every
 //! later record (they cannot be decoded without it): that is the price of prefix sharing.
+//!
+//! Each database may hold at most [`Catalog::set_series_per_database_max`] live series (as
+//! InfluxDB's `max-series-per-database`): every series costs memory here and in the engine, so a
+//! client inventing keys cannot grow them without bound. Series already stored stay readable and
+//! writable when the limit is lowered below their number; only new ones are refused.
 
 mod record;
 
@@ -46,7 +51,7 @@ use crate::model::{SeriesId, SeriesKey, ValueKind};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"SDBCATLG";
@@ -74,6 +79,18 @@ struct State {
     deleted: Vec<bool>,
     /// Bumped by every deletion, so caches of per-series facts know to refresh.
     deletions: u64,
+    /// Live series per database.
+    per_database: HashMap<String, usize>,
+}
+
+impl State {
+    fn count_live(&mut self, database: &str, added: bool) {
+        if added {
+            *self.per_database.entry(database.to_string()).or_default() += 1;
+        } else if let Some(count) = self.per_database.get_mut(database) {
+            *count = count.saturating_sub(1);
+        }
+    }
 }
 
 /// The catalog. Lookups take a shared lock; creating a series takes the append lock.
@@ -88,6 +105,8 @@ pub struct Catalog {
     /// above it were created by [`Catalog::get_or_create_unsynced`] and wait for
     /// [`Catalog::sync_through`].
     durable_through: AtomicU32,
+    /// Most live series one database may hold (`usize::MAX`: no limit).
+    series_per_database_max: AtomicUsize,
 }
 
 /// Where the next record goes and what it is encoded against.
@@ -153,6 +172,7 @@ impl Catalog {
             state: RwLock::new(state),
             append: Mutex::new(tail),
             durable_through,
+            series_per_database_max: AtomicUsize::new(usize::MAX),
         };
         Ok((catalog, recovery))
     }
@@ -166,7 +186,8 @@ impl Catalog {
         if version != FORMAT_VERSION && version != FORMAT_VERSION_WITHOUT_TOMBSTONES {
             return Err(Error::UnsupportedVersion { path: path.into(), found: version, supported: FORMAT_VERSION });
         }
-        let mut state = State { by_key: HashMap::new(), by_id: Vec::new(), deleted: Vec::new(), deletions: 0 };
+        let mut state =
+            State { by_key: HashMap::new(), by_id: Vec::new(), deleted: Vec::new(), deletions: 0, per_database: HashMap::new() };
         let mut offset = HEADER_BYTES as usize;
         let mut last_text = String::new();
         let mut recovery = CatalogRecovery::default();
@@ -187,6 +208,7 @@ impl Catalog {
                     state.by_key.remove(&key);
                     state.deleted[index] = true;
                     state.deletions += 1;
+                    state.count_live(key.database(), false);
                     last_text = record.text;
                     offset += len;
                 }
@@ -205,6 +227,7 @@ impl Catalog {
                         recovery.truncated_at = Some((offset as u64, format!("series key {key} repeats series id {}", first.0)));
                         break;
                     }
+                    state.count_live(key.database(), true);
                     let entry = SeriesEntry { id: SeriesId(record.id), key: Arc::new(key), kind };
                     state.by_key.insert(entry.key.clone(), entry.id);
                     state.by_id.push(entry);
@@ -256,6 +279,10 @@ impl Catalog {
         if text.len() > SERIES_KEY_BYTES_MAX {
             return Err(Error::RecordTooLarge { len: text.len(), limit: SERIES_KEY_BYTES_MAX });
         }
+        let limit = self.series_per_database_max.load(Ordering::Relaxed);
+        if self.series_in_database(key.database()) >= limit {
+            return Err(Error::SeriesLimit { database: key.database().to_string(), limit });
+        }
         let id =
             SeriesId(u32::try_from(self.state.read().by_id.len() + 1).map_err(|_| Error::Poisoned("series id space exhausted".into()))?);
         let mut bytes = Vec::with_capacity(16 + text.len());
@@ -287,6 +314,7 @@ impl Catalog {
         }
         let key = Arc::new(key.clone());
         let mut state = self.state.write();
+        state.count_live(key.database(), true);
         state.by_key.insert(key.clone(), id);
         state.by_id.push(SeriesEntry { id, key, kind });
         state.deleted.push(false);
@@ -350,6 +378,7 @@ impl Catalog {
             let key = state.by_id[*index].key.clone();
             state.by_key.remove(&key);
             state.deleted[*index] = true;
+            state.count_live(key.database(), false);
         }
         state.deletions += victims.len() as u64;
         Ok(victims.len())
@@ -444,6 +473,17 @@ impl Catalog {
 
     pub fn len(&self) -> usize {
         self.state.read().by_id.len()
+    }
+
+    /// Live series of `database`.
+    pub fn series_in_database(&self, database: &str) -> usize {
+        self.state.read().per_database.get(database).copied().unwrap_or(0)
+    }
+
+    /// Refuses new series ([`Error::SeriesLimit`]) in a database already holding `max` live
+    /// series; `usize::MAX` for no limit (the default).
+    pub fn set_series_per_database_max(&self, max: usize) {
+        self.series_per_database_max.store(max, Ordering::Relaxed);
     }
 
     pub fn is_empty(&self) -> bool {

@@ -444,3 +444,35 @@ proptest! {
         prop_assert_eq!(entries, expected);
     }
 }
+
+#[test]
+fn a_database_holds_at_most_its_series_limit_and_deletions_make_room() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("c");
+    let in_db = |db: &str, name: &str| key(name, "x").in_database(db).expect("database");
+    {
+        let (catalog, _) = Catalog::open(&RealFs, &path, false).expect("open");
+        catalog.set_series_per_database_max(3);
+        for name in ["a", "b", "c"] {
+            catalog.get_or_create(&in_db("plant", name), ValueKind::F64).expect("within the limit");
+        }
+        let refused = catalog.get_or_create(&in_db("plant", "d"), ValueKind::F64).expect_err("a fourth series");
+        assert!(matches!(&refused, Error::SeriesLimit { database, limit: 3 } if database == "plant"), "{refused}");
+        assert!(refused.to_string().contains("max-series-per-database limit exceeded: (3)"), "{refused}");
+        assert_eq!(catalog.len(), 3, "nothing appended for the refused series");
+        // Existing series still resolve; other databases have their own count.
+        assert_eq!(catalog.get_or_create(&in_db("plant", "a"), ValueKind::F64).expect("existing"), SeriesId(1));
+        catalog.get_or_create(&in_db("other", "d"), ValueKind::F64).expect("another database");
+        assert_eq!((catalog.series_in_database("plant"), catalog.series_in_database("other")), (3, 1));
+        // A deletion frees a place.
+        assert!(catalog.delete(SeriesId(2)).expect("delete"));
+        catalog.get_or_create(&in_db("plant", "d"), ValueKind::F64).expect("room again");
+    }
+    // The counts are rebuilt on open, tombstones included.
+    let (catalog, _) = Catalog::open(&RealFs, &path, false).expect("reopen");
+    assert_eq!((catalog.series_in_database("plant"), catalog.series_in_database("other")), (3, 1));
+    catalog.set_series_per_database_max(3);
+    assert!(matches!(catalog.get_or_create(&in_db("plant", "e"), ValueKind::F64), Err(Error::SeriesLimit { .. })));
+    catalog.set_series_per_database_max(usize::MAX);
+    catalog.get_or_create(&in_db("plant", "e"), ValueKind::F64).expect("no limit");
+}

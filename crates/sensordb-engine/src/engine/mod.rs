@@ -247,6 +247,7 @@ impl Engine {
             options.block_points_max = block_points_max;
         }
         let recovered = recovery::recover(dir, &options, store)?;
+        recovered.catalog.set_series_per_database_max(options.series_per_database_max);
         let mut report = recovered.report;
         let reclaimer = Reclaimer::open(options.fs.as_ref(), dir, options.reclaim.clone())?;
         let inner = Arc::new(Inner {
@@ -314,6 +315,16 @@ impl Engine {
     /// series of a batch) instead of before this returns.
     pub fn series_id_unsynced(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesId> {
         self.inner.catalog.get_or_create_unsynced(key, kind)
+    }
+
+    /// Live series of `database`, which [`EngineOptions::series_per_database_max`] bounds.
+    pub fn series_in_database(&self, database: &str) -> usize {
+        self.inner.catalog.series_in_database(database)
+    }
+
+    /// Changes [`EngineOptions::series_per_database_max`] of a running engine.
+    pub fn set_series_per_database_max(&self, max: usize) {
+        self.inner.catalog.set_series_per_database_max(max);
     }
 
     /// The id of `key` if the series exists.

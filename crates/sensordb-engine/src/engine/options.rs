@@ -54,6 +54,9 @@ pub struct EngineOptions {
     /// The wall clock in nanoseconds since the epoch, against which storage periods run.
     pub clock: Clock,
     pub fs: Arc<dyn FileSystem>,
+    /// Most live series one database may hold; a new series beyond fails with
+    /// [`Error::SeriesLimit`](crate::Error::SeriesLimit). `usize::MAX` (the default) for no limit.
+    pub series_per_database_max: usize,
 }
 
 /// A source of "now" in nanoseconds since the Unix epoch.
@@ -88,6 +91,7 @@ impl Default for EngineOptions {
             throttle_writes: true,
             clock: system_clock(),
             fs: Arc::new(RealFs),
+            series_per_database_max: usize::MAX,
         }
     }
 }
@@ -103,6 +107,7 @@ impl std::fmt::Debug for EngineOptions {
             .field("payload_bytes_max", &self.payload_bytes_max)
             .field("flush_interval", &self.flush_interval)
             .field("reclaim", &self.reclaim)
+            .field("series_per_database_max", &self.series_per_database_max)
             .finish_non_exhaustive()
     }
 }

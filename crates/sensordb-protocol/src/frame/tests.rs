@@ -12,7 +12,7 @@ fn kind_strategy() -> impl Strategy<Value = ValueKind> {
 }
 
 fn code_strategy() -> impl Strategy<Value = ErrorCode> {
-    (1u16..=21).prop_map(ErrorCode::from_u16)
+    (1u16..=22).prop_map(ErrorCode::from_u16)
 }
 
 fn frame_strategy() -> impl Strategy<Value = Frame> {
@@ -139,4 +139,14 @@ proptest! {
             prop_assert!(false, "flipped bit {} accepted as {:?}", bit, decoded);
         }
     }
+}
+
+#[test]
+fn the_longest_hello_is_exactly_hello_body_max() {
+    let longest = "t".repeat(u16::MAX as usize);
+    let hello = Frame::Hello { min_version: 1, max_version: 2, client_id: [7; 16], token: longest.clone(), client_name: longest };
+    let encoded = hello.to_bytes();
+    assert_eq!(encoded.len() - HEADER_LEN, HELLO_BODY_MAX as usize);
+    let (decoded, _) = Frame::decode(&encoded, HELLO_BODY_MAX).expect("decodes").expect("whole");
+    assert_eq!(decoded, hello);
 }

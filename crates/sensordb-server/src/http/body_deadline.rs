@@ -3,7 +3,9 @@
 //!
 //! The clock starts when the handler first asks for body bytes, not when the request arrives:
 //! time the handler spends waiting for permits before reading is the server's, not the
-//! client's. From then on the body fails when, while the handler waits for bytes,
+//! client's. Likewise time between handing the handler bytes and its next ask (a body without
+//! length waiting for its permits halfway) does not count. From then on the body fails when,
+//! while the handler waits for bytes,
 //!
 //! - no byte has come for `http_body_read_timeout_ms` (a stall), or
 //! - fewer than `http_body_min_bytes_per_second` × (seconds since the start − the same grace)
@@ -73,13 +75,15 @@ pub struct BodyDeadline<B> {
     /// First poll, and the last time bytes came; set on the first poll.
     started: Option<(Instant, Instant)>,
     received: u64,
+    /// When bytes were last handed to the handler, until it asks again: the server's time.
+    away_since: Option<Instant>,
     /// Armed while the handler waits for bytes.
     timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl<B> BodyDeadline<B> {
     pub fn new(body: B, limits: BodyLimits, state: Arc<ServerState>) -> BodyDeadline<B> {
-        BodyDeadline { body, limits, state, started: None, received: 0, timer: None }
+        BodyDeadline { body, limits, state, started: None, received: 0, away_since: None, timer: None }
     }
 }
 
@@ -93,6 +97,11 @@ where
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
+        if let (Some(away_since), Some((started, last_bytes))) = (this.away_since.take(), this.started) {
+            // The handler was busy (or waiting for permits): the clock moves on by that much.
+            let away = away_since.elapsed();
+            this.started = Some((started + away, last_bytes + away));
+        }
         let (started, last_bytes) = *this.started.get_or_insert_with(|| {
             let now = Instant::now();
             (now, now)
@@ -104,6 +113,7 @@ where
                     this.received += bytes as u64;
                     this.started = Some((started, Instant::now()));
                 }
+                this.away_since = Some(Instant::now());
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(error))) => Poll::Ready(Some(Err(error.into()))),

@@ -42,21 +42,39 @@ pub struct CachedSeries {
 pub enum FieldError {
     /// The series exists with another kind of value.
     Conflict { existing: ValueKind, attempted: ValueKind },
-    /// Any other engine refusal (bad key, disk full, ...).
+    /// The field would be a new series beyond the request's `max_new_series_per_request`.
+    NewSeriesLimit,
+    /// Any other engine refusal (bad key, disk full, a database at its series limit, ...).
     Engine(sensordb_engine::Error),
 }
 
+/// New series one request may still create (`max_new_series_per_request`).
+#[derive(Clone, Copy, Debug)]
+pub struct NewSeriesBudget {
+    pub left: usize,
+}
+
 impl CachedSeries {
-    /// The series id of `field` written with a value of `kind`, registering it when new.
-    pub fn field_id(&self, engine: &Engine, field: &str, kind: ValueKind) -> Result<SeriesId, FieldError> {
+    /// The series id of `field` written with a value of `kind`, registering it when new (which
+    /// takes one from `budget`; none left, it is refused).
+    pub fn field_id(&self, engine: &Engine, field: &str, kind: ValueKind, budget: &mut NewSeriesBudget) -> Result<SeriesId, FieldError> {
         if let Some(&(_, id, existing)) = self.fields.read().iter().find(|entry| &*entry.0 == field) {
             return if existing == kind { Ok(id) } else { Err(FieldError::Conflict { existing, attempted: kind }) };
         }
         let key = SeriesKey::new(self.measurement.as_str(), self.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), field)
             .and_then(|key| key.in_database(&*self.database))
             .map_err(|e| FieldError::Engine(e.into()))?;
+        // Only here, once per series and process: a lookup before the creation tells new from
+        // known (two requests creating the same series at once both count it).
+        let known = engine.find_series(&key).is_some();
+        if !known && budget.left == 0 {
+            return Err(FieldError::NewSeriesLimit);
+        }
         match engine.series_id_unsynced(&key, kind) {
             Ok(id) => {
+                if !known {
+                    budget.left -= 1;
+                }
                 self.remember(field, id, kind);
                 Ok(id)
             }
@@ -115,6 +133,11 @@ impl BodySeries {
         BodySeries { series, names: String::new(), known: Vec::new(), layout: Vec::new(), slots: Vec::new() }
     }
 
+    /// Whether no field of this series has resolved through this entry yet.
+    pub fn has_no_fields(&self) -> bool {
+        self.known.is_empty()
+    }
+
     fn name(&self, k: usize) -> &str {
         let start = if k == 0 { 0 } else { self.known[k - 1].end };
         &self.names[start..self.known[k].end]
@@ -123,7 +146,7 @@ impl BodySeries {
     /// Resolves the fields of one line (`(name, kind)` in line order) into the layout, so that
     /// [`BodySeries::slots`] gives their batch entries; registers fields new to the catalog. On
     /// failure, the index of the failing field (the layout is then unspecified).
-    pub fn resolve(&mut self, engine: &Engine, fields: &[Field<'_>]) -> Result<(), (usize, FieldError)> {
+    pub fn resolve(&mut self, engine: &Engine, fields: &[Field<'_>], budget: &mut NewSeriesBudget) -> Result<(), (usize, FieldError)> {
         if self.layout.len() == fields.len()
             && self.layout.iter().zip(fields).all(|(&k, field)| self.known[k].kind == field.value.kind() && same(self.name(k), &field.key))
         {
@@ -142,7 +165,7 @@ impl BodySeries {
                 Some(k) if self.known[k].kind == kind => k,
                 Some(k) => return Err((j, FieldError::Conflict { existing: self.known[k].kind, attempted: kind })),
                 None => {
-                    let id = self.series.field_id(engine, name, kind).map_err(|e| (j, e))?;
+                    let id = self.series.field_id(engine, name, kind, budget).map_err(|e| (j, e))?;
                     self.names.push_str(name);
                     self.known.push(KnownField { end: self.names.len(), kind, id, slot: 0, slot_body: 0 });
                     self.known.len() - 1
@@ -223,6 +246,16 @@ impl SeriesCache {
         let (measurement, tags) = make()?;
         let entry = Arc::new(CachedSeries { database: self.database.clone(), measurement, tags, fields: RwLock::new(Vec::new()) });
         Ok(shard.write().entry(series_text.into()).or_insert(entry).clone())
+    }
+
+    /// Drops the entry of `series_text` if it has no fields: a series refused by a limit leaves
+    /// nothing behind, however many new texts clients send.
+    pub fn forget_if_fieldless(&self, series_text: &str) {
+        let shard = &self.shards[(self.hasher.hash_one(series_text) as usize) % SHARDS];
+        let mut shard = shard.write();
+        if shard.get(series_text).is_some_and(|entry| entry.fields.read().is_empty()) {
+            shard.remove(series_text);
+        }
     }
 
     /// Number of measurement + tag sets cached.

@@ -3,8 +3,9 @@
 //! A request goes: token check (`write` scope) → parameter check → body size check against
 //! `max_body_bytes` (the `Content-Length` before reading, the bytes while reading, the
 //! decompressed bytes for `Content-Encoding: gzip`, so a gzip bomb stops at the limit) → in-flight
-//! byte permits (one per body byte, taken before parsing and given back once the write is durable;
-//! a sender waits for them, it is never refused) → parse and resolve series ids → one engine
+//! byte permits (one per body byte, taken before reading with a `Content-Length`, before reading
+//! past 64 KiB without one, and given back once the write is durable; a sender waits for them,
+//! it is never refused) → parse and resolve series ids → one engine
 //! write, durable before the answer → `204 No Content`.
 //!
 //! # Partial writes
@@ -19,7 +20,7 @@
 //! backing off, by which time retention may have freed space.
 
 use super::line_protocol::{parse_series, Field, FieldValue, LineError, Lines, Precision, ReadOptions};
-use super::series_cache::{BodySeries, FieldError, SeriesCache};
+use super::series_cache::{BodySeries, FieldError, NewSeriesBudget, SeriesCache};
 use super::{bearer_token, v1_token, ApiError, HttpState};
 use crate::auth::Scope;
 use crate::metrics::Metrics;
@@ -45,6 +46,9 @@ pub struct WriteReport {
     pub first_error: Option<LineError>,
     /// Lines not stored.
     pub dropped_lines: usize,
+    /// The series limit that dropped lines (`max-series-per-database limit exceeded: (N)`), if
+    /// one did; those lines are counted in `dropped_lines` too.
+    pub limit_exceeded: Option<String>,
 }
 
 /// Write batches kept between requests: a batch that has held a body's points holds the next
@@ -176,6 +180,7 @@ fn ingest_into(
     let mut fields: Vec<Field<'_>> = Vec::with_capacity(16);
     let body_number = memo.bodies;
     let seen = &mut memo.series;
+    let mut budget = NewSeriesBudget { left: http.server.config.max_new_series_per_request };
     let mut lines = Lines::new(body, options);
     while let Some(line) = lines.next_line(&mut fields) {
         let mut line = match line {
@@ -199,8 +204,25 @@ fn ingest_into(
             }
         };
         let mut failed: Option<String> = None;
-        match body_series.resolve(engine, &fields) {
+        match body_series.resolve(engine, &fields, &mut budget) {
             Ok(()) => {}
+            Err((_, limit @ (FieldError::NewSeriesLimit | FieldError::Engine(sensordb_engine::Error::SeriesLimit { .. })))) => {
+                report.dropped_lines += 1;
+                report.limit_exceeded.get_or_insert_with(|| match limit {
+                    FieldError::Engine(sensordb_engine::Error::SeriesLimit { limit, .. }) => {
+                        format!("max-series-per-database limit exceeded: ({limit})")
+                    }
+                    _ => format!("max-new-series-per-request limit exceeded: ({})", http.server.config.max_new_series_per_request),
+                });
+                // A line whose first series was refused leaves no entry behind (other fields
+                // of the line may have been created; they stay, as their series exist).
+                if body_series.has_no_fields() {
+                    seen.remove(line.series_text);
+                    cache.forget_if_fieldless(line.series_text);
+                }
+                fields.clear();
+                continue;
+            }
             Err((j, FieldError::Conflict { existing, attempted })) => {
                 failed = Some(format!(
                     "field type conflict: input field \"{}\" on measurement \"{}\" is type {attempted}, already exists as type {existing}",
@@ -324,12 +346,33 @@ impl InFlight {
     }
 }
 
+impl InFlight {
+    /// Gives back every permit beyond `bytes`.
+    fn shrink_to(&mut self, bytes: usize) {
+        if bytes >= self.bytes {
+            return;
+        }
+        if let Some(permit) = self.permit.as_mut() {
+            drop(permit.split(self.bytes - bytes));
+        }
+        self.http.server.metrics.in_flight_bytes.fetch_sub((self.bytes - bytes) as i64, Ordering::Relaxed);
+        self.bytes = bytes;
+    }
+}
+
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.permit.take();
         self.http.server.metrics.in_flight_bytes.fetch_sub(self.bytes as i64, Ordering::Relaxed);
     }
 }
+
+/// Bytes of a body without `Content-Length` (chunked) read before it takes permits: most such
+/// bodies (Telegraf's gzip stream of a few thousand points) end within them and take permits
+/// for their length once read, as before. One that goes on reserves `max_body_bytes` (or all of
+/// `max_in_flight_bytes`, if less) before more is read, so the bytes handlers buffer stay within
+/// `max_in_flight_bytes` plus this much per connection (hyper buffers about as much itself).
+const UNCOUNTED_BODY_BYTES: usize = 64 << 10;
 
 fn too_large(limit: usize) -> ApiError {
     ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body exceeds the limit of {limit} bytes"))
@@ -367,12 +410,13 @@ async fn write_body(
         return Err(too_large(limit));
     }
     // With a declared length the permits come before the body is read, so a writer over the
-    // in-flight limit waits with its body still in the socket: TCP backpressure.
+    // in-flight limit waits with its body still in the socket: TCP backpressure. Without one
+    // (chunked), see `UNCOUNTED_BODY_BYTES`.
     let mut in_flight = match declared {
         Some(n) => Some(InFlight::acquire(http, n).await?),
         None => None,
     };
-    let mut raw = Vec::with_capacity(declared.unwrap_or(8192));
+    let mut raw = Vec::with_capacity(declared.unwrap_or(8192).min(limit));
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ApiError::bad_request(format!("cannot read request body: {e}")))?;
         if let Some(data) = frame.data_ref() {
@@ -380,12 +424,22 @@ async fn write_body(
                 drain(body, limit).await;
                 return Err(too_large(limit));
             }
+            if in_flight.is_none() && raw.len() + data.len() > UNCOUNTED_BODY_BYTES {
+                // A body without length that goes on: permits for the most it may grow to, in
+                // one wait holding no others (waits holding some could deadlock), before
+                // reading more. What it does not use is given back once it is read.
+                let reserved = InFlight::acquire(http, limit).await?;
+                raw.reserve_exact(reserved.bytes.saturating_sub(raw.len()));
+                in_flight = Some(reserved);
+            }
             raw.extend_from_slice(data);
         }
     }
     Metrics::add(&http.server.metrics.bytes_received, raw.len() as u64);
-    if in_flight.is_none() {
-        in_flight = Some(InFlight::acquire(http, raw.len()).await?);
+    match in_flight.as_mut() {
+        None => in_flight = Some(InFlight::acquire(http, raw.len()).await?),
+        Some(reserved) if declared.is_none() => reserved.shrink_to(raw.len()),
+        Some(_) => {}
     }
     // The body's text is `text[..text_len]`; a decompressed one lives in a pooled buffer.
     let (text, text_len, pooled) = if gzip {
@@ -420,12 +474,24 @@ async fn write_body(
     if report.points > 0 {
         http.server.throttle_acknowledgement().await;
     }
-    match report.first_error {
-        None => Ok(StatusCode::NO_CONTENT.into_response()),
-        Some(first) => Err(ApiError {
-            line: Some(first.line),
-            ..ApiError::bad_request(format!("partial write: line {}: {} dropped={}", first.line, first.message, report.dropped_lines))
-        }),
+    partial_write_answer(report)
+}
+
+/// 204 when every line was stored, else 400 naming the first bad line and the series limit
+/// that dropped lines, as InfluxDB 1.x words them (`partial write: max-series-per-database
+/// limit exceeded: (N) dropped=K`).
+fn partial_write_answer(report: WriteReport) -> Result<Response, ApiError> {
+    let dropped = report.dropped_lines;
+    match (report.first_error, report.limit_exceeded) {
+        (None, None) => Ok(StatusCode::NO_CONTENT.into_response()),
+        (None, Some(limit)) => Err(ApiError::bad_request(format!("partial write: {limit} dropped={dropped}"))),
+        (Some(first), limit) => {
+            let limit = limit.map_or(String::new(), |limit| format!("; {limit}"));
+            Err(ApiError {
+                line: Some(first.line),
+                ..ApiError::bad_request(format!("partial write: line {}: {}{limit} dropped={dropped}", first.line, first.message))
+            })
+        }
     }
 }
 

@@ -140,6 +140,7 @@ pub(super) fn engine_error_code(error: &EngineError) -> ErrorCode {
         EngineError::PayloadTooLarge { .. } | EngineError::RecordTooLarge { .. } => ErrorCode::PayloadTooLarge,
         EngineError::InvalidSeriesKey(_) => ErrorCode::InvalidSeriesKey,
         EngineError::UnknownSeries(_) => ErrorCode::UnknownSeries,
+        EngineError::SeriesLimit { .. } => ErrorCode::SeriesLimitExceeded,
         _ => ErrorCode::Storage,
     }
 }

@@ -17,6 +17,11 @@
 //! reset). Everything else gets a non-fatal ERROR (naming the transaction, which is rolled back
 //! if it was open) and the connection goes on.
 //!
+//! Hostile clients: before a successful HELLO frames are capped at the longest HELLO and take
+//! no `in_flight_bytes` permits (see `io`), and a connection still without one after
+//! `hello_timeout_ms` is closed. While the reader waits for permits the client's idle and
+//! transaction clocks stop: the server is holding it back, it is not idle.
+//!
 //! This file holds the state machine; `io` the reader and writer tasks, `complete` the handling
 //! of COMPLETE and the completion task.
 
@@ -30,7 +35,7 @@ use super::txlog::TxLog;
 use crate::auth::{AuthError, Scope};
 use crate::state::{ServerState, ShutdownSignal};
 use bytes::Bytes;
-use io::{read_loop, write_loop, Incoming};
+use io::{read_loop, write_loop, HeldBack, Incoming, ReaderLink};
 use sensordb_engine::{SeriesId, SeriesKey, ValueKind};
 use sensordb_protocol::frame::{ErrorCode, Frame, TxId, CHECKED_COMPLETE_VERSION, MIN_VERSION, VERSION};
 use std::collections::HashMap;
@@ -40,7 +45,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 /// Most transactions open at once on one connection.
 pub const MAX_OPEN_TRANSACTIONS: usize = 1024;
@@ -77,6 +82,10 @@ pub struct Connection {
     open: HashMap<TxId, OpenTransaction>,
     open_bytes: u64,
     completing: Arc<Completing>,
+    /// Told to the reader once HELLO succeeded (it reads frames longer than a HELLO only then).
+    authenticated: watch::Sender<bool>,
+    /// Whether the reader waits for byte permits: the client's clocks stop meanwhile.
+    held_back: Arc<HeldBack>,
 }
 
 impl Connection {
@@ -94,6 +103,8 @@ impl Connection {
             open: HashMap::new(),
             open_bytes: 0,
             completing: Arc::new(Completing::default()),
+            authenticated: watch::Sender::new(false),
+            held_back: Arc::new(HeldBack::default()),
         }
     }
 
@@ -125,7 +136,8 @@ impl Connection {
         self.out = Some(out_tx);
         let writer = tokio::spawn(write_loop(write_half, out_rx));
         let (in_tx, in_rx) = mpsc::channel(INCOMING_FRAMES_MAX);
-        let mut reader = tokio::spawn(read_loop(read_half, self.state.clone(), in_tx));
+        let link = ReaderLink { incoming: in_tx, authenticated: self.authenticated.subscribe(), held_back: self.held_back.clone() };
+        let mut reader = tokio::spawn(read_loop(read_half, self.state.clone(), link));
         self.process(in_rx, shutdown).await;
         let state = self.state.clone();
         drop(self);
@@ -172,14 +184,18 @@ impl Connection {
         let config = &self.state.config;
         let tx_timeout = Duration::from_millis(config.transaction_timeout_ms.max(1));
         let idle_timeout = Duration::from_millis(config.idle_timeout_ms.max(1));
+        let hello_timeout_ms = config.hello_timeout_ms.max(1);
+        let hello_deadline = Instant::now() + Duration::from_millis(hello_timeout_ms);
         // Timeouts are checked when the earliest deadline known at the last check comes, and at
         // least every `check_max`. Frames only move deadlines later, and a transaction opened
         // after a check expires after that check's `now + check_max`, so a check is never late.
         // The idle deadline is looked at once nothing is open or completing, so a connection
         // left idle by a completion closes up to `check_max` after its idle timeout. A busy
         // connection is thus woken about once per timeout, not once per period.
+        // While the reader waits for byte permits the server is holding the client back: its
+        // clocks (idle, transactions) stop, and start again from the end of the hold.
         let check_max = tx_timeout.min(idle_timeout);
-        let timer = tokio::time::sleep(check_max);
+        let timer = tokio::time::sleep_until(hello_deadline.min(Instant::now() + check_max).into());
         tokio::pin!(timer);
         // One registration with the shutdown signal for the whole loop.
         let stopping = shutdown.changed();
@@ -206,8 +222,15 @@ impl Connection {
                 },
                 () = &mut timer => {
                     let now = Instant::now();
+                    if self.client_id.is_none() && now >= hello_deadline {
+                        self.state.metrics.native_hello_timeouts.fetch_add(1, Ordering::Relaxed);
+                        self.send(error_frame(ErrorCode::IdleTimeout, true, None, 0,
+                            format!("no successful HELLO within {} ms of connecting: closing", hello_timeout_ms)));
+                        break;
+                    }
+                    let held_back = self.held_back.clone();
                     let expired: Vec<TxId> = self.open.iter()
-                        .filter(|(_, tx)| now.duration_since(tx.last_activity) >= tx_timeout)
+                        .filter(|(_, tx)| held_back.client_clock_from(tx.last_activity).is_some_and(|from| now.duration_since(from) >= tx_timeout))
                         .map(|(id, _)| *id)
                         .collect();
                     for id in expired {
@@ -215,8 +238,11 @@ impl Connection {
                         self.send(error_frame(ErrorCode::TransactionTimeout, false, Some(id), 0,
                             format!("transaction {id} rolled back: no frame for {} ms", tx_timeout.as_millis())));
                     }
+                    // `None` while held back: the client is waiting for the server, not idle.
+                    let idle_from = held_back.client_clock_from(last_frame);
                     let busy = !self.open.is_empty() || !self.completing.is_empty();
-                    if !busy && now.duration_since(last_frame) >= idle_timeout {
+                    if let Some(idle_from) = idle_from.filter(|from| !busy && now.duration_since(*from) >= idle_timeout) {
+                        tracing::debug!(peer = %self.peer, idle_ms = now.duration_since(idle_from).as_millis(), "closing an idle connection");
                         self.state.metrics.connections_closed_idle.fetch_add(1, Ordering::Relaxed);
                         self.send(error_frame(ErrorCode::IdleTimeout, true, None, 0,
                             format!("no frame for {} ms: closing", idle_timeout.as_millis())));
@@ -224,10 +250,15 @@ impl Connection {
                     }
                     let mut next = now + check_max;
                     for tx in self.open.values() {
-                        next = next.min(tx.last_activity + tx_timeout);
+                        if let Some(from) = held_back.client_clock_from(tx.last_activity) {
+                            next = next.min(from + tx_timeout);
+                        }
                     }
-                    if !busy {
-                        next = next.min(last_frame + idle_timeout);
+                    if let Some(from) = idle_from.filter(|_| !busy) {
+                        next = next.min(from + idle_timeout);
+                    }
+                    if self.client_id.is_none() {
+                        next = next.min(hello_deadline);
                     }
                     timer.as_mut().reset(next.into());
                 }
@@ -403,6 +434,7 @@ impl Connection {
         }
         tracing::debug!(peer = %self.peer, client = %client_name, "native handshake");
         self.client_id = Some(client_id);
+        self.authenticated.send_replace(true);
         self.version = version;
         let config = &self.state.config;
         let hello_ok = Frame::HelloOk {

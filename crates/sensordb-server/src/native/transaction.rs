@@ -10,9 +10,11 @@ use sensordb_protocol::points::{Appended, DecodeError, PointsDecoder};
 use std::collections::HashMap;
 use std::time::Instant;
 
-/// Byte permits held for received data, released (and the gauge lowered) when dropped.
+/// Byte permits held for received data, released (and the gauge lowered by `bytes`) when
+/// dropped: the shared pool's (or the handshake pool's, with `bytes` 0) and the connection's own.
 pub struct HeldBytes {
     pub(crate) _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    pub(crate) _connection_permit: Option<tokio::sync::OwnedSemaphorePermit>,
     pub(crate) bytes: usize,
     pub(crate) state: std::sync::Arc<crate::state::ServerState>,
 }
