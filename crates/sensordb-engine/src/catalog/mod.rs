@@ -126,6 +126,18 @@ impl Catalog {
     /// Opens or creates the catalog at `path`. With `sync_on_create`, each new series is fsynced
     /// before `get_or_create` returns.
     pub fn open(fs: &dyn FileSystem, path: &Path, sync_on_create: bool) -> Result<(Catalog, CatalogRecovery)> {
+        Self::open_keeping_cuts(fs, path, sync_on_create, None)
+    }
+
+    /// [`Catalog::open`] that first copies a damaged tail it cuts off into `quarantine` (see
+    /// [`crate::quarantine`]). If that copy fails, the tail is cut anyway: the catalog must
+    /// append after its last good record, so the bytes cannot stay where they are.
+    pub fn open_keeping_cuts(
+        fs: &dyn FileSystem,
+        path: &Path,
+        sync_on_create: bool,
+        quarantine: Option<&crate::quarantine::Quarantine>,
+    ) -> Result<(Catalog, CatalogRecovery)> {
         let io = |e| Error::io(path, e);
         let file = if fs.exists(path) {
             fs.open_rw(path).map_err(io)?
@@ -139,9 +151,16 @@ impl Catalog {
             file
         };
         let bytes = file.read_all().map_err(io)?;
-        let (state, tail, recovery) = Self::parse(path, &bytes)?;
-        if let Some((offset, reason)) = &recovery.truncated_at {
-            tracing::warn!(file = %path.display(), offset, reason = %reason, "catalog tail cut off");
+        let (state, tail, mut recovery) = Self::parse(path, &bytes)?;
+        if let Some((offset, reason)) = &mut recovery.truncated_at {
+            if let Some(quarantine) = quarantine {
+                match quarantine.keep_bytes(fs, path, file.as_ref(), *offset) {
+                    Ok(Some(kept)) => reason.push_str(&format!(" (bytes kept as {})", kept.display())),
+                    Ok(None) => {}
+                    Err(e) => reason.push_str(&format!(" (keeping the cut bytes failed: {e})")),
+                }
+            }
+            tracing::warn!(file = %path.display(), offset = *offset, reason = %reason, "catalog tail cut off");
             file.set_len(*offset).map_err(io)?;
             file.sync_data().map_err(io)?;
         }
