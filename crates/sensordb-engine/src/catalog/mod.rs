@@ -176,6 +176,18 @@ impl Catalog {
         Ok((catalog, recovery))
     }
 
+    /// The first damage in the catalog bytes `bytes` (read from `path`) as opening them would
+    /// find it, without changing anything: (offset, what), or `None` when they are sound.
+    pub fn verify(path: &Path, bytes: &[u8]) -> Option<(u64, String)> {
+        match Self::parse(path, bytes) {
+            Ok((_, _, recovery)) => {
+                recovery.truncated_at.map(|(offset, what)| (offset, format!("{what}; the next start cuts the file here")))
+            }
+            Err(Error::Corruption { offset, detail, .. }) => Some((offset, format!("{detail}; the engine does not start over it"))),
+            Err(other) => Some((0, other.to_string())),
+        }
+    }
+
     fn parse(path: &Path, bytes: &[u8]) -> Result<(State, Tail, CatalogRecovery)> {
         let header = bytes.get(..HEADER_BYTES as usize).ok_or_else(|| Error::corruption(path, 0, "catalog header truncated"))?;
         if &header[..8] != MAGIC || crc32c(&header[..12]).to_le_bytes() != header[12..16] {

@@ -39,6 +39,7 @@ mod commit;
 pub mod format;
 mod log_file;
 mod recovery;
+pub(crate) use recovery::list_files;
 #[cfg(test)]
 mod tests;
 
