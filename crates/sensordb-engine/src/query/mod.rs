@@ -52,6 +52,9 @@ pub struct RangeRead {
     memory_end: usize,
     /// Decoded blocks of recent reads, if the engine keeps them.
     cache: Option<Arc<BlockCache>>,
+    /// Memtable points of a cluster whose blocks could not be read: handed out by the next
+    /// call, so a damaged block never takes points with it that were never in it.
+    deferred: Option<Chunk>,
 }
 
 impl RangeRead {
@@ -60,7 +63,7 @@ impl RangeRead {
         let blocks = if from < to { store.blocks(series, from, to) } else { Vec::new() };
         let memory = merge_sorted_sources(memtables.into_iter().map(|m| Chunk { timestamps: m.timestamps, values: m.values }).collect());
         let memory_end = memory.as_ref().map_or(0, Chunk::len);
-        RangeRead { store, from, to, clusters: clusters(blocks), memory, memory_position: 0, memory_end, cache: None }
+        RangeRead { store, from, to, clusters: clusters(blocks), memory, memory_position: 0, memory_end, cache: None, deferred: None }
     }
 
     /// Reads blocks through `cache`.
@@ -70,6 +73,9 @@ impl RangeRead {
 
     /// The next chunk of points, or `None` at the end.
     pub fn next_chunk(&mut self) -> Option<Result<Chunk>> {
+        if let Some(deferred) = self.deferred.take() {
+            return Some(Ok(deferred));
+        }
         loop {
             let Some(cluster) = self.clusters.front() else {
                 return self.take_memory_before(Timestamp::MAX).map(Ok);
@@ -81,10 +87,17 @@ impl RangeRead {
             }
             let cluster = self.clusters.pop_front().expect("BUG: cluster vanished");
             let memory = self.take_memory_before(cluster_max.saturating_add(1));
-            match self.merge_cluster(&cluster, memory) {
-                Ok(Some(chunk)) => return Some(Ok(chunk)),
-                Ok(None) => {}
-                Err(e) => return Some(Err(e)),
+            match self.read_cluster(&cluster) {
+                Ok(mut sources) => {
+                    sources.extend(memory);
+                    if let Some(chunk) = merge_sorted_sources(sources) {
+                        return Some(Ok(chunk));
+                    }
+                }
+                Err(e) => {
+                    self.deferred = memory;
+                    return Some(Err(e));
+                }
             }
         }
     }
@@ -93,6 +106,9 @@ impl RangeRead {
     /// still ascend), or `None` when every point was handed out. Mixing it with
     /// [`RangeRead::next_chunk`] hands out each point once: the two meet in the middle.
     pub fn next_chunk_back(&mut self) -> Option<Result<Chunk>> {
+        if let Some(deferred) = self.deferred.take() {
+            return Some(Ok(deferred));
+        }
         loop {
             let Some(cluster) = self.clusters.back() else {
                 return self.take_memory_from(Timestamp::MIN).map(Ok);
@@ -104,16 +120,23 @@ impl RangeRead {
             }
             let cluster = self.clusters.pop_back().expect("BUG: cluster vanished");
             let memory = self.take_memory_from(cluster_min);
-            match self.merge_cluster(&cluster, memory) {
-                Ok(Some(chunk)) => return Some(Ok(chunk)),
-                Ok(None) => {}
-                Err(e) => return Some(Err(e)),
+            match self.read_cluster(&cluster) {
+                Ok(mut sources) => {
+                    sources.extend(memory);
+                    if let Some(chunk) = merge_sorted_sources(sources) {
+                        return Some(Ok(chunk));
+                    }
+                }
+                Err(e) => {
+                    self.deferred = memory;
+                    return Some(Err(e));
+                }
             }
         }
     }
 
-    /// The points of one cluster of blocks and the memtable points within its time range.
-    fn merge_cluster(&self, cluster: &[ListedBlock], memory: Option<Chunk>) -> Result<Option<Chunk>> {
+    /// The points of one cluster of blocks, one source per block, clipped to the read's range.
+    fn read_cluster(&self, cluster: &[ListedBlock]) -> Result<Vec<Chunk>> {
         let mut sources = Vec::with_capacity(cluster.len() + 1);
         for listed in cluster {
             match &self.cache {
@@ -127,8 +150,7 @@ impl RangeRead {
                 }
             }
         }
-        sources.extend(memory);
-        Ok(merge_sorted_sources(sources))
+        Ok(sources)
     }
 
     /// Memtable points before `bound` not yet emitted, from the front.
