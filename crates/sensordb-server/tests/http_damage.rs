@@ -69,6 +69,42 @@ async fn points_and_graph_answer_without_a_damaged_block_and_name_it() {
         let clean = get(addr, "/sensordb/points?measurement=m&tag.sensor=s1&from=600").await;
         assert_eq!(clean.status, 200);
         assert!(clean.json().get("damage").is_none() && clean.header("x-sensordb-damage").is_none());
+        let metrics = get(addr, "/metrics").await.text();
+        assert!(metrics.contains("\nsensordb_damaged_blocks_skipped_total 3\n"), "{metrics}");
+        assert!(metrics.contains("\nsensordb_quarantined_files 0\n"), "{metrics}");
+        server.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_segment_with_a_damaged_header_is_set_aside_and_counted_while_the_rest_serves() {
+    bounded(async {
+        let server = TestServer::start(|config| {
+            let options = EngineOptions { durability: Durability::Fsync, segment_bytes_max: 1, ..EngineOptions::default() };
+            let engine = Engine::open(&config.data_dir, options).expect("open");
+            let id = engine.series_id(&SeriesKey::new("m", [("sensor", "s0")], "v").expect("key"), ValueKind::F64).expect("id");
+            for from in [0, 100] {
+                let mut batch = WriteBatch::new();
+                for t in from..from + 100 {
+                    batch.push(id, t, Value::F64(t as f64)).expect("push");
+                }
+                engine.write(&batch).expect("write");
+                engine.flush().expect("one segment per flush");
+            }
+            engine.close().expect("close");
+            let first = config.data_dir.join("segments").join(format!("{:020}.seg", 1));
+            let mut bytes = std::fs::read(&first).expect("read");
+            bytes[8] ^= 0x01;
+            std::fs::write(&first, bytes).expect("write");
+        })
+        .await;
+        let reply = get(server.addr, "/sensordb/points?measurement=m").await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(reply.json()["series"][0]["points"].as_array().expect("points").len(), 100, "the other segment serves");
+        let metrics = get(server.addr, "/metrics").await.text();
+        assert!(metrics.contains("\nsensordb_quarantined_files 1\n"), "{metrics}");
+        assert!(metrics.contains("\nsensordb_recovery_problems 1\n"), "{metrics}");
         server.stop().await;
     })
     .await;

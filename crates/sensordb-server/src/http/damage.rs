@@ -40,6 +40,11 @@ impl Damage {
         }
     }
 
+    /// Damaged blocks left out.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }

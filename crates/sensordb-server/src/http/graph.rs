@@ -92,6 +92,7 @@ pub async fn graph(
         if !damage.is_empty() {
             answer["damage"] = serde_json::Value::from(damage.messages().to_vec());
         }
+        crate::metrics::Metrics::add(&worker.server.metrics.damaged_blocks_skipped, damage.count() as u64);
         Ok((answer.to_string(), damage.header()))
     })
     .await

@@ -115,6 +115,7 @@ pub async fn points(
     if truncated {
         response.headers_mut().insert("X-Sensordb-Truncated", HeaderValue::from_static("true"));
     }
+    crate::metrics::Metrics::add(&http.server.metrics.damaged_blocks_skipped, damage.count() as u64);
     if let Some(damage) = damage.header() {
         response.headers_mut().insert(DAMAGE_HEADER, damage);
     }
