@@ -1,6 +1,7 @@
-//! The engine's on-disk file names and extensions, in one place. Two names live beside the
-//! code that owns their format instead: `databases` (and `databases.tmp` while it is replaced),
-//! written by `reclaim`, and the server's `transactions.log` (and `.tmp`), see docs/FORMAT.md.
+//! The engine's on-disk file names and extensions, in one place. Three names live beside the
+//! code that owns them instead: `quarantine/` (`crate::quarantine`), `databases` (and
+//! `databases.tmp` while it is replaced), written by `reclaim`, and the server's
+//! `transactions.log` (and `.tmp`), see docs/FORMAT.md.
 //!
 //! ```text
 //! <data>/series.catalog            series catalog (append-only)
@@ -10,6 +11,7 @@
 //! <data>/LOCK                      held while an engine has the directory open
 //! <data>/databases                 databases and their retention (reclaim/policy.rs)
 //! <data>/transactions.log          completed native-protocol transaction ids (server)
+//! <data>/quarantine/               damaged files and cut-off bytes set aside (quarantine.rs)
 //! ```
 
 use std::path::{Path, PathBuf};

@@ -2,6 +2,11 @@
 //! reports where the bytes go (headers, timestamp and value columns by encoding, indexes,
 //! padding) and every damaged spot with its file and offset. Backs `sensordb inspect`.
 //!
+//! Every file kind the engine keeps is verified, not only segments: each WAL file (header,
+//! every record's checksum and batch encoding), the series catalog (header, every record, ids
+//! dense), the `databases` file (checksum, syntax); files set aside in the quarantine are
+//! listed. (The server's `transactions.log` is the server's to verify; the CLI adds it.)
+//!
 //! Run it on a directory no engine has open (it does not take the directory lock, but it also
 //! never writes: segments are opened through a read-only view).
 
@@ -49,6 +54,8 @@ pub struct InspectReport {
     pub value_encodings: BTreeMap<u8, EncodingUse>,
     /// Damage: (file, offset, what).
     pub problems: Vec<(PathBuf, u64, String)>,
+    /// Files in the quarantine (damage set aside by an earlier start) and their sizes.
+    pub quarantined: Vec<(PathBuf, u64)>,
 }
 
 impl InspectReport {
@@ -74,7 +81,15 @@ pub fn inspect(fs: std::sync::Arc<dyn FileSystem>, data_dir: &Path) -> Result<In
         for path in fs.list(&wal).map_err(|e| Error::io(&wal, e))? {
             report.wal_bytes += file_bytes(fs, &path);
         }
+        let files = crate::wal::list_files(fs, &wal)?;
+        let last = files.last().map(|(id, _)| *id);
+        for (id, path) in &files {
+            verify_wal_file(fs, *id, path, Some(*id) == last, &mut report.problems)?;
+        }
     }
+    verify_catalog(fs, data_dir, &mut report.problems)?;
+    verify_databases(fs, data_dir, &mut report.problems);
+    report.quarantined = crate::quarantine::quarantined_files(fs, data_dir)?;
     let segments = segment_dir(data_dir);
     if !fs.exists(&segments) {
         return Ok(report);
@@ -137,6 +152,77 @@ pub fn inspect(fs: std::sync::Arc<dyn FileSystem>, data_dir: &Path) -> Result<In
         }
     }
     Ok(report)
+}
+
+/// Damage in one WAL file: its header, every record's framing and checksum, and the encoding
+/// of the batch each record holds.
+fn verify_wal_file(fs: &dyn FileSystem, id: u64, path: &Path, is_last: bool, problems: &mut Vec<(PathBuf, u64, String)>) -> Result<()> {
+    use crate::wal::format::{decode_header, decode_record, header_checksum_matches, HeaderError, RecordStep, HEADER_LEN};
+    let data = fs.open_read(path).and_then(|f| f.read_all()).map_err(|e| Error::io(path, e))?;
+    let mut problem = |offset: u64, what: String| problems.push((path.to_path_buf(), offset, what));
+    match decode_header(&data) {
+        Ok(header) if header.file_id != id => {
+            problem(0, format!("WAL header names file id {}, the file name {id}; the next start sets the file aside", header.file_id));
+            return Ok(());
+        }
+        Ok(_) => {}
+        Err(HeaderError::UnsupportedVersion(found)) if header_checksum_matches(&data) => {
+            problem(0, format!("WAL file of format version {found}, written by a newer build; this build does not start over it"));
+            return Ok(());
+        }
+        Err(_) if is_last && (data.len() < HEADER_LEN || data.iter().all(|&b| b == 0)) => {
+            problem(0, "newest WAL file was never written (a crash while creating it); the next start removes it".into());
+            return Ok(());
+        }
+        Err(e) => {
+            problem(0, format!("damaged WAL header: {e}; the next start sets the file aside"));
+            return Ok(());
+        }
+    }
+    let mut offset = HEADER_LEN;
+    loop {
+        match decode_record(&data, offset) {
+            RecordStep::Record { payload, next } => {
+                if let Err(what) = crate::batch::WriteBatch::decode_with_marks(payload) {
+                    problem(offset as u64, format!("WAL record with a sound checksum holds an undecodable batch: {what}"));
+                }
+                offset = next;
+            }
+            RecordStep::End | RecordStep::ZeroTail => return Ok(()),
+            RecordStep::Bad { reason } => {
+                let fate = if is_last { "the next start cuts the file here" } else { "the next start skips the rest of the file" };
+                problem(offset as u64, format!("damaged WAL record: {reason}; {fate} (keeping the bytes in quarantine)"));
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Damage in the series catalog, and a missing catalog beside stored data.
+fn verify_catalog(fs: &dyn FileSystem, data_dir: &Path, problems: &mut Vec<(PathBuf, u64, String)>) -> Result<()> {
+    let path = catalog_path(data_dir);
+    if !fs.exists(&path) {
+        if fs.exists(&segment_dir(data_dir)) || fs.exists(&wal_dir(data_dir)) {
+            problems.push((path, 0, "series catalog missing beside stored data".into()));
+        }
+        return Ok(());
+    }
+    let bytes = fs.open_read(&path).and_then(|f| f.read_all()).map_err(|e| Error::io(&path, e))?;
+    if let Some((offset, what)) = crate::catalog::Catalog::verify(&path, &bytes) {
+        problems.push((path, offset, what));
+    }
+    Ok(())
+}
+
+/// Damage in the `databases` file (retention of each database), which the engine refuses to
+/// start over.
+fn verify_databases(fs: &dyn FileSystem, data_dir: &Path, problems: &mut Vec<(PathBuf, u64, String)>) {
+    let path = data_dir.join(crate::reclaim::policy::DATABASES_FILE);
+    match crate::reclaim::policy::Databases::load(fs, &path) {
+        Ok(_) => {}
+        Err(Error::Corruption { path, offset, detail }) => problems.push((path, offset, detail)),
+        Err(other) => problems.push((path, 0, other.to_string())),
+    }
 }
 
 /// A view of a file system that refuses every change, so inspection cannot repair or cut files.

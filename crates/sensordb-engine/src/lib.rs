@@ -20,6 +20,8 @@
 //! - [`store`]: the [`store::BlockStore`] trait that hides where sealed blocks live, with the
 //!   types a backend outside the crate needs to implement it.
 //! - [`inspect`]: offline inspection of a data directory (`sensordb inspect`).
+//! - [`quarantine`]: where start-up sets damaged files and cut bytes aside
+//!   ([`Engine::quarantined_files`] lists them).
 //!
 //! A hidden `test_support` module gives the fuzz targets, benchmarks and integration tests the
 //! few internals they drive directly; it is not API.
@@ -68,6 +70,7 @@ pub mod inspect;
 mod mark;
 mod memtable;
 mod model;
+pub mod quarantine;
 mod query;
 mod reclaim;
 mod retry;

@@ -30,6 +30,8 @@ pub struct Metrics {
     pub write_latency_count: AtomicU64,
     /// Total delay imposed on writers by throttling, microseconds.
     pub throttle_delay_us: AtomicU64,
+    /// Damaged blocks left out of read answers (each named in its answer).
+    pub damaged_blocks_skipped: AtomicU64,
 }
 
 impl Metrics {
@@ -133,6 +135,33 @@ impl Metrics {
             "counter",
             "Compaction attempts that failed; retried with a growing pause.",
             stats.compaction_failures.to_string(),
+        );
+        // Damage: what start-up set aside (still there until the operator removes it), what it
+        // repaired, and what reads stepped over.
+        let quarantined = engine.quarantined_files().unwrap_or_default();
+        metric(
+            "sensordb_quarantined_files",
+            "gauge",
+            "Files in <data>/quarantine: damaged files and cut-off bytes set aside by start-up (sensordb inspect lists them).",
+            quarantined.len().to_string(),
+        );
+        metric(
+            "sensordb_quarantined_bytes",
+            "gauge",
+            "Bytes in <data>/quarantine.",
+            quarantined.iter().map(|(_, bytes)| bytes).sum::<u64>().to_string(),
+        );
+        metric(
+            "sensordb_recovery_problems",
+            "gauge",
+            "Damaged spots the last start found and worked around (each logged with file and offset).",
+            engine.recovery().problems.len().to_string(),
+        );
+        metric(
+            "sensordb_damaged_blocks_skipped_total",
+            "counter",
+            "Damaged blocks left out of read answers (each answer names what it left out).",
+            load(&self.damaged_blocks_skipped),
         );
         let reclaim = engine.reclaim_stats();
         let f = |x: f64| if x.is_finite() { format!("{x:.6}") } else { "+Inf".to_string() };

@@ -111,6 +111,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     for (file, offset, what) in &recovery.problems {
         say!("sensordb: repaired {} at offset {offset}: {what}", file.display());
     }
+    let quarantined = engine.quarantined_files().unwrap_or_default();
+    if !quarantined.is_empty() {
+        say!(
+            "sensordb: {} files in {}: damage set aside by this or an earlier start; `sensordb inspect` lists them, remove them once looked at",
+            quarantined.len(),
+            sensordb_engine::quarantine::quarantine_dir(&config.data_dir).display()
+        );
+    }
     if args.demo {
         demo(&engine)?;
     }

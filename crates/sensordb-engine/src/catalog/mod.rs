@@ -145,6 +145,18 @@ impl Catalog {
     /// Opens or creates the catalog at `path`. With `sync_on_create`, each new series is fsynced
     /// before `get_or_create` returns.
     pub fn open(fs: &dyn FileSystem, path: &Path, sync_on_create: bool) -> Result<(Catalog, CatalogRecovery)> {
+        Self::open_keeping_cuts(fs, path, sync_on_create, None)
+    }
+
+    /// [`Catalog::open`] that first copies a damaged tail it cuts off into `quarantine` (see
+    /// [`crate::quarantine`]). If that copy fails, the tail is cut anyway: the catalog must
+    /// append after its last good record, so the bytes cannot stay where they are.
+    pub fn open_keeping_cuts(
+        fs: &dyn FileSystem,
+        path: &Path,
+        sync_on_create: bool,
+        quarantine: Option<&crate::quarantine::Quarantine>,
+    ) -> Result<(Catalog, CatalogRecovery)> {
         let io = |e| Error::io(path, e);
         let file = if fs.exists(path) {
             fs.open_rw(path).map_err(io)?
@@ -158,9 +170,16 @@ impl Catalog {
             file
         };
         let bytes = file.read_all().map_err(io)?;
-        let (state, tail, recovery) = Self::parse(path, &bytes)?;
-        if let Some((offset, reason)) = &recovery.truncated_at {
-            tracing::warn!(file = %path.display(), offset, reason = %reason, "catalog tail cut off");
+        let (state, tail, mut recovery) = Self::parse(path, &bytes)?;
+        if let Some((offset, reason)) = &mut recovery.truncated_at {
+            if let Some(quarantine) = quarantine {
+                match quarantine.keep_bytes(fs, path, file.as_ref(), *offset) {
+                    Ok(Some(kept)) => reason.push_str(&format!(" (bytes kept as {})", kept.display())),
+                    Ok(None) => {}
+                    Err(e) => reason.push_str(&format!(" (keeping the cut bytes failed: {e})")),
+                }
+            }
+            tracing::warn!(file = %path.display(), offset = *offset, reason = %reason, "catalog tail cut off");
             file.set_len(*offset).map_err(io)?;
             file.sync_data().map_err(io)?;
         }
@@ -175,6 +194,18 @@ impl Catalog {
             series_per_database_max: AtomicUsize::new(usize::MAX),
         };
         Ok((catalog, recovery))
+    }
+
+    /// The first damage in the catalog bytes `bytes` (read from `path`) as opening them would
+    /// find it, without changing anything: (offset, what), or `None` when they are sound.
+    pub fn verify(path: &Path, bytes: &[u8]) -> Option<(u64, String)> {
+        match Self::parse(path, bytes) {
+            Ok((_, _, recovery)) => {
+                recovery.truncated_at.map(|(offset, what)| (offset, format!("{what}; the next start cuts the file here")))
+            }
+            Err(Error::Corruption { offset, detail, .. }) => Some((offset, format!("{detail}; the engine does not start over it"))),
+            Err(other) => Some((0, other.to_string())),
+        }
     }
 
     fn parse(path: &Path, bytes: &[u8]) -> Result<(State, Tail, CatalogRecovery)> {

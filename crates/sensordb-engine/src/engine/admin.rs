@@ -70,6 +70,13 @@ impl Engine {
         Ok(deleted)
     }
 
+    /// The files in the quarantine (`<data>/quarantine`) with their sizes: damaged files and
+    /// cut-off bytes that start-up set aside, this time or before, until the operator removes
+    /// them (see [`crate::quarantine`]).
+    pub fn quarantined_files(&self) -> Result<Vec<(std::path::PathBuf, u64)>> {
+        crate::quarantine::quarantined_files(self.inner.options.fs.as_ref(), &self.inner.data_dir)
+    }
+
     pub fn stats(&self) -> EngineStats {
         let inner = &self.inner;
         let memtables = inner.memtables.read();

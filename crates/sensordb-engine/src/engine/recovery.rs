@@ -12,6 +12,7 @@ use crate::fs::FileSystem;
 use crate::mark::TxMark;
 use crate::memtable::Memtable;
 use crate::model::{SeriesId, SeriesKey, ValueKind};
+use crate::quarantine::Quarantine;
 use crate::store::{BlockStore, SegmentStore, SegmentStoreOptions};
 use crate::wal::{Durability, Wal, WalOptions};
 use std::path::{Path, PathBuf};
@@ -27,7 +28,8 @@ pub struct RecoveryReport {
     pub points_replayed: u64,
     /// Completion marks found in the replayed records (see [`crate::mark`]).
     pub marks_replayed: u64,
-    /// Every damaged spot worked around: (file, offset, what).
+    /// Every damaged spot worked around: (file, offset, what). What was set aside says where
+    /// it went in the quarantine (`<data>/quarantine`, see [`crate::quarantine`]).
     pub problems: Vec<(PathBuf, u64, String)>,
     pub duration: Duration,
 }
@@ -57,8 +59,10 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<A
     fs.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let lock = DirectoryLock::acquire(dir)?;
     let mut report = RecoveryReport::default();
+    let quarantine = Quarantine::new(dir, options.durability != Durability::None);
 
-    let (catalog, catalog_recovery) = Catalog::open(fs.as_ref(), &catalog_path(dir), options.durability == Durability::Fsync)?;
+    let (catalog, catalog_recovery) =
+        Catalog::open_keeping_cuts(fs.as_ref(), &catalog_path(dir), options.durability == Durability::Fsync, Some(&quarantine))?;
     if let Some((offset, what)) = catalog_recovery.truncated_at {
         report.problems.push((catalog_path(dir), offset, what));
     }
@@ -75,6 +79,14 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<A
             let (store, store_recovery) = SegmentStore::open(fs.clone(), &segment_dir(dir), store_options)?;
             report.segments = store_recovery.segments;
             report.problems.extend(store_recovery.problems);
+            for (path, offset, what) in store_recovery.unreadable {
+                // The rest serves; the damaged file goes where the operator can look at it.
+                let outcome = match quarantine.set_aside(fs.as_ref(), &path) {
+                    Ok(target) => format!("segment set aside as {}", target.display()),
+                    Err(e) => format!("segment left out where it is; setting it aside failed: {e}"),
+                };
+                report.problems.push((path, offset, format!("{what}; {outcome}")));
+            }
             Arc::new(store)
         }
     };
@@ -90,8 +102,12 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<A
         None
     } else {
         remove_covered_wal_files(fs.as_ref(), &wal_dir, wal_checkpoint)?;
-        let wal_options =
-            WalOptions { durability: options.durability, file_bytes_max: options.wal_file_bytes_max, ..WalOptions::default() };
+        let wal_options = WalOptions {
+            durability: options.durability,
+            file_bytes_max: options.wal_file_bytes_max,
+            quarantine: Some(quarantine.clone()),
+            ..WalOptions::default()
+        };
         let catalog_file = catalog_path(dir);
         let mut replay = |record: &[u8]| -> Result<()> {
             let (batch, record_marks) = WriteBatch::decode_with_marks(record)

@@ -95,6 +95,9 @@ pub struct RangeRead {
     memory_end: usize,
     /// Decoded blocks of recent reads, if the engine keeps them.
     cache: Option<Arc<BlockCache>>,
+    /// Memtable points of a cluster whose blocks could not be read: handed out by the next
+    /// call, so a damaged block never takes points with it that were never in it.
+    deferred: Option<Chunk>,
 }
 
 impl RangeRead {
@@ -103,7 +106,7 @@ impl RangeRead {
         let blocks = if from < to { store.blocks(series, from, to) } else { Vec::new() };
         let memory = merge_sorted_sources(memtables.into_iter().map(|m| Chunk { timestamps: m.timestamps, values: m.values }).collect());
         let memory_end = memory.as_ref().map_or(0, Chunk::len);
-        RangeRead { store, from, to, clusters: clusters(blocks), memory, memory_position: 0, memory_end, cache: None }
+        RangeRead { store, from, to, clusters: clusters(blocks), memory, memory_position: 0, memory_end, cache: None, deferred: None }
     }
 
     /// Reads blocks through `cache`.
@@ -118,6 +121,9 @@ impl RangeRead {
 
     /// [`RangeRead::next_chunk`], a cached block's points lent instead of copied.
     pub fn next_view(&mut self) -> Option<Result<ChunkView>> {
+        if let Some(deferred) = self.deferred.take() {
+            return Some(Ok(ChunkView::owned(deferred)));
+        }
         loop {
             let Some(cluster) = self.clusters.front() else {
                 return self.take_memory_before(Timestamp::MAX).map(|c| Ok(ChunkView::owned(c)));
@@ -129,10 +135,8 @@ impl RangeRead {
             }
             let cluster = self.clusters.pop_front().expect("BUG: cluster vanished");
             let memory = self.take_memory_before(cluster_max.saturating_add(1));
-            match self.merge_cluster(&cluster, memory) {
-                Ok(Some(chunk)) => return Some(Ok(chunk)),
-                Ok(None) => {}
-                Err(e) => return Some(Err(e)),
+            if let Some(view) = self.merge_cluster(&cluster, memory) {
+                return Some(view);
             }
         }
     }
@@ -146,6 +150,9 @@ impl RangeRead {
 
     /// [`RangeRead::next_chunk_back`], a cached block's points lent instead of copied.
     pub fn next_view_back(&mut self) -> Option<Result<ChunkView>> {
+        if let Some(deferred) = self.deferred.take() {
+            return Some(Ok(ChunkView::owned(deferred)));
+        }
         loop {
             let Some(cluster) = self.clusters.back() else {
                 return self.take_memory_from(Timestamp::MIN).map(|c| Ok(ChunkView::owned(c)));
@@ -157,23 +164,39 @@ impl RangeRead {
             }
             let cluster = self.clusters.pop_back().expect("BUG: cluster vanished");
             let memory = self.take_memory_from(cluster_min);
-            match self.merge_cluster(&cluster, memory) {
-                Ok(Some(chunk)) => return Some(Ok(chunk)),
-                Ok(None) => {}
-                Err(e) => return Some(Err(e)),
+            if let Some(view) = self.merge_cluster(&cluster, memory) {
+                return Some(view);
             }
         }
     }
 
-    /// The points of one cluster merged with the memtable points among them. A lone cached
-    /// block without memtable points is lent as it is.
-    fn merge_cluster(&self, cluster: &[ListedBlock], memory: Option<Chunk>) -> Result<Option<ChunkView>> {
+    /// The points of one cluster merged with the memtable points among them (`None` when there
+    /// are none). A lone cached block without memtable points is lent as it is. When a block
+    /// cannot be read, the memtable points wait for the next call.
+    fn merge_cluster(&mut self, cluster: &[ListedBlock], memory: Option<Chunk>) -> Option<Result<ChunkView>> {
         if let (Some(cache), [listed], None) = (&self.cache, cluster, &memory) {
-            let block = cache.get_or_read(listed, || self.store.read_block(listed))?;
+            let block = match cache.get_or_read(listed, || self.store.read_block(listed)) {
+                Ok(block) => block,
+                Err(e) => return Some(Err(e)),
+            };
             let start = block.timestamps.partition_point(|&t| t < self.from);
             let end = block.timestamps.partition_point(|&t| t < self.to);
-            return Ok((start < end).then_some(ChunkView(View::Shared { block, range: start..end })));
+            return (start < end).then_some(Ok(ChunkView(View::Shared { block, range: start..end })));
         }
+        match self.read_cluster(cluster) {
+            Ok(mut sources) => {
+                sources.extend(memory);
+                merge_sorted_sources(sources).map(|chunk| Ok(ChunkView::owned(chunk)))
+            }
+            Err(e) => {
+                self.deferred = memory;
+                Some(Err(e))
+            }
+        }
+    }
+
+    /// The points of one cluster of blocks, one source per block, clipped to the read's range.
+    fn read_cluster(&self, cluster: &[ListedBlock]) -> Result<Vec<Chunk>> {
         let mut sources = Vec::with_capacity(cluster.len() + 1);
         for listed in cluster {
             match &self.cache {
@@ -187,8 +210,7 @@ impl RangeRead {
                 }
             }
         }
-        sources.extend(memory);
-        Ok(merge_sorted_sources(sources).map(ChunkView::owned))
+        Ok(sources)
     }
 
     /// Memtable points before `bound` not yet emitted, from the front.

@@ -226,7 +226,7 @@ pub struct Reclaimer {
 impl Reclaimer {
     pub fn open(fs: &dyn FileSystem, data_dir: &Path, options: ReclaimOptions) -> Result<Reclaimer> {
         options.validate().map_err(crate::error::Error::InvalidOptions)?;
-        let databases_path = data_dir.join("databases");
+        let databases_path = data_dir.join(policy::DATABASES_FILE);
         let databases = Databases::load(fs, &databases_path)?;
         Ok(Reclaimer {
             throttle: Throttle::new(options.throttle_low, options.throttle_high),

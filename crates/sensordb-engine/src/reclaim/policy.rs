@@ -12,6 +12,9 @@
 //! ```
 
 use crate::checksum::crc32c;
+
+/// The file's name in the data directory.
+pub const DATABASES_FILE: &str = "databases";
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::model::SeriesKey;

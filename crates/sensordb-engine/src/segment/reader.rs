@@ -87,13 +87,15 @@ fn check_file_header(scan: &SegmentScan, path: &Path) -> Result<()> {
     if &header[0..8] != FILE_MAGIC {
         return Err(Error::corruption(path, 0, "not a segment file (bad magic)"));
     }
-    let version = u16::from_le_bytes([header[8], header[9]]);
-    if version != SEGMENT_FORMAT_VERSION {
-        return Err(Error::UnsupportedVersion { path: path.into(), found: version, supported: SEGMENT_FORMAT_VERSION });
-    }
+    // The checksum before the version: a version with a matching checksum is a file of a newer
+    // build (refused, never touched), a version without one is damage (the file is set aside).
     let stored = u32::from_le_bytes(header[28..32].try_into().expect("4 bytes"));
     if stored != crc32c(&header[..28]) {
         return Err(Error::corruption(path, 0, "segment header checksum mismatch"));
+    }
+    let version = u16::from_le_bytes([header[8], header[9]]);
+    if version != SEGMENT_FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion { path: path.into(), found: version, supported: SEGMENT_FORMAT_VERSION });
     }
     let id = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
     if id != scan.id {

@@ -48,6 +48,9 @@ pub struct StoreRecovery {
     pub wal_checkpoint: u64,
     /// Damage found and worked around: (file, offset, what).
     pub problems: Vec<(PathBuf, u64, String)>,
+    /// Segment files left out because their file header is damaged: (file, offset, what). They
+    /// are still in the directory, not indexed; the engine moves them into its quarantine.
+    pub unreadable: Vec<(PathBuf, u64, String)>,
     pub segments: usize,
 }
 
@@ -146,7 +149,16 @@ impl SegmentStore {
             }
             let Some(id) = parse_numbered_file(&path, SEGMENT_EXTENSION) else { continue };
             next_id = next_id.max(id + 1);
-            scans.push(scan_segment(fs.as_ref(), &path)?);
+            match scan_segment(fs.as_ref(), &path) {
+                Ok(scan) => scans.push(scan),
+                // A damaged file header: the file is left out (its owner sets it aside) and
+                // every other segment serves. A newer build's file or an I/O error still fails.
+                Err(Error::Corruption { path, offset, detail }) => {
+                    tracing::error!(file = %path.display(), offset, problem = %detail, "segment left out: damaged file header");
+                    recovery.unreadable.push((path, offset, detail));
+                }
+                Err(e) => return Err(e),
+            }
         }
         // Inputs of a completed compaction that a crash left behind hold nothing the output
         // does not: remove them before they are indexed.

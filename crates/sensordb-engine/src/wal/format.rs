@@ -140,6 +140,13 @@ pub fn decode_header(bytes: &[u8]) -> Result<FileHeader, HeaderError> {
     Ok(FileHeader { version, file_id })
 }
 
+/// True when the checksum at bytes 20..24 matches bytes 0..20, whatever the version says. Every
+/// version keeps this: it tells a file of a newer build (an unknown version under a matching
+/// checksum, which recovery refuses to touch) from a damaged version field (which it sets aside).
+pub fn header_checksum_matches(bytes: &[u8]) -> bool {
+    bytes.len() >= HEADER_LEN && read_u32(bytes, 20) == crc32c::crc32c(&bytes[0..20])
+}
+
 // Record, 8 + len bytes, little-endian, records back to back after the file header:
 //
 //   0          4          8                    8 + len

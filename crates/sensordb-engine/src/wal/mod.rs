@@ -42,6 +42,7 @@ mod commit;
 pub mod format;
 mod log_file;
 mod recovery;
+pub(crate) use recovery::list_files;
 #[cfg(test)]
 mod tests;
 
@@ -88,11 +89,21 @@ pub struct WalOptions {
     pub record_bytes_max: usize,
     /// Appended bytes not yet written to the OS; `append` waits while more are pending.
     pub pending_bytes_max: usize,
+    /// Where recovery sets aside files with a damaged header and keeps the bytes it cuts off a
+    /// damaged tail (see `recovery`). Without one, such files are skipped where they lie and
+    /// cut tails are dropped.
+    pub quarantine: Option<crate::quarantine::Quarantine>,
 }
 
 impl Default for WalOptions {
     fn default() -> Self {
-        WalOptions { durability: Durability::Fsync, file_bytes_max: 64 << 20, record_bytes_max: 64 << 20, pending_bytes_max: 16 << 20 }
+        WalOptions {
+            durability: Durability::Fsync,
+            file_bytes_max: 64 << 20,
+            record_bytes_max: 64 << 20,
+            pending_bytes_max: 16 << 20,
+            quarantine: None,
+        }
     }
 }
 
@@ -141,7 +152,8 @@ impl Wal {
     /// Damaged files are repaired or skipped as `recovery` describes and listed in
     /// [`WalRecovery::truncated`]. New appends go to a new file. Fails with
     /// [`Error::UnsupportedVersion`] (before replaying anything) if a file has a version this
-    /// build cannot read, and with the callback's error if `replay` fails.
+    /// build cannot read under an intact header checksum (a newer build's file; an unknown
+    /// version under a bad checksum is damage), and with the callback's error if `replay` fails.
     pub fn open(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
@@ -158,7 +170,7 @@ impl Wal {
             };
             fs.sync_dir(parent).map_err(|e| Error::io(parent, e))?;
         }
-        let (mut recovery, last_file_id) = recovery::recover(&*fs, dir, replay)?;
+        let (mut recovery, last_file_id) = recovery::recover(&*fs, dir, options.quarantine.as_ref(), replay)?;
         let file_id = last_file_id.checked_add(1).ok_or_else(|| Error::corruption(dir, 0, "log file ids exhausted"))?;
         let active = match log_file::create(&*fs, dir, file_id, sync) {
             Ok(active) => active,

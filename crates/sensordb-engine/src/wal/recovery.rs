@@ -3,9 +3,16 @@
 //! This module owns the decisions about damaged files. The rules (also in `docs/format/wal.md`):
 //!
 //! - Files are replayed in id order; within a file, records in file order.
-//! - A header with an unknown version stops recovery with [`Error::UnsupportedVersion`] before
-//!   any record is replayed (all headers are checked first): the file may be perfectly good data
-//!   of a newer build, and cutting it off would destroy it.
+//! - A header with an unknown version under a matching header checksum stops recovery with
+//!   [`Error::UnsupportedVersion`] before any record is replayed (all headers are checked
+//!   first): the file is perfectly good data of a newer build, and cutting it off would destroy
+//!   it. An unknown version under a checksum that does not match is damage (a flipped bit in
+//!   the version field), handled like any other bad header below.
+//! - **Quarantine** (when the options name one, as the engine's always do): a file with a bad
+//!   header is moved there whole, and bytes given up on (a cut tail, the skipped rest of an
+//!   older file, which goes with the file at the next trim) are copied there first, so the
+//!   evidence outlives the repair. If the copy fails (a full disk), the last file is not cut:
+//!   no record is ever appended to it again, so its damaged tail is harmless where it is.
 //! - **Last file**, the only one a crash can leave half-written: a torn or corrupt record (bad
 //!   length, bad checksum, short record, garbage) ends the replay of that file; the file is
 //!   truncated right after the last intact record, the truncation is synced, and the cut is
@@ -19,7 +26,7 @@
 //!   time series are idempotent per timestamp, so a gap loses those points without corrupting
 //!   others.
 //! - A bad header (bad magic, bad checksum, file id that does not match the name) is reported
-//!   at offset 0 and the whole file is skipped.
+//!   at offset 0 and the whole file is skipped (set aside into the quarantine, if there is one).
 //! - A last file that holds nothing at all (shorter than a header, or all zeros) is one whose
 //!   creation a crash interrupted: records are written only after the header, so it never held
 //!   an acknowledged record. It is reported and removed first, and the file before it is then
@@ -36,6 +43,7 @@ use super::WalRecovery;
 use crate::error::{Error, Result};
 use crate::filenames::{parse_numbered_file, WAL_EXTENSION};
 use crate::fs::FileSystem;
+use crate::quarantine::Quarantine;
 use std::path::{Path, PathBuf};
 
 /// The log files in `dir`, by ascending id. Other names are ignored.
@@ -52,7 +60,12 @@ pub(crate) fn list_files(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<(u64, Pa
 
 /// Replays every intact record of the log files in `dir` through `replay`, repairs the last
 /// file, and returns what it found plus the largest file id seen (0 when there is none).
-pub(crate) fn recover(fs: &dyn FileSystem, dir: &Path, replay: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<(WalRecovery, u64)> {
+pub(crate) fn recover(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    quarantine: Option<&Quarantine>,
+    replay: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<(WalRecovery, u64)> {
     let mut files = list_files(fs, dir)?;
     check_versions(fs, &files)?;
     let max_id = files.last().map_or(0, |(id, _)| *id);
@@ -68,7 +81,8 @@ pub(crate) fn recover(fs: &dyn FileSystem, dir: &Path, replay: &mut dyn FnMut(&[
     }
     let last_index = files.len().checked_sub(1);
     for (index, (id, path)) in files.iter().enumerate() {
-        replay_file(fs, *id, path, Some(index) == last_index, replay, &mut recovery)?;
+        let file = WalFile { id: *id, path, is_last: Some(index) == last_index };
+        replay_file(fs, &file, quarantine, replay, &mut recovery)?;
     }
     Ok((recovery, max_id))
 }
@@ -86,13 +100,17 @@ fn unfinished_file(fs: &dyn FileSystem, path: &Path) -> Result<Option<String>> {
     }
 }
 
-/// Fails with [`Error::UnsupportedVersion`] if any file carries a version this build cannot read.
+/// Fails with [`Error::UnsupportedVersion`] if any file carries a version this build cannot read
+/// under a matching header checksum (a newer build's file, not damage).
 fn check_versions(fs: &dyn FileSystem, files: &[(u64, PathBuf)]) -> Result<()> {
     for (_, path) in files {
         let file = fs.open_read(path).map_err(|e| Error::io(path, e))?;
         let len = file.len().map_err(|e| Error::io(path, e))?;
         let mut bytes = vec![0u8; HEADER_LEN.min(usize::try_from(len).unwrap_or(HEADER_LEN))];
         file.read_exact_at(&mut bytes, 0).map_err(|e| Error::io(path, e))?;
+        if !format::header_checksum_matches(&bytes) {
+            continue;
+        }
         if let Err(HeaderError::UnsupportedVersion(found)) = format::decode_header(&bytes) {
             return Err(Error::UnsupportedVersion { path: path.clone(), found, supported: format::FormatVersion::CURRENT as u16 });
         }
@@ -100,14 +118,22 @@ fn check_versions(fs: &dyn FileSystem, files: &[(u64, PathBuf)]) -> Result<()> {
     Ok(())
 }
 
+/// One log file as recovery meets it.
+struct WalFile<'a> {
+    id: u64,
+    path: &'a Path,
+    /// The newest file, the only one a crash can leave half-written: its damaged tail is cut.
+    is_last: bool,
+}
+
 fn replay_file(
     fs: &dyn FileSystem,
-    id: u64,
-    path: &Path,
-    is_last: bool,
+    wal_file: &WalFile<'_>,
+    quarantine: Option<&Quarantine>,
     replay: &mut dyn FnMut(&[u8]) -> Result<()>,
     recovery: &mut WalRecovery,
 ) -> Result<()> {
+    let (id, path, is_last) = (wal_file.id, wal_file.path, wal_file.is_last);
     // The whole file is read at once: files are bounded by `file_bytes_max` plus one group.
     let file = if is_last { fs.open_rw(path) } else { fs.open_read(path) }.map_err(|e| Error::io(path, e))?;
     let data = file.read_all().map_err(|e| Error::io(path, e))?;
@@ -115,10 +141,20 @@ fn replay_file(
     let header_error = match format::decode_header(&data) {
         Ok(header) if header.file_id != id => Some(format!("file header names file id {}, the file name {id}", header.file_id)),
         Ok(_) => None,
+        // Only reached under a bad checksum (`check_versions` refused the others): damage.
+        Err(HeaderError::UnsupportedVersion(found)) => Some(format!("damaged file header: version {found} under a bad header checksum")),
         Err(error) => Some(error.to_string()),
     };
     if let Some(reason) = header_error {
-        report(recovery, path, 0, format!("{reason}; file skipped"));
+        drop(file);
+        let outcome = match quarantine {
+            Some(quarantine) => match quarantine.set_aside(fs, path) {
+                Ok(target) => format!("file set aside as {}", target.display()),
+                Err(e) => format!("file skipped; setting it aside failed: {e}"),
+            },
+            None => "file skipped".to_string(),
+        };
+        report(recovery, path, 0, format!("{reason}; {outcome}"));
         return Ok(());
     }
 
@@ -134,12 +170,23 @@ fn replay_file(
             RecordStep::End | RecordStep::ZeroTail => return Ok(()),
             RecordStep::Bad { reason } => {
                 let offset = offset as u64;
-                if is_last {
-                    report(recovery, path, offset, format!("{reason}; file truncated"));
-                    file.set_len(offset).map_err(|e| Error::io(path, e))?;
-                    file.sync_data().map_err(|e| Error::io(path, e))?;
-                } else {
-                    report(recovery, path, offset, format!("{reason}; rest of file skipped"));
+                let kept = match quarantine.map(|q| q.keep_bytes(fs, path, file.as_ref(), offset)) {
+                    None => Ok(String::new()),
+                    Some(Ok(Some(target))) => Ok(format!(" (bytes kept as {})", target.display())),
+                    Some(Ok(None)) => Ok(String::new()),
+                    Some(Err(e)) => Err(e),
+                };
+                match (is_last, kept) {
+                    (true, Ok(kept)) => {
+                        report(recovery, path, offset, format!("{reason}; file truncated{kept}"));
+                        file.set_len(offset).map_err(|e| Error::io(path, e))?;
+                        file.sync_data().map_err(|e| Error::io(path, e))?;
+                    }
+                    // Nothing is ever appended to a recovered file, so a tail that could not be
+                    // kept is left where it is rather than destroyed.
+                    (true, Err(e)) => report(recovery, path, offset, format!("{reason}; file left uncut, keeping its tail failed: {e}")),
+                    (false, Ok(kept)) => report(recovery, path, offset, format!("{reason}; rest of file skipped{kept}")),
+                    (false, Err(e)) => report(recovery, path, offset, format!("{reason}; rest of file skipped, keeping it failed: {e}")),
                 }
                 return Ok(());
             }

@@ -6,8 +6,10 @@
 //! in nanoseconds or RFC 3339, `[from, to]` inclusive (default: the last hour), `width` 1 to
 //! 10,000 (default 1,000). Answers `{"series":[{"key":"m,t=v f","tags":{...},"points":[[ms,
 //! value],...]}]}` with times in milliseconds (what JavaScript numbers hold exactly) and at most
-//! 1,000 series.
+//! 1,000 series. A damaged block is left out and the rest drawn: the JSON then carries
+//! `"damage":[messages]` and the header `X-Sensordb-Damage` (see [`super::damage`]).
 
+use super::damage::{Damage, DAMAGE_HEADER};
 use super::influxql::engine_storage::with_slice;
 use super::query::parse_time;
 use super::{json_response, v1_token, ApiError, HttpState};
@@ -15,7 +17,7 @@ use crate::auth::Scope;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use sensordb_engine::{SeriesId, ValueColumn};
+use sensordb_engine::{SeriesEntry, ValueColumn};
 use sensordb_query::m4::M4;
 use std::sync::Arc;
 
@@ -58,7 +60,7 @@ pub async fn graph(
         params.iter().filter_map(|(k, v)| k.strip_prefix("tag.").map(|k| (k.to_string(), v.clone()))).collect();
     let _turn = http.queries.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("server is shutting down"))?;
     let worker = http.clone();
-    let body = tokio::task::spawn_blocking(move || -> Result<String, ApiError> {
+    let body = tokio::task::spawn_blocking(move || -> Result<(String, Option<axum::http::HeaderValue>), ApiError> {
         let filter: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let mut entries = worker.server.engine.select_series(Some(&database), Some(&measurement), &filter);
         entries.retain(|e| e.key.field() == field);
@@ -70,8 +72,9 @@ pub async fn graph(
             )));
         }
         let mut series = Vec::with_capacity(entries.len());
+        let mut damage = Damage::default();
         for entry in entries {
-            let points = m4_of(&worker, entry.id, from, to, width).map_err(ApiError::from_engine)?;
+            let points = m4_of(&worker, &entry, from, to, width, &mut damage).map_err(ApiError::from_engine)?;
             let tags: serde_json::Map<String, serde_json::Value> =
                 entry.key.tags().iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
             let points: Vec<serde_json::Value> = points
@@ -85,19 +88,42 @@ pub async fn graph(
                 .collect();
             series.push(serde_json::json!({ "key": entry.key.canonical(), "tags": tags, "points": points }));
         }
-        Ok(serde_json::json!({ "series": series }).to_string())
+        let mut answer = serde_json::json!({ "series": series });
+        if !damage.is_empty() {
+            answer["damage"] = serde_json::Value::from(damage.messages().to_vec());
+        }
+        crate::metrics::Metrics::add(&worker.server.metrics.damaged_blocks_skipped, damage.count() as u64);
+        Ok((answer.to_string(), damage.header()))
     })
     .await
     .map_err(ApiError::join)??;
-    Ok(json_response(StatusCode::OK, body))
+    let (body, damage) = body;
+    let mut response = json_response(StatusCode::OK, body);
+    if let Some(damage) = damage {
+        response.headers_mut().insert(DAMAGE_HEADER, damage);
+    }
+    Ok(response)
 }
 
-fn m4_of(http: &HttpState, id: SeriesId, from: i64, to: i64, width: usize) -> Result<Vec<(i64, f64)>, sensordb_engine::Error> {
+fn m4_of(
+    http: &HttpState,
+    entry: &SeriesEntry,
+    from: i64,
+    to: i64,
+    width: usize,
+    damage: &mut Damage,
+) -> Result<Vec<(i64, f64)>, sensordb_engine::Error> {
     let mut m4 = M4::new(from, to, width);
-    let mut read = http.server.engine.read(id, from, to.saturating_add(1));
+    let mut read = http.server.engine.read(entry.id, from, to.saturating_add(1));
     let mut strings = Vec::new();
     while let Some(chunk) = read.next_chunk() {
-        let chunk = chunk?;
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                damage.note(&entry.key.series_text(), e)?;
+                continue;
+            }
+        };
         // Payloads draw nothing: skip them before converting them to strings.
         if matches!(chunk.values, ValueColumn::Bytes(_)) {
             continue;

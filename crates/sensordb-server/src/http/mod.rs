@@ -5,9 +5,9 @@
 //! | `POST /write` (v1) | write | 204; 400 bad parameter / bad line (partial write) / field type conflict; 401/403; 413; 415; 503 disk full |
 //! | `POST /api/v2/write` | write | as `/write` |
 //! | `GET`/`POST /query` | read (`SELECT`, `SHOW`), write (`CREATE`, `DROP`) | 200 (a failed statement's error inside its result); 400 parse error |
-//! | `GET /sensordb/points` | read | 200 JSON or CSV points; 400 |
+//! | `GET /sensordb/points` | read | 200 JSON or CSV points (damaged blocks left out and named, see [`damage`]); 400 |
 //! | `GET /sensordb/series` | read | 200 JSON series list |
-//! | `GET /sensordb/graph` | read | 200 JSON M4 points per series for a plot of `width` pixels; 400 |
+//! | `GET /sensordb/graph` | read | 200 JSON M4 points per series for a plot of `width` pixels (damage as for points); 400 |
 //! | `GET /`, `GET /assets/...` | open | 200 the graph page (see [`page`]) |
 //! | `GET`/`HEAD /ping` | open | 204 |
 //! | `GET /health` | open | 200 `{"status":"pass"}` |
@@ -30,6 +30,7 @@
 
 pub mod body_deadline;
 pub mod connection;
+pub mod damage;
 pub mod graph;
 pub mod influxql;
 pub mod line_protocol;

@@ -10,11 +10,14 @@
 //! or CSV `series,timestamp,value` (keys quoted as CSV requires). Byte values are base64 in JSON
 //! and CSV; non-finite floats are `null` in JSON. At most `limit` points are returned over all
 //! series (default 1,000,000, at most 10,000,000): when more match, the answer carries
-//! `"truncated":true` (JSON) or the header `X-Sensordb-Truncated: true` (both formats).
+//! `"truncated":true` (JSON) or the header `X-Sensordb-Truncated: true` (both formats). A
+//! damaged block is left out and the rest answered: the JSON carries `"damage":[messages]` and
+//! both formats the header `X-Sensordb-Damage` (see [`super::damage`]).
 //!
 //! `/sensordb/series[?measurement=M][&tag.<k>=<v>...]` lists matching series:
 //! `{"series":[{"key":..., "measurement":..., "tags":{...}, "field":..., "kind":...}]}`.
 
+use super::damage::{Damage, DAMAGE_HEADER};
 use super::{json_response, v1_token, ApiError, HttpState};
 use crate::auth::Scope;
 use axum::extract::{Query, State};
@@ -96,7 +99,7 @@ pub async fn points(
     let tags: Vec<(String, String)> = tag_filter(&params).into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let database = param("db").map(str::to_string);
     let worker = http.clone();
-    let (body, truncated) = tokio::task::spawn_blocking(move || {
+    let (body, truncated, damage) = tokio::task::spawn_blocking(move || {
         let filter: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let mut entries = worker.server.engine.select_series(database.as_deref(), Some(&measurement), &filter);
         if let Some(field) = &field {
@@ -112,6 +115,10 @@ pub async fn points(
     if truncated {
         response.headers_mut().insert("X-Sensordb-Truncated", HeaderValue::from_static("true"));
     }
+    crate::metrics::Metrics::add(&http.server.metrics.damaged_blocks_skipped, damage.count() as u64);
+    if let Some(damage) = damage.header() {
+        response.headers_mut().insert(DAMAGE_HEADER, damage);
+    }
     Ok(response)
 }
 
@@ -122,10 +129,11 @@ fn render_points(
     to: i64,
     limit: usize,
     csv: bool,
-) -> Result<(String, bool), ApiError> {
+) -> Result<(String, bool, Damage), ApiError> {
     let mut out = String::with_capacity(4096);
     let mut left = limit;
     let mut truncated = false;
+    let mut damage = Damage::default();
     if csv {
         out.push_str("series,timestamp,value\n");
     } else {
@@ -143,7 +151,13 @@ fn render_points(
         let mut first = true;
         let mut read = http.server.engine.read(entry.id, from, to);
         'chunks: while let Some(chunk) = read.next_chunk() {
-            let chunk = chunk.map_err(ApiError::from_engine)?;
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    damage.note(&key, e).map_err(ApiError::from_engine)?;
+                    continue;
+                }
+            };
             for (j, &ts) in chunk.timestamps.iter().enumerate() {
                 if left == 0 {
                     truncated = true;
@@ -170,9 +184,13 @@ fn render_points(
         }
     }
     if !csv {
-        let _ = write!(out, "],\"truncated\":{truncated}}}");
+        let _ = write!(out, "],\"truncated\":{truncated}");
+        if !damage.is_empty() {
+            let _ = write!(out, ",\"damage\":{}", serde_json::Value::from(damage.messages().to_vec()));
+        }
+        out.push('}');
     }
-    Ok((out, truncated))
+    Ok((out, truncated, damage))
 }
 
 fn write_value(out: &mut String, values: &ValueColumn, index: usize, csv: bool) {

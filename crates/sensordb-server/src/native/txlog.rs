@@ -235,6 +235,38 @@ impl State {
     }
 }
 
+/// Damage in `<dir>/transactions.log` as [`TxLog::open`] would meet it, without changing
+/// anything (for `sensordb inspect`): (offset, what) for each damaged spot; empty when the file
+/// is sound or absent.
+pub fn verify(dir: &Path) -> io::Result<Vec<(u64, String)>> {
+    let bytes = match std::fs::read(dir.join(FILE_NAME)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    if bytes.len() < HEADER_LEN {
+        // Torn while being created: the next open writes a fresh header.
+        return Ok(if bytes.is_empty() { Vec::new() } else { vec![(0, format!("header torn: {} of {HEADER_LEN} bytes", bytes.len()))] });
+    }
+    if bytes[..HEADER_LEN] != header() {
+        return Ok(vec![(0, "bad header (magic, version or checksum); the server does not start over it".to_string())]);
+    }
+    let body = &bytes[HEADER_LEN..];
+    // The same reading as `open`: whole records of zeros at the end are the zeros written ahead.
+    let data = body.iter().rposition(|&b| b != 0).map_or(0, |last| (last + 1).next_multiple_of(RECORD_LEN).min(body.len()));
+    let whole = data / RECORD_LEN * RECORD_LEN;
+    let mut problems: Vec<(u64, String)> = body[..whole]
+        .chunks_exact(RECORD_LEN)
+        .enumerate()
+        .filter(|(_, chunk)| decode_record(chunk).is_none())
+        .map(|(i, _)| ((HEADER_LEN + i * RECORD_LEN) as u64, "damaged record (checksum); the next start drops it".to_string()))
+        .collect();
+    if whole != data {
+        problems.push(((HEADER_LEN + whole) as u64, "torn record at the end; the next start cuts it".to_string()));
+    }
+    Ok(problems)
+}
+
 impl TxLog {
     /// Opens (creating if needed) `<dir>/transactions.log` and loads the window. Blocking.
     pub fn open(dir: &Path, options: TxLogOptions) -> io::Result<(Arc<TxLog>, TxLogReport)> {
@@ -573,6 +605,28 @@ mod tests {
             Begin::Started(guard) => guard.record(points).expect("recorded"),
             Begin::Known(_) => panic!("already known"),
         }
+    }
+
+    #[tokio::test]
+    async fn verify_names_damaged_and_torn_records_and_changes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (log, _) = TxLog::open(dir.path(), TxLogOptions { sync: false, ..TxLogOptions::default() }).expect("open");
+        for n in 0..3u8 {
+            complete(&log, key(n), 1).await;
+        }
+        drop(log);
+        assert!(verify(dir.path()).expect("verify").is_empty(), "a sound log");
+        let path = dir.path().join(FILE_NAME);
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes[HEADER_LEN + RECORD_LEN + 5] ^= 0x5a;
+        bytes.extend_from_slice(&[7u8; 20]);
+        std::fs::write(&path, &bytes).expect("write");
+        let offsets: Vec<u64> = verify(dir.path()).expect("verify").into_iter().map(|(offset, _)| offset).collect();
+        assert_eq!(offsets, vec![(HEADER_LEN + RECORD_LEN) as u64, (HEADER_LEN + 3 * RECORD_LEN) as u64]);
+        assert_eq!(std::fs::read(&path).expect("read"), bytes, "verify changes nothing");
+        bytes[9] ^= 1;
+        std::fs::write(&path, &bytes).expect("write");
+        assert_eq!(verify(dir.path()).expect("verify").len(), 1, "a bad header is one problem at offset 0");
     }
 
     #[tokio::test]

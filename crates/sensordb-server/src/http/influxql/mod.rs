@@ -138,17 +138,17 @@ fn run_statements(
         let deletes = deletes(statement);
         let outcome = run_one(http, &context, statement);
         let failed = outcome.is_err();
+        let warnings = storage.take_damage();
+        crate::metrics::Metrics::add(&http.server.metrics.damaged_blocks_skipped, warnings.len() as u64);
         results.push(match outcome {
             Ok(series) => {
                 let time_zone = match statement {
                     Statement::Select(select) => sensordb_query::time::zone_of(select).ok().flatten(),
                     _ => None,
                 };
-                (StatementResult { series, warnings: storage.take_damage(), time_zone, ..StatementResult::default() }, deletes)
+                (StatementResult { series, warnings, time_zone, ..StatementResult::default() }, deletes)
             }
-            Err(e) => {
-                (StatementResult { error: Some(e.to_string()), warnings: storage.take_damage(), ..StatementResult::default() }, deletes)
-            }
+            Err(e) => (StatementResult { error: Some(e.to_string()), warnings, ..StatementResult::default() }, deletes),
         });
         if failed {
             break;
