@@ -11,7 +11,9 @@
 //! uses `std::fs` itself.
 //!
 //! [`RealFs`] is the production implementation; [`FaultyFs`] wraps another file system and fails
-//! writes on command (disk full after N bytes, short writes, failed fsync).
+//! writes on command (disk full after N bytes, short writes, failed fsync); [`CrashFs`] (in
+//! `crash`) keeps files in memory and knows which writes a power loss would keep, for crash
+//! tests.
 //! Reads and writes are positional (`pread`/`pwrite`), so a file handle can be shared between a
 //! writer and concurrent readers without a seek position.
 
@@ -19,6 +21,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+mod crash;
+pub use crash::{CrashFs, CrashMode};
 
 /// One open file. All offsets are absolute.
 #[allow(clippy::len_without_is_empty)] // a file's length is a size, not a collection's
