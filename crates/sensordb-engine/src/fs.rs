@@ -117,6 +117,25 @@ pub trait FileSystem: Send + Sync + 'static {
     }
 }
 
+/// Creates `dir` and its missing parents; with `sync`, also makes each new directory's entry
+/// durable (a `sync_dir` of its parent). Without that, a power loss can take a new directory
+/// away with every file synced inside it: `sync_dir(dir)` makes `dir`'s entries durable, not
+/// `dir`'s own entry in its parent.
+pub fn create_dir_all_durably(fs: &dyn FileSystem, dir: &Path, sync: bool) -> io::Result<()> {
+    let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !fs.exists(d)).collect();
+    fs.create_dir_all(dir)?;
+    if sync {
+        // Outermost first: the parent of each is durable by the time it is synced.
+        for new in missing.into_iter().rev() {
+            match new.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => fs.sync_dir(parent)?,
+                _ => fs.sync_dir(Path::new("."))?,
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Size of a file system and how much of it is in use, as `df` reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DiskSpace {

@@ -1,6 +1,7 @@
 //! The crash model itself: what each [`CrashMode`] keeps of synced and unsynced changes.
 
 use super::*;
+use crate::fs::create_dir_all_durably;
 
 fn root() -> PathBuf {
     PathBuf::from("/sim/data")
@@ -130,4 +131,22 @@ fn everything_fails_from_the_crash_point_on() {
     let image = fs.crash_image(CrashMode::DropUnsynced, 0);
     assert!(!image.exists(&root().join("a")), "nothing was synced before the crash");
     assert!(image.create(&root().join("c")).is_ok(), "the image is a live file system");
+}
+
+#[test]
+fn new_directories_made_durably_survive_a_power_loss_with_their_files() {
+    let root = Path::new("/sim");
+    for durably in [false, true] {
+        let fs = CrashFs::new(root);
+        let dir = root.join("data/segments");
+        if durably {
+            create_dir_all_durably(&fs, &dir, true).expect("mkdir");
+        } else {
+            fs.create_dir_all(&dir).expect("mkdir");
+        }
+        let file = fs.create(&dir.join("1.seg")).expect("create");
+        file.sync_data().and_then(|()| fs.sync_dir(&dir)).expect("synced file and entry");
+        let image = fs.crash_image(CrashMode::DropUnsynced, 0);
+        assert_eq!(image.exists(&dir.join("1.seg")), durably, "durably: {durably}");
+    }
 }
