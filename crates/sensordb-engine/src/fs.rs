@@ -2,13 +2,15 @@
 //!
 //! Every WAL, segment, catalog and databases file the engine reads or writes goes through a
 //! [`FileSystem`], and so does the statvfs of the disk usage ([`FileSystem::space`]). Outside this
-//! module the engine's code uses `std::fs` in two places only (tests aside), both in `engine.rs`:
-//! the data directory's `LOCK` file is opened with `std::fs::OpenOptions`, because `flock` needs
-//! the raw descriptor that a [`StorageFile`] does not expose (and a lock is no data to inject
-//! faults into); and `own_bytes` sums the WAL files' sizes with `std::fs::read_dir`, a
-//! best-effort figure for the usage `U` (0 when the directory cannot be read). The server's
-//! completed-transaction log (`sensordb-server`, `native/txlog.rs`) is outside the engine and
-//! uses `std::fs` itself.
+//! module the engine's code uses `std::fs` in two places only (tests aside), both in the `engine`
+//! module: the data directory's `LOCK` file is opened with `std::fs::OpenOptions`
+//! (`engine/recovery.rs`), because `flock` needs the raw descriptor that a [`StorageFile`] does
+//! not expose (and a lock is no data to inject faults into); and `own_bytes`
+//! (`engine/admission.rs`) sums the WAL files' sizes with `std::fs::read_dir`, a best-effort
+//! figure for the usage `U` (0 when the directory cannot be read). So an engine over [`CrashFs`]
+//! needs its data directory in the real file system too (for the lock), and counts no WAL bytes
+//! in `U`. The server's completed-transaction log (`sensordb-server`, `native/txlog.rs`) is
+//! outside the engine and uses `std::fs` itself.
 //!
 //! [`RealFs`] is the production implementation; [`FaultyFs`] wraps another file system and fails
 //! writes on command (disk full after N bytes, short writes, failed fsync); [`CrashFs`] (in

@@ -17,7 +17,8 @@
 //!   with that value), once.
 //!
 //! `SENSORDB_CRASH_POINTS` (default 128 in this suite) sets how many crash points run, spread over
-//! both durabilities and two workloads; `SENSORDB_CRASH_SEED` changes the seed. The long run of
+//! both durabilities and one workload seed per 200 crash points (at least two);
+//! `SENSORDB_CRASH_SEED` changes the first seed. The long run of
 //! docs/BENCHMARKS.md: `SENSORDB_CRASH_POINTS=5000 cargo test --release -p sensordb-engine
 //! --test crash_sim -- --nocapture`.
 
@@ -37,6 +38,9 @@ const SERIES: usize = FLOAT_SERIES + 1;
 const STEPS: usize = 90;
 const DEFAULT_CRASH_POINTS: u64 = 128;
 const DEFAULT_SEED: u64 = 0xc0a5_7e55;
+/// Crash points per workload seed (split between the two durabilities); a workload issues
+/// about 300-500 mutating operations.
+const CRASH_POINTS_PER_SEED: u64 = 200;
 
 fn options(fs: &CrashFs, durability: Durability) -> EngineOptions {
     EngineOptions {
@@ -382,8 +386,11 @@ fn crash_sim_power_loss_keeps_what_each_durability_promises() {
     let crash_points: u64 = std::env::var("SENSORDB_CRASH_POINTS").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CRASH_POINTS);
     let seed: u64 = std::env::var("SENSORDB_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_SEED);
     let started = Instant::now();
-    let workloads: Vec<Workload> = [seed, seed.wrapping_add(1)]
-        .into_iter()
+    // One workload seed per CRASH_POINTS_PER_SEED crash points (at least two), each run under
+    // both durabilities: a long run covers many workloads, not one workload many times over.
+    let seeds = crash_points.div_ceil(CRASH_POINTS_PER_SEED).max(2);
+    let workloads: Vec<Workload> = (0..seeds)
+        .map(|n| seed.wrapping_add(n))
         .flat_map(|seed| [Durability::Fsync, Durability::Os].map(|durability| Workload { seed, durability }))
         .collect();
     let per_workload = crash_points.div_ceil(workloads.len() as u64).max(1);
@@ -398,6 +405,18 @@ fn crash_sim_power_loss_keeps_what_each_durability_promises() {
         assert!(full.record.writes_acknowledged > STEPS as u64 / 2, "{workload:?}: too few writes acknowledged");
         assert!(full.record.sync_points > 3, "{workload:?}: too few flushes, compactions or restarts");
         let operations = full.fs.operations();
+        // Crash point n must mean the same moment in every run (and the same in a rerun of a
+        // failure): the workload is deterministic down to the file-system operations.
+        let again = tempfile::tempdir().expect("tempdir");
+        let rerun = run(workload, again.path(), None).unwrap_or_else(|e| panic!("{workload:?}: {e}"));
+        assert_eq!(rerun.fs.operations(), operations, "{workload:?}: two runs of one seed issued different operations");
+        let relative = |fs: &CrashFs, root: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+            fs.files().into_iter().map(|(path, bytes)| (path.strip_prefix(root).expect("under the root").to_path_buf(), bytes)).collect()
+        };
+        assert!(
+            relative(&rerun.fs, again.path()) == relative(&full.fs, dir.path()),
+            "{workload:?}: two runs of one seed left different files"
+        );
         let stride = (operations / per_workload).max(1);
         let mut rng = StdRng::seed_from_u64(seed ^ (index as u64) << 32);
         for point in 0..per_workload {
