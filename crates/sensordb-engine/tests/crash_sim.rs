@@ -16,7 +16,7 @@
 //! - whatever the mode, every point read back was written (to that series, at that timestamp,
 //!   with that value), once.
 //!
-//! `SENSORDB_CRASH_POINTS` (default 128 in this suite) sets how many crash points run, spread over
+//! `SENSORDB_CRASH_POINTS` (default 96 in this suite) sets how many crash points run, spread over
 //! both durabilities and one workload seed per 200 crash points (at least two);
 //! `SENSORDB_CRASH_SEED` changes the first seed. The long run of
 //! docs/BENCHMARKS.md: `SENSORDB_CRASH_POINTS=5000 cargo test --release -p sensordb-engine
@@ -36,7 +36,7 @@ const FLOAT_SERIES: usize = 6;
 const PAYLOAD_SERIES: usize = FLOAT_SERIES;
 const SERIES: usize = FLOAT_SERIES + 1;
 const STEPS: usize = 90;
-const DEFAULT_CRASH_POINTS: u64 = 128;
+const DEFAULT_CRASH_POINTS: u64 = 96;
 const DEFAULT_SEED: u64 = 0xc0a5_7e55;
 /// Crash points per workload seed (split between the two durabilities); a workload issues
 /// about 300-500 mutating operations.
