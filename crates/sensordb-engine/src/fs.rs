@@ -2,17 +2,20 @@
 //!
 //! Every WAL, segment, catalog and databases file the engine reads or writes goes through a
 //! [`FileSystem`], and so does the statvfs of the disk usage ([`FileSystem::space`]). Outside this
-//! module the engine's code uses `std::fs` in two places only (tests aside), both in `engine.rs`:
-//! the data directory's `LOCK` file is opened with `std::fs::OpenOptions`, because `flock` needs
-//! the raw descriptor that a [`StorageFile`] does not expose (and a lock is no data to inject
-//! faults into); and `own_bytes` sums the WAL files' sizes with `std::fs::read_dir`, a
-//! best-effort figure for the usage `U` (0 when the directory cannot be read). The server's
-//! completed-transaction log (`sensordb-server`, `native/txlog.rs`) is outside the engine and
-//! uses `std::fs` itself.
+//! module the engine's code uses `std::fs` in two places only (tests aside), both in the `engine`
+//! module: the data directory's `LOCK` file is opened with `std::fs::OpenOptions`
+//! (`engine/recovery.rs`), because `flock` needs the raw descriptor that a [`StorageFile`] does
+//! not expose (and a lock is no data to inject faults into); and `own_bytes`
+//! (`engine/admission.rs`) sums the WAL files' sizes with `std::fs::read_dir`, a best-effort
+//! figure for the usage `U` (0 when the directory cannot be read). So an engine over [`CrashFs`]
+//! needs its data directory in the real file system too (for the lock), and counts no WAL bytes
+//! in `U`. The server's completed-transaction log (`sensordb-server`, `native/txlog.rs`) is
+//! outside the engine and uses `std::fs` itself.
 //!
 //! [`RealFs`] is the production implementation; [`FaultyFs`] wraps another file system and fails
 //! writes on command (disk full after N bytes, short writes, failed fsync), and can report a
-//! chosen statvfs (a disk filled by another process).
+//! chosen statvfs (a disk filled by another process); [`CrashFs`] (in `crash`) keeps files in
+//! memory and knows which writes a power loss would keep, for crash tests.
 //! Reads and writes are positional (`pread`/`pwrite`), so a file handle can be shared between a
 //! writer and concurrent readers without a seek position.
 
@@ -20,6 +23,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+mod crash;
+pub use crash::{CrashFs, CrashMode};
 
 /// One open file. All offsets are absolute.
 #[allow(clippy::len_without_is_empty)] // a file's length is a size, not a collection's
@@ -111,6 +117,25 @@ pub trait FileSystem: Send + Sync + 'static {
     fn space(&self, dir: &Path) -> io::Result<DiskSpace> {
         statvfs_space(dir)
     }
+}
+
+/// Creates `dir` and its missing parents; with `sync`, also makes each new directory's entry
+/// durable (a `sync_dir` of its parent). Without that, a power loss can take a new directory
+/// away with every file synced inside it: `sync_dir(dir)` makes `dir`'s entries durable, not
+/// `dir`'s own entry in its parent.
+pub fn create_dir_all_durably(fs: &dyn FileSystem, dir: &Path, sync: bool) -> io::Result<()> {
+    let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !fs.exists(d)).collect();
+    fs.create_dir_all(dir)?;
+    if sync {
+        // Outermost first: the parent of each is durable by the time it is synced.
+        for new in missing.into_iter().rev() {
+            match new.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => fs.sync_dir(parent)?,
+                _ => fs.sync_dir(Path::new("."))?,
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Size of a file system and how much of it is in use, as `df` reports it.

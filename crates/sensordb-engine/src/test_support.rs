@@ -7,9 +7,10 @@
 //! Each submodule mirrors the internal module it re-exports from and holds only what those
 //! callers use.
 
-/// Fault injection under the engine: a file system that fails writes on command.
+/// Fault injection under the engine: a file system that fails writes on command, and one in
+/// memory that simulates power loss.
 pub mod fs {
-    pub use crate::fs::FaultyFs;
+    pub use crate::fs::{CrashFs, CrashMode, FaultyFs};
 }
 
 /// The series catalog file, opened alone by the catalog fuzz target.

@@ -169,7 +169,15 @@ impl Catalog {
             }
             file
         };
-        let bytes = file.read_all().map_err(io)?;
+        let mut bytes = file.read_all().map_err(io)?;
+        let unfinished = bytes.len() < HEADER_BYTES as usize && (header_bytes().starts_with(&bytes) || bytes.iter().all(|&b| b == 0));
+        if unfinished {
+            // A power loss cut the creation short before the header was durable (the directory
+            // entry can outlive the data): the file never held a series, so it starts anew.
+            tracing::warn!(file = %path.display(), bytes = bytes.len(), "catalog without a complete header: written anew");
+            bytes = header_bytes();
+            file.write_all_at(&bytes, 0).and_then(|()| file.sync_data()).map_err(io)?;
+        }
         let (state, tail, mut recovery) = Self::parse(path, &bytes)?;
         if let Some((offset, reason)) = &mut recovery.truncated_at {
             if let Some(quarantine) = quarantine {
@@ -182,6 +190,10 @@ impl Catalog {
             tracing::warn!(file = %path.display(), offset = *offset, reason = %reason, "catalog tail cut off");
             file.set_len(*offset).map_err(io)?;
             file.sync_data().map_err(io)?;
+        }
+        if unfinished {
+            // Reported after the cut above, which must not take the new header.
+            recovery.truncated_at = Some((0, "catalog creation was cut short (no complete header); written anew".into()));
         }
         let durable_through = AtomicU32::new(state.by_id.len() as u32);
         let catalog = Catalog {

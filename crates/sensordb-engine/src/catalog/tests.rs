@@ -92,6 +92,28 @@ fn a_damaged_header_is_reported_with_offset_zero() {
     assert!(matches!(err, Error::Corruption { offset: 0, .. }), "{err}");
 }
 
+/// Found by the power-loss simulation (`tests/crash_sim.rs`): a power loss during the first
+/// start can keep the new catalog's directory entry but not its header (the entry is synced
+/// after the data, but a journal may commit it first), and the store then never started again.
+#[test]
+fn a_catalog_whose_creation_was_cut_short_starts_anew() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("series.catalog");
+    for kept in [0usize, 7, 15] {
+        std::fs::write(&path, &header_bytes()[..kept]).expect("write");
+        let (catalog, recovery) = Catalog::open(&RealFs, &path, true).expect("a cut-short creation opens");
+        assert_eq!(recovery.truncated_at.map(|t| t.0), Some(0), "{kept} header bytes: reported");
+        assert_eq!(catalog.get_or_create(&key("a", "x"), ValueKind::F64).expect("create"), SeriesId(1));
+        drop(catalog);
+        let (catalog, recovery) = Catalog::open(&RealFs, &path, true).expect("reopen");
+        assert_eq!((catalog.len(), recovery), (1, CatalogRecovery::default()), "{kept} header bytes");
+    }
+    std::fs::write(&path, [0u8; 9]).expect("write");
+    assert!(Catalog::open(&RealFs, &path, true).is_ok(), "zeros where the header was to go");
+    std::fs::write(&path, b"not ours").expect("write");
+    assert!(Catalog::open(&RealFs, &path, true).is_err(), "a short file of other bytes is damage, not a cut-short creation");
+}
+
 #[test]
 fn select_filters_by_measurement_and_tags() {
     let dir = tempfile::tempdir().expect("tempdir");

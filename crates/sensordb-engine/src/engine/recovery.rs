@@ -8,7 +8,7 @@ use crate::batch::WriteBatch;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::filenames::{catalog_path, parse_numbered_file, segment_dir, wal_dir, LOCK_FILE, WAL_EXTENSION};
-use crate::fs::FileSystem;
+use crate::fs::{create_dir_all_durably, FileSystem};
 use crate::mark::TxMark;
 use crate::memtable::Memtable;
 use crate::model::{SeriesId, SeriesKey, ValueKind};
@@ -56,7 +56,8 @@ pub(super) struct Recovered {
 /// for the caller, which finishes the start.
 pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<Arc<dyn BlockStore>>) -> Result<Recovered> {
     let fs = options.fs.clone();
-    fs.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    // A new data directory's own entry is synced too: files synced in it are durable only then.
+    create_dir_all_durably(fs.as_ref(), dir, options.durability != Durability::None).map_err(|e| Error::io(dir, e))?;
     let lock = DirectoryLock::acquire(dir)?;
     let mut report = RecoveryReport::default();
     let quarantine = Quarantine::new(dir, options.durability != Durability::None);

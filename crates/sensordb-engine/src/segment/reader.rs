@@ -55,6 +55,7 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
     }
     check_file_header(&scan, path)?;
     let mut scan_limit = len;
+    let mut has_trailer = false;
     match read_footer(&scan, len) {
         Ok(Some((footer_offset, entries, wal_checkpoint, replaced))) => {
             scan.entries = entries;
@@ -68,9 +69,10 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
         Err((offset, reason, footer_offset)) => {
             scan.problems.push((offset, format!("{reason}; rebuilding the index from group headers")));
             scan_limit = footer_offset.min(len);
+            has_trailer = true;
         }
     }
-    scan_groups(&mut scan, scan_limit)?;
+    scan_groups(&mut scan, scan_limit, !has_trailer)?;
     if len > scan.end {
         if scan.problems.is_empty() {
             scan.problems.push((scan.end, format!("cut off {} bytes of an incomplete flush group", len - scan.end)));
@@ -146,12 +148,16 @@ fn read_footer(scan: &SegmentScan, len: u64) -> std::result::Result<Option<Foote
 }
 
 /// Walks the flush groups from the first page up to `limit`. A damaged group is reported and
-/// skipped by searching the following page boundaries for the next intact group header.
-fn scan_groups(scan: &mut SegmentScan, limit: u64) -> Result<()> {
+/// skipped by searching the following page boundaries for the next intact group header. In an
+/// `unsealed` file (no trailer: the writer stopped mid-file) the last group may be torn and is
+/// checked block by block.
+fn scan_groups(scan: &mut SegmentScan, limit: u64, unsealed: bool) -> Result<()> {
     let io = |e| Error::io(&scan.path, e);
     let mut offset = FILE_HEADER_BYTES;
     let mut damaged_since: Option<u64> = None;
     let mut header = [0u8; GROUP_HEADER_BYTES];
+    // The last intact group: (its offset, entries before it, the WAL checkpoint before it).
+    let mut last_group: Option<(u64, usize, u64)> = None;
     while offset + GROUP_HEADER_BYTES as u64 <= limit {
         scan.file.read_exact_at(&mut header, offset).map_err(io)?;
         match parse_group(scan, &header, offset, limit).map_err(io)? {
@@ -159,6 +165,7 @@ fn scan_groups(scan: &mut SegmentScan, limit: u64) -> Result<()> {
                 if let Some(start) = damaged_since.take() {
                     scan.problems.push((start, format!("damaged flush group; skipped {} bytes", offset - start)));
                 }
+                last_group = Some((offset, scan.entries.len(), scan.wal_checkpoint));
                 scan.entries.extend(entries);
                 scan.wal_checkpoint = wal_checkpoint;
                 scan.end = group_end;
@@ -174,7 +181,30 @@ fn scan_groups(scan: &mut SegmentScan, limit: u64) -> Result<()> {
     if let Some(start) = damaged_since {
         scan.problems.push((start, "damaged or incomplete flush group at the end of the file".into()));
     }
+    if let (true, Some((group_offset, entries_before, checkpoint_before))) = (unsealed, last_group) {
+        cut_torn_last_group(scan, group_offset, entries_before, checkpoint_before);
+    }
     Ok(())
+}
+
+/// Checks every block of the last group of an unsealed segment, and cuts the group off if one
+/// is damaged. A power loss during the group's fdatasync can leave its header and index on disk
+/// without all of its block pages (the page cache writes pages back in any order), and the sync
+/// never returned, so nothing in the group was acknowledged: its points are still in the WAL,
+/// which its WAL checkpoint must then not let recovery delete. Groups before the last were
+/// synced before it was written, so only the last one can be torn this way; damage there is
+/// taken for a torn write, not for decay of acknowledged data.
+fn cut_torn_last_group(scan: &mut SegmentScan, group_offset: u64, entries_before: usize, checkpoint_before: u64) {
+    let mut records = std::collections::HashMap::new();
+    let damage = scan.entries[entries_before..]
+        .iter()
+        .find_map(|entry| read_raw_block(&scan.path, scan.file.as_ref(), entry, &mut records).err().map(|e| (entry.offset, e)));
+    if let Some((offset, error)) = damage {
+        scan.problems.push((group_offset, format!("last flush group torn (block at offset {offset}: {error}); cut off")));
+        scan.entries.truncate(entries_before);
+        scan.wal_checkpoint = checkpoint_before;
+        scan.end = group_offset;
+    }
 }
 
 type GroupFound = (Vec<IndexEntry>, u64, u64);

@@ -7,7 +7,7 @@ use super::{BlockLife, BlockPin, BlockSource, BlockStore, ListedBlock, SegmentRe
 use crate::block::Block;
 use crate::error::{Error, Result};
 use crate::filenames::{parse_numbered_file, SEGMENT_EXTENSION};
-use crate::fs::{FileSystem, StorageFile};
+use crate::fs::{create_dir_all_durably, FileSystem, StorageFile};
 use crate::index::{BlockIndex, BlockRef};
 use crate::model::{SeriesId, Timestamp, ValueKind};
 use crate::segment::{read_block, read_raw_block, scan_segment, GroupBuilder, GroupPart, RawBlock, SegmentWriter};
@@ -134,7 +134,8 @@ enum CommitError {
 
 impl SegmentStore {
     pub fn open(fs: Arc<dyn FileSystem>, dir: &Path, options: SegmentStoreOptions) -> Result<(SegmentStore, StoreRecovery)> {
-        fs.create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        // Synced into its parent when new: the segments synced in it must not vanish with it.
+        create_dir_all_durably(fs.as_ref(), dir, options.sync).map_err(|e| Error::io(dir, e))?;
         let mut recovery = StoreRecovery::default();
         let mut index = BlockIndex::default();
         let mut files = BTreeMap::new();
