@@ -480,11 +480,13 @@ impl Engine {
             self.inner.flush_once().and_then(|_| self.inner.flush_once()).map(|_| ())
         };
         let sealed = self.inner.store.seal();
-        // The WAL holds every acknowledged point not in a segment, and the next start replays
-        // it (and seals an unsealed segment): a final flush or seal that fails (a full disk)
-        // loses nothing, so it must neither block the stop nor fail it. Without a WAL
+        // Under `Fsync` the WAL holds every acknowledged point not in a segment, durably, and
+        // the next start replays it (and seals an unsealed segment): a final flush or seal that
+        // fails (a full disk) loses nothing, so it must neither block the stop nor fail it.
+        // Under `Os` the WAL's last writes may be only in the page cache, where a clean close
+        // promises more (power-loss safety up to it), so the error is returned; without a WAL
         // (`Durability::None`) the buffered points are lost, and the error says so.
-        if self.inner.wal.is_some() {
+        if self.inner.wal.is_some() && self.inner.options.durability == crate::wal::Durability::Fsync {
             for (what, outcome) in [("flush", &flushed), ("seal", &sealed)] {
                 if let Err(e) = outcome {
                     tracing::warn!(error = %e, "final {what} at close failed; the WAL keeps the points for the next start");
