@@ -73,7 +73,13 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
         }
     }
     scan_groups(&mut scan, scan_limit, !has_trailer)?;
-    if len > scan.end {
+    // A file with a trailer was sealed: its groups were all synced before it, so none is torn.
+    // Its bytes past the groups (the damaged footer and the trailer) stay until a new seal
+    // replaces them ([`SegmentWriter::seal`] cuts what is left over). Cutting them here would
+    // make the file look unsealed, and a second scan (after a crash, or when a full disk keeps
+    // the seal from being written) would then take a decayed block of its last group for a
+    // torn write and drop the whole acknowledged group.
+    if len > scan.end && !has_trailer {
         if scan.problems.is_empty() {
             scan.problems.push((scan.end, format!("cut off {} bytes of an incomplete flush group", len - scan.end)));
         }

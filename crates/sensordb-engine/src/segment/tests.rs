@@ -96,6 +96,72 @@ fn a_damaged_footer_falls_back_to_group_headers() {
     assert_eq!(scan.problems[0].0, footer_offset, "{:?}", scan.problems);
 }
 
+/// Found by the `segment_file` fuzz target: a sealed segment with a damaged footer and a
+/// decayed block in its last group. The first scan kept the group (a sealed file's groups are
+/// not torn) but cut the trailer away, so a second scan (after a crash, or a full disk that kept
+/// the new seal from being written) took the file for unsealed and dropped the acknowledged
+/// group as a torn write.
+#[test]
+fn a_damaged_footer_keeps_its_trailer_until_a_new_seal_replaces_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (writer, written) = write_segment(dir.path(), 2);
+    let footer_offset = writer.bytes();
+    writer.seal().expect("seal");
+    let path = segment_path(dir.path());
+    let mut bytes = std::fs::read(&path).expect("read");
+    let sealed_len = bytes.len() as u64;
+    bytes[footer_offset as usize + 5] ^= 0xff;
+    bytes[written[7].offset as usize + 40] ^= 0x10;
+    std::fs::write(&path, &bytes).expect("write");
+    let first = scan_segment(&RealFs, &path).expect("scan");
+    assert_eq!(first.entries, written, "a sealed file's last group is decayed, not torn");
+    assert_eq!(first.end, footer_offset);
+    assert_eq!(std::fs::metadata(&path).expect("meta").len(), sealed_len, "the trailer stays");
+    drop(first);
+    let second = scan_segment(&RealFs, &path).expect("rescan");
+    assert_eq!(second.entries, written, "a second scan drops nothing");
+    assert_eq!(second.wal_checkpoint, 11);
+    // The new seal replaces the old footer and trailer and ends the file.
+    SegmentWriter::resume(&second, true).seal().expect("seal again");
+    drop(second);
+    let resealed = scan_segment(&RealFs, &path).expect("scan the new seal");
+    assert!(resealed.sealed, "{:?}", resealed.problems);
+    assert!(resealed.problems.is_empty(), "{:?}", resealed.problems);
+    assert_eq!(resealed.entries, written);
+    assert_eq!(resealed.wal_checkpoint, 11);
+}
+
+/// A new seal that lists fewer blocks than the damaged footer it replaces is shorter: the old
+/// trailer past it is cut, so the new one ends the file.
+#[test]
+fn a_shorter_new_seal_cuts_the_old_footer_and_trailer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut writer, written) = write_segment(dir.path(), 1);
+    let mut many = GroupBuilder::new();
+    for s in 0..600 {
+        many.add_block(SeriesId(100 + s), &[5_000_000], &ValueColumn::F64(vec![1.0]));
+    }
+    let second_group = writer.bytes();
+    writer.append_group(many, 2, 11).expect("append");
+    let footer_offset = writer.bytes();
+    writer.seal().expect("seal");
+    let path = segment_path(dir.path());
+    let mut bytes = std::fs::read(&path).expect("read");
+    let sealed_len = bytes.len() as u64;
+    assert!(sealed_len - footer_offset > PAGE_BYTES, "the footer of 605 blocks takes more than a page");
+    bytes[footer_offset as usize + 5] ^= 0xff;
+    bytes[second_group as usize + 9] ^= 0x01;
+    std::fs::write(&path, &bytes).expect("write");
+    let scan = scan_segment(&RealFs, &path).expect("scan");
+    assert_eq!(scan.entries, written, "the damaged second group is skipped");
+    SegmentWriter::resume(&scan, true).seal().expect("seal again");
+    drop(scan);
+    assert!(std::fs::metadata(&path).expect("meta").len() < sealed_len, "the stale tail is cut");
+    let resealed = scan_segment(&RealFs, &path).expect("scan the new seal");
+    assert!(resealed.sealed, "{:?}", resealed.problems);
+    assert_eq!(resealed.entries, written);
+}
+
 #[test]
 fn a_damaged_group_is_skipped_and_later_groups_stay_readable() {
     let dir = tempfile::tempdir().expect("tempdir");

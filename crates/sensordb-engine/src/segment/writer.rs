@@ -233,7 +233,9 @@ impl SegmentWriter {
         })
     }
 
-    /// Continues an unsealed segment found at recovery, after its last complete group.
+    /// Continues an unsealed segment found at recovery, after its last complete group. A
+    /// segment whose footer was damaged keeps its old footer and trailer past that group until
+    /// [`SegmentWriter::seal`] replaces them: seal it before appending.
     pub fn resume(scan: &SegmentScan, sync: bool) -> SegmentWriter {
         assert!(!scan.sealed, "BUG: resuming a sealed segment");
         SegmentWriter {
@@ -379,9 +381,24 @@ impl SegmentWriter {
         footer.extend_from_slice(TRAILER_MAGIC);
         let trailer_checksum = crc32c(&footer[trailer_start..]);
         footer.extend_from_slice(&trailer_checksum.to_le_bytes());
-        let written = self.file.write_all_at(&footer, self.end).and_then(|()| if self.sync { self.file.sync_data() } else { Ok(()) });
+        let new_end = self.end + footer.len() as u64;
+        let old_len = self.file.len().map_err(|e| Error::io(&self.path, e))?;
+        // A segment whose damaged footer is being replaced still holds the old footer and
+        // trailer past its groups; whatever of them the new footer does not cover is cut, so
+        // the new trailer ends the file. A crash before the cut leaves the old trailer last,
+        // pointing at a footer the new one overwrote: the next scan rebuilds it again.
+        let cut_stale_tail = || if old_len > new_end { self.file.set_len(new_end) } else { Ok(()) };
+        let written = self.file.write_all_at(&footer, self.end).and_then(|()| cut_stale_tail()).and_then(|()| {
+            if self.sync {
+                self.file.sync_data()
+            } else {
+                Ok(())
+            }
+        });
         if let Err(e) = written {
-            let _ = self.file.set_len(self.end);
+            // Back to the length before, so a damaged footer's old trailer (if the new footer
+            // did not reach it) still marks the file as once sealed.
+            let _ = self.file.set_len(old_len.max(self.end));
             return Err(Error::io(&self.path, e));
         }
         Ok(())
