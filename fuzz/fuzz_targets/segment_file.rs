@@ -1,6 +1,6 @@
 //! Fuzzes segment files: the input is written as `<dir>/segments/00000000000000000001.seg`,
 //! then `segment::scan_segment(&RealFs, path)` builds its index (trailer and footer, or the
-//! flush-group walk of an unsealed file, which cuts a torn tail) and `segment::read_block`
+//! flush-group walk of an unsealed file, which leaves a torn last group out) and `segment::read_block`
 //! reads every block it lists (shared timestamp records included).
 //!
 //! Asserts: nothing panics (errors are fine); a block that reads matches its index entry's

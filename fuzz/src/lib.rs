@@ -170,7 +170,7 @@ pub mod fixup {
     }
 
     /// A segment file: file header, every flush group found on a page boundary (its blocks,
-    /// index and header), and the footer and trailer of a sealed file.
+    /// index and header), torn marks, and the footer and trailer of a sealed file.
     pub fn segment_file(bytes: &mut [u8]) {
         const PAGE: usize = 4096;
         if bytes.len() < 32 {
@@ -194,6 +194,9 @@ pub mod fixup {
                     put_u32(bytes, offset + 36, crc);
                     next = next.max(end.div_ceil(PAGE) * PAGE);
                 }
+                let crc = crc32c(&bytes[offset..offset + 60]);
+                put_u32(bytes, offset + 60, crc);
+            } else if &bytes[offset..offset + 8] == b"SDBTORNG" {
                 let crc = crc32c(&bytes[offset..offset + 60]);
                 put_u32(bytes, offset + 60, crc);
             }

@@ -31,6 +31,12 @@
 //!          page boundaries (the first at the next page), so the region may hold zero gaps
 //! 64+B  I  group index: an index list of the group's N blocks
 //!          zero padding to the next 4 KiB boundary
+//! torn mark, over the header of a last group that recovery found torn and left out
+//!    0  8  magic "SDBTORNG"
+//!    8 16  zero
+//!   24  8  length C of the region it covers (the torn group's bytes, from its header)
+//!   32 28  zero
+//!   60  4  CRC32C of [0, 60)
 //! footer, on a 4 KiB boundary, written when sealing
 //!    0  F  index list of every block in the segment, in file order, then the replaced list:
 //!          varint count R, then R varints: ids of the segments this one replaces (a compaction
@@ -78,6 +84,7 @@ pub const GROUP_HEADER_BYTES: usize = 64;
 pub const TRAILER_BYTES: usize = 40;
 const FILE_MAGIC: &[u8; 8] = b"SDBSEGMT";
 const GROUP_MAGIC: &[u8; 8] = b"SDBGROUP";
+const TORN_MAGIC: &[u8; 8] = b"SDBTORNG";
 const TRAILER_MAGIC: &[u8; 4] = b"SEAL";
 
 /// Where one block lives and what it covers; enough to plan a read without touching the block.

@@ -21,6 +21,10 @@ pub struct SegmentScan {
     pub sealed: bool,
     /// End of the last complete flush group.
     pub end: u64,
+    /// Where a writer continues: `end`, or past every byte of the file (on a page boundary)
+    /// when bytes after `end` are kept because they show that the groups before them were
+    /// synced (see [`scan_segment`]).
+    pub append_at: u64,
     /// WAL checkpoint of the last complete group (0 when there is none).
     pub wal_checkpoint: u64,
     /// Damage found, each with its file offset; the data outside it stayed readable.
@@ -30,7 +34,14 @@ pub struct SegmentScan {
 }
 
 /// Builds the index of the segment at `path` without reading its blocks. An unsealed segment's
-/// torn tail is cut off (and reported in `problems`).
+/// torn last group is left out (and reported in `problems`).
+///
+/// Bytes past the last complete group are cut off only when they are all zero. Any other byte
+/// there was written after that group's fdatasync returned (a group is written only once the
+/// one before it is durable), so it proves the group acknowledged: kept, it stops a later scan
+/// (after a crash, or when a full disk keeps the seal from being written) from taking damage in
+/// that group for a torn write and dropping the group. A torn group that is left out gets its
+/// header overwritten by a torn mark for the same reason; the writer continues past it all.
 pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
     let io = |e| Error::io(path, e);
     let id = parse_numbered_file(path, SEGMENT_EXTENSION).ok_or_else(|| Error::corruption(path, 0, "segment file name is not <id>.seg"))?;
@@ -43,6 +54,7 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
         entries: Vec::new(),
         sealed: false,
         end: FILE_HEADER_BYTES,
+        append_at: FILE_HEADER_BYTES,
         wal_checkpoint: 0,
         problems: Vec::new(),
         replaced: Vec::new(),
@@ -50,6 +62,7 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
     if len < FILE_HEADER_BYTES {
         // Crashed while creating the file: nothing in it was ever acknowledged.
         scan.end = 0;
+        scan.append_at = 0;
         scan.problems.push((0, format!("file of {len} bytes has no complete header")));
         return Ok(scan);
     }
@@ -62,6 +75,7 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
             scan.replaced = replaced;
             scan.sealed = true;
             scan.end = footer_offset;
+            scan.append_at = footer_offset;
             scan.wal_checkpoint = wal_checkpoint;
             return Ok(scan);
         }
@@ -73,20 +87,46 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
         }
     }
     scan_groups(&mut scan, scan_limit, !has_trailer)?;
-    // A file with a trailer was sealed: its groups were all synced before it, so none is torn.
-    // Its bytes past the groups (the damaged footer and the trailer) stay until a new seal
-    // replaces them ([`SegmentWriter::seal`] cuts what is left over). Cutting them here would
-    // make the file look unsealed, and a second scan (after a crash, or when a full disk keeps
-    // the seal from being written) would then take a decayed block of its last group for a
-    // torn write and drop the whole acknowledged group.
-    if len > scan.end && !has_trailer {
-        if scan.problems.is_empty() {
-            scan.problems.push((scan.end, format!("cut off {} bytes of an incomplete flush group", len - scan.end)));
+    if has_trailer {
+        // A file with a trailer was sealed: its groups were all synced before it, so none is
+        // torn. The damaged footer and the trailer stay until a new seal replaces them
+        // ([`SegmentWriter::seal`] cuts what is left over): cut here, the file would look
+        // unsealed to a second scan.
+        return Ok(scan);
+    }
+    let kept = scan.append_at;
+    if len > kept {
+        if tail_is_zero(&scan, kept, len).map_err(io)? {
+            if scan.problems.is_empty() {
+                scan.problems.push((kept, format!("cut off {} zero bytes past the last flush group", len - kept)));
+            }
+            scan.file.set_len(kept).map_err(io)?;
+            scan.file.sync_data().map_err(io)?;
+        } else {
+            if scan.problems.is_empty() {
+                scan.problems
+                    .push((kept, format!("kept {} bytes of an incomplete flush group; the segment continues after them", len - kept)));
+            }
+            scan.append_at = len.next_multiple_of(PAGE_BYTES);
         }
-        scan.file.set_len(scan.end).map_err(io)?;
-        scan.file.sync_data().map_err(io)?;
     }
     Ok(scan)
+}
+
+/// Whether every byte of the file in `[from, len)` is zero (read a piece at a time: the tail is
+/// at most one flush group).
+fn tail_is_zero(scan: &SegmentScan, from: u64, len: u64) -> std::io::Result<bool> {
+    let mut buffer = vec![0u8; 1 << 16];
+    let mut at = from;
+    while at < len {
+        let n = (len - at).min(buffer.len() as u64) as usize;
+        scan.file.read_exact_at(&mut buffer[..n], at)?;
+        if buffer[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
+    Ok(true)
 }
 
 fn check_file_header(scan: &SegmentScan, path: &Path) -> Result<()> {
@@ -158,23 +198,38 @@ fn read_footer(scan: &SegmentScan, len: u64) -> std::result::Result<Option<Foote
 /// `unsealed` file (no trailer: the writer stopped mid-file) the last group may be torn and is
 /// checked block by block.
 fn scan_groups(scan: &mut SegmentScan, limit: u64, unsealed: bool) -> Result<()> {
-    let io = |e| Error::io(&scan.path, e);
+    let path = scan.path.clone();
+    let io = |e| Error::io(&path, e);
     let mut offset = FILE_HEADER_BYTES;
     let mut damaged_since: Option<u64> = None;
     let mut header = [0u8; GROUP_HEADER_BYTES];
     // The last intact group: (its offset, entries before it, the WAL checkpoint before it).
     let mut last_group: Option<(u64, usize, u64)> = None;
+    // Whether a torn mark follows the last intact group.
+    let mut followed = false;
     while offset + GROUP_HEADER_BYTES as u64 <= limit {
         scan.file.read_exact_at(&mut header, offset).map_err(io)?;
+        if let Some(mark_end) = parse_torn_mark(&header, offset, limit) {
+            // A group an earlier scan left out as torn: no blocks, nothing to report again.
+            if let Some(start) = damaged_since.take() {
+                scan.problems.push((start, format!("damaged flush group; skipped {} bytes", offset - start)));
+            }
+            followed = true;
+            offset = mark_end;
+            scan.append_at = mark_end;
+            continue;
+        }
         match parse_group(scan, &header, offset, limit).map_err(io)? {
             Some((entries, group_end, wal_checkpoint)) => {
                 if let Some(start) = damaged_since.take() {
                     scan.problems.push((start, format!("damaged flush group; skipped {} bytes", offset - start)));
                 }
                 last_group = Some((offset, scan.entries.len(), scan.wal_checkpoint));
+                followed = false;
                 scan.entries.extend(entries);
                 scan.wal_checkpoint = wal_checkpoint;
                 scan.end = group_end;
+                scan.append_at = group_end;
                 offset = group_end;
             }
             None if header.iter().all(|&b| b == 0) && damaged_since.is_none() => break,
@@ -188,9 +243,26 @@ fn scan_groups(scan: &mut SegmentScan, limit: u64, unsealed: bool) -> Result<()>
         scan.problems.push((start, "damaged or incomplete flush group at the end of the file".into()));
     }
     if let (true, Some((group_offset, entries_before, checkpoint_before))) = (unsealed, last_group) {
-        cut_torn_last_group(scan, group_offset, entries_before, checkpoint_before);
+        // Only a group nothing was written after can be torn.
+        if !followed && tail_is_zero(scan, scan.end, limit).map_err(io)? {
+            cut_torn_last_group(scan, group_offset, entries_before, checkpoint_before).map_err(io)?;
+        }
     }
     Ok(())
+}
+
+/// The end of the region a torn mark at `offset` covers, if `header` is one.
+fn parse_torn_mark(header: &[u8; GROUP_HEADER_BYTES], offset: u64, limit: u64) -> Option<u64> {
+    if &header[0..8] != TORN_MAGIC {
+        return None;
+    }
+    let stored = u32::from_le_bytes(header[60..64].try_into().expect("4 bytes"));
+    if stored != crc32c(&header[..60]) {
+        return None;
+    }
+    let covered = u64::from_le_bytes(header[24..32].try_into().expect("8 bytes"));
+    let end = offset.checked_add(covered)?.checked_next_multiple_of(PAGE_BYTES)?.max(offset + PAGE_BYTES);
+    Some(end.min(limit.next_multiple_of(PAGE_BYTES)))
 }
 
 /// Checks every block of the last group of an unsealed segment, and cuts the group off if one
@@ -200,17 +272,30 @@ fn scan_groups(scan: &mut SegmentScan, limit: u64, unsealed: bool) -> Result<()>
 /// which its WAL checkpoint must then not let recovery delete. Groups before the last were
 /// synced before it was written, so only the last one can be torn this way; damage there is
 /// taken for a torn write, not for decay of acknowledged data.
-fn cut_torn_last_group(scan: &mut SegmentScan, group_offset: u64, entries_before: usize, checkpoint_before: u64) {
+///
+/// The group's bytes stay, its header overwritten by a torn mark (synced): they show that the
+/// group before it was synced, so a later scan never takes that group for torn too.
+fn cut_torn_last_group(scan: &mut SegmentScan, group_offset: u64, entries_before: usize, checkpoint_before: u64) -> std::io::Result<()> {
     let mut records = std::collections::HashMap::new();
     let damage = scan.entries[entries_before..]
         .iter()
         .find_map(|entry| read_raw_block(&scan.path, scan.file.as_ref(), entry, &mut records).err().map(|e| (entry.offset, e)));
     if let Some((offset, error)) = damage {
-        scan.problems.push((group_offset, format!("last flush group torn (block at offset {offset}: {error}); cut off")));
+        scan.problems.push((group_offset, format!("last flush group torn (block at offset {offset}: {error}); left out")));
+        let covered = scan.end - group_offset;
         scan.entries.truncate(entries_before);
         scan.wal_checkpoint = checkpoint_before;
         scan.end = group_offset;
+        scan.append_at = group_offset + covered;
+        let mut mark = [0u8; GROUP_HEADER_BYTES];
+        mark[0..8].copy_from_slice(TORN_MAGIC);
+        mark[24..32].copy_from_slice(&covered.to_le_bytes());
+        let checksum = crc32c(&mark[..60]);
+        mark[60..64].copy_from_slice(&checksum.to_le_bytes());
+        scan.file.write_all_at(&mark, group_offset)?;
+        scan.file.sync_data()?;
     }
+    Ok(())
 }
 
 type GroupFound = (Vec<IndexEntry>, u64, u64);

@@ -70,8 +70,10 @@ fn unsealed_segments_are_indexed_from_group_headers_and_torn_tails_cut() {
     assert_eq!(scan.end, two_groups_end);
     assert_eq!(scan.wal_checkpoint, 11);
     assert_eq!(scan.problems.len(), 1, "{:?}", scan.problems);
-    assert_eq!(std::fs::metadata(&path).expect("meta").len(), two_groups_end, "torn tail cut off");
-    // Writing continues where the complete groups end, and the result seals cleanly.
+    let len = std::fs::metadata(&path).expect("meta").len();
+    assert!(len > two_groups_end, "the torn tail is kept: it shows the groups before it were synced");
+    assert_eq!(scan.append_at, len.next_multiple_of(PAGE_BYTES));
+    // Writing continues past the torn tail, and the result seals cleanly.
     let mut writer = SegmentWriter::resume(&scan, true);
     writer.append_group(group(1, 9_000_000), 3, 13).expect("append");
     writer.seal().expect("seal");
@@ -247,9 +249,15 @@ fn a_last_group_missing_a_block_page_is_cut_with_its_wal_checkpoint() {
     let scan = scan_segment(&RealFs, &path).expect("scan");
     assert_eq!(scan.entries, written[..5], "the torn group is not indexed");
     assert_eq!(scan.wal_checkpoint, 10, "the first group's checkpoint, not the torn one's (11)");
-    assert_eq!((scan.end, std::fs::metadata(&path).expect("meta").len()), (second_group, second_group), "cut off");
+    assert_eq!(scan.end, second_group);
+    assert_eq!(std::fs::metadata(&path).expect("meta").len(), bytes.len() as u64, "its bytes stay, under a torn mark");
     assert_eq!(scan.problems.len(), 1, "{:?}", scan.problems);
     assert_eq!(scan.problems[0].0, second_group);
+    drop(scan);
+    let again = scan_segment(&RealFs, &path).expect("rescan");
+    assert_eq!((again.entries.as_slice(), again.wal_checkpoint, again.end), (&written[..5], 10, second_group), "the same on a rescan");
+    assert!(again.problems.is_empty(), "the torn mark is not reported again: {:?}", again.problems);
+    drop(again);
     // The same damage in a group before the last is decay, not a torn write: the group stays.
     std::fs::remove_file(&path).expect("remove");
     let (writer, written) = write_segment(dir.path(), 3);
@@ -258,6 +266,60 @@ fn a_last_group_missing_a_block_page_is_cut_with_its_wal_checkpoint() {
     bytes[written[5].offset as usize..written[5].offset as usize + PAGE_BYTES as usize].fill(0);
     std::fs::write(&path, &bytes).expect("write");
     assert_eq!(scan_segment(&RealFs, &path).expect("scan").entries, written, "only the last group can be torn");
+}
+
+/// Found by the `segment_file` fuzz target: a torn last group cut off exposed the group before
+/// it, which a second scan (after a crash, or a full disk that kept the seal from being
+/// written) took for torn in turn; with a decayed block it dropped that acknowledged group.
+#[test]
+fn leaving_out_a_torn_group_never_exposes_the_group_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (writer, written) = write_segment(dir.path(), 3);
+    drop(writer);
+    let path = segment_path(dir.path());
+    let mut bytes = std::fs::read(&path).expect("read");
+    // The second group decays (a flipped bit), the third is torn (a block page never written).
+    bytes[written[7].offset as usize + 40] ^= 0x10;
+    let torn = written[10];
+    bytes[torn.offset as usize..(torn.offset + u64::from(torn.length)) as usize].fill(0);
+    std::fs::write(&path, &bytes).expect("write");
+    for round in 0..3 {
+        let scan = scan_segment(&RealFs, &path).expect("scan");
+        assert_eq!(scan.entries, written[..10], "round {round}: only the torn group is left out");
+        assert_eq!(scan.wal_checkpoint, 11, "round {round}");
+    }
+    // The torn group stays out once groups follow it, and when a damaged footer makes a scan
+    // walk the groups of a sealed file (where no group is taken for torn): its mark says so.
+    let scan = scan_segment(&RealFs, &path).expect("scan");
+    let mut writer = SegmentWriter::resume(&scan, true);
+    drop(scan);
+    let appended = writer.append_group(group(1, 9_000_000), 4, 13).expect("append");
+    let footer_offset = writer.bytes();
+    let expected: Vec<IndexEntry> = written[..10].iter().chain(&appended).copied().collect();
+    assert_eq!(scan_segment(&RealFs, &path).expect("scan").entries, expected, "a group after the torn one");
+    let scan = scan_segment(&RealFs, &path).expect("scan");
+    SegmentWriter::resume(&scan, true).seal().expect("seal");
+    drop(scan);
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[footer_offset as usize + 3] ^= 0xff;
+    std::fs::write(&path, &bytes).expect("write");
+    let scan = scan_segment(&RealFs, &path).expect("scan");
+    assert_eq!(scan.entries, expected, "rebuilt from the groups: {:?}", scan.problems);
+    drop(scan);
+    // Nothing written after the second group but zeros: then it is the last group and torn.
+    std::fs::remove_file(&path).expect("remove");
+    let (writer, written) = write_segment(dir.path(), 2);
+    drop(writer);
+    let mut bytes = std::fs::read(&path).expect("read");
+    let torn = written[7];
+    bytes[torn.offset as usize..(torn.offset + u64::from(torn.length)) as usize].fill(0);
+    let groups_end = bytes.len() as u64;
+    bytes.extend_from_slice(&[0u8; 3 * PAGE_BYTES as usize]);
+    std::fs::write(&path, &bytes).expect("write");
+    let scan = scan_segment(&RealFs, &path).expect("scan");
+    assert_eq!(scan.entries, written[..5]);
+    assert_eq!(scan.append_at, groups_end, "the torn group stays under its mark; the zeros after it are cut: {:?}", scan.problems);
+    assert_eq!(std::fs::metadata(&path).expect("meta").len(), groups_end);
 }
 
 #[test]

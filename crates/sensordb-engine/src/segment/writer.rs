@@ -242,7 +242,7 @@ impl SegmentWriter {
             id: scan.id,
             path: scan.path.clone(),
             file: scan.file.clone(),
-            end: scan.end,
+            end: scan.append_at,
             entries: scan.entries.clone(),
             wal_checkpoint: scan.wal_checkpoint,
             sync,
