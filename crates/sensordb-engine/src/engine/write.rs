@@ -53,7 +53,10 @@ impl Inner {
                 }
                 Err(e) if e.is_no_space() => return Err(self.refuse_for_space()),
                 Err(e) => return Err(e),
-                Ok(()) => break,
+                Ok(()) => {
+                    self.maintenance.reclaimer.note_written(batch.value_bytes() as u64);
+                    break;
+                }
             }
         }
         if self.options.throttle_writes {

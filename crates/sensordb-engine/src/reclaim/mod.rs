@@ -217,6 +217,11 @@ pub struct Reclaimer {
     usage_bits: AtomicU64,
     /// When `usage_bits` was last measured (never, at first).
     measured_at: Mutex<Option<std::time::Instant>>,
+    /// Bytes writers reported since the last measurement began, and the capacity it found:
+    /// admission adds them to the measured usage, so a fast writer cannot run past `U_h` on a
+    /// small disk between two measurements.
+    written_since_measure: AtomicU64,
+    measured_capacity: AtomicU64,
     stats: Mutex<ReclaimStats>,
     /// Notified after every cycle, for writers waiting for space.
     cycled: parking_lot::Condvar,
@@ -246,6 +251,8 @@ impl Reclaimer {
             cutoffs: RwLock::new(Arc::new(Cutoffs::default())),
             usage_bits: AtomicU64::new(0f64.to_bits()),
             measured_at: Mutex::new(None),
+            written_since_measure: AtomicU64::new(0),
+            measured_capacity: AtomicU64::new(0),
             stats: Mutex::new(ReclaimStats::default()),
             cycled: parking_lot::Condvar::new(),
             cycled_lock: Mutex::new(0),
@@ -275,9 +282,18 @@ impl Reclaimer {
         f64::from_bits(self.usage_bits.load(Ordering::Relaxed))
     }
 
-    /// What a writer must do before acknowledging, at the last measured usage.
+    /// What a writer must do before acknowledging, at the last measured usage plus what writers
+    /// reported since ([`Reclaimer::note_written`]).
     pub fn admission(&self) -> Admission {
-        self.throttle.admission(self.usage())
+        let capacity = self.measured_capacity.load(Ordering::Relaxed);
+        let written = self.written_since_measure.load(Ordering::Relaxed);
+        let since = if capacity == 0 { 0.0 } else { written as f64 / capacity as f64 };
+        self.throttle.admission(self.usage() + since)
+    }
+
+    /// Counts `bytes` a writer just added to the disk (counted until the next measurement).
+    pub fn note_written(&self, bytes: u64) {
+        self.written_since_measure.fetch_add(bytes, Ordering::Relaxed);
     }
 
     pub fn stats(&self) -> ReclaimStats {
@@ -299,6 +315,8 @@ impl Reclaimer {
 
     /// Measures usage `U` now.
     pub fn measure(&self, fs: &dyn FileSystem, data_dir: &Path, own_bytes: u64) -> Usage {
+        // Reset before measuring: a write that lands meanwhile is counted twice at worst.
+        self.written_since_measure.store(0, Ordering::Relaxed);
         let space = if self.options.file_system_usage { fs.space(data_dir).ok() } else { None };
         let file_system_share = space.map_or(0.0, |s| s.used_share());
         let capacity_bytes = match (self.options.capacity_bytes, space) {
@@ -311,6 +329,7 @@ impl Reclaimer {
         let own_share = if capacity_bytes == 0 { 0.0 } else { own_bytes as f64 / capacity_bytes as f64 };
         let usage = Usage { share: file_system_share.max(own_share), file_system_share, own_share, own_bytes, capacity_bytes };
         self.usage_bits.store(usage.share.to_bits(), Ordering::Relaxed);
+        self.measured_capacity.store(capacity_bytes, Ordering::Relaxed);
         *self.measured_at.lock() = Some(std::time::Instant::now());
         self.stats.lock().usage = usage;
         usage

@@ -436,3 +436,20 @@ fn the_newest_point_of_a_series_older_than_its_period_is_gone() {
     assert_eq!(after[0], None, "every point of sensor 0 is older than the period");
     assert_eq!(after[1], Some((3 * 3600 * SECOND, Value::I64(7))));
 }
+
+/// Found by the small-disk test on a loaded machine: admission reuses a measurement up to 10 ms
+/// old, and a writer of 64 KiB payloads into a 32 MiB file system ran 0.8% past `U_h` in that
+/// time. Bytes written since the measurement count in admission until the next one.
+#[test]
+fn bytes_written_since_the_last_measurement_count_in_admission() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reclaimer = super::Reclaimer::open(&crate::fs::RealFs, dir.path(), own_capacity(1_000_000)).expect("open");
+    reclaimer.measure(&crate::fs::RealFs, dir.path(), 500_000);
+    assert_eq!(reclaimer.admission(), Admission::Now, "0.5 of the capacity");
+    reclaimer.note_written(460_000);
+    assert_eq!(reclaimer.admission(), Admission::WaitForSpace, "0.5 measured + 0.46 written is past U_h 0.95 at once");
+    reclaimer.measure(&crate::fs::RealFs, dir.path(), 500_000);
+    assert_eq!(reclaimer.admission(), Admission::Now, "a new measurement replaces the estimate");
+    reclaimer.note_written(410_000);
+    assert!(matches!(reclaimer.admission(), Admission::After(_)), "0.91: between the thresholds");
+}
