@@ -12,7 +12,7 @@
 //! queue.
 //!
 //! Errors: a frame whose framing cannot be trusted (bad checksum, too long, reserved bits set),
-//! a frame before a successful HELLO and a failed HELLO get a fatal ERROR, then the connection
+//! a frame before a successful HELLO and a failed HELLO (malformed included) get a fatal ERROR, then the connection
 //! is closed (after draining what the peer still sends, briefly, so the ERROR is not lost to a
 //! reset). Everything else gets a non-fatal ERROR (naming the transaction, which is rolled back
 //! if it was open) and the connection goes on.

@@ -5,7 +5,8 @@
 //! (`authenticated`) and whether the reader is held back waiting for permits ([`HeldBack`]).
 //!
 //! Before a successful HELLO a client is trusted with nothing: a frame longer than the longest
-//! HELLO ([`HELLO_BODY_MAX`]) is refused (fatal FRAME_TOO_LARGE) without reading its body, and
+//! HELLO ([`HELLO_BODY_MAX`]) is refused (fatal FRAME_TOO_LARGE) without reading its body, one
+//! that does not decode (a malformed HELLO) is refused with a fatal MALFORMED, and
 //! a frame body beyond what the read buffer holds anyway takes permits from the small
 //! handshake pool ([`crate::state::HANDSHAKE_BYTES`]), never from `max_in_flight_bytes`: clients
 //! without a token cannot stall the writers that have one. After a HELLO has been handed on,
@@ -174,7 +175,9 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(mut reader: R, state: Arc<Se
             }
             Err(error) => {
                 // The checksum held (or was not reached): the stream is in step unless it did not.
-                let fatal = matches!(error, FrameError::BadChecksum { .. });
+                // Before a successful HELLO nothing is worth going on for: a HELLO that does not
+                // decode fails the handshake as a bad token does (fatal, closed).
+                let fatal = matches!(error, FrameError::BadChecksum { .. }) || !trusted;
                 Incoming::Bad { error, fatal }
             }
         };
