@@ -173,3 +173,63 @@ async fn duplicate_create_and_early_complete_leave_the_transaction_open() {
     })
     .await
 }
+
+/// Found by the issue 13 review: bool bytes 2 and 255 were stored as true. Anything but 0 and 1
+/// is MALFORMED (the transaction rolled back, the connection and server go on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bool_bytes_other_than_0_and_1_are_refused() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path()).await;
+        let mut raw = RawClient::connect(server.native_addr, VERSION).await;
+        raw.define(1, ValueKind::Bool, &key("flag")).await;
+        for (n, byte) in [2u8, 255].into_iter().enumerate() {
+            let tx = TxId::from_u64(10 + n as u64);
+            let mut records = points(1, &[5, 6], ValueColumn::Bool(vec![false, false]));
+            *records.last_mut().expect("a value byte") = byte;
+            raw.send_all(&[Frame::Create { tx }, send_frame(tx, &records), Frame::Confirm { tx }]).await;
+            assert!(matches!(raw.next().await, Frame::Created { .. }));
+            let refused = raw.next().await;
+            assert!(
+                matches!(&refused, Frame::Error { code: ErrorCode::Malformed, fatal: false, message, .. } if message.contains("bool")),
+                "{refused:?}"
+            );
+            assert!(
+                matches!(raw.next().await, Frame::Error { code: ErrorCode::WrongState, .. }),
+                "rolled back: CONFIRM finds nothing open"
+            );
+        }
+        raw.still_serves().await;
+        assert!(stored(&engine, &key("flag")).is_empty());
+        server.shutdown().await;
+    })
+    .await
+}
+
+/// Found by the issue 13 review: a timestamp delta that overflows i64 wrapped around silently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflowing_timestamp_deltas_are_refused() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path()).await;
+        let mut raw = RawClient::connect(server.native_addr, VERSION).await;
+        raw.define(1, ValueKind::I64, &key("overflow")).await;
+        // POINTS, short id 1, 2 points: i64::MAX - 1, then a delta of +5.
+        let mut records = vec![1u8, 1, 2];
+        put_zigzag(&mut records, i64::MAX - 1);
+        put_zigzag(&mut records, 5);
+        records.extend_from_slice(&[0, 0]);
+        let tx = TxId::from_u64(20);
+        raw.send_all(&[Frame::Create { tx }, send_frame(tx, &records)]).await;
+        assert!(matches!(raw.next().await, Frame::Created { .. }));
+        let refused = raw.next().await;
+        assert!(
+            matches!(&refused, Frame::Error { code: ErrorCode::Malformed, message, .. } if message.contains("overflow")),
+            "{refused:?}"
+        );
+        raw.still_serves().await;
+        assert!(stored(&engine, &key("overflow")).is_empty());
+        server.shutdown().await;
+    })
+    .await
+}
