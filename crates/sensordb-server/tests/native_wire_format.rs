@@ -4,8 +4,6 @@
 //! DEFINE_SERIES, bool bytes other than 0/1, overflowing timestamp deltas, and (version 3) the
 //! frame type an ERROR answers. Every test is bounded in time.
 
-#![allow(dead_code)] // helpers of the tests added with the fixes that follow
-
 use sensordb_client::{ErrorCode, TxId};
 use sensordb_engine::{Durability, Engine, EngineOptions, SeriesKey, Value, ValueColumn, ValueKind};
 use sensordb_protocol::frame::{read_frame, Frame, FrameType, HEADER_LEN, VERSION};
@@ -169,6 +167,37 @@ async fn duplicate_create_and_early_complete_leave_the_transaction_open() {
         assert!(matches!(raw.next().await, Frame::Confirmed { points: 2, .. }), "both SENDs are in the transaction");
         assert_eq!(raw.next().await, Frame::Completed { tx, duplicate: false, points: 2 });
         assert_eq!(stored(&engine, &key("open")), vec![(1, Value::F64(1.0)), (2, Value::F64(2.0))]);
+        server.shutdown().await;
+    })
+    .await
+}
+
+/// Found by the issue 13 review: a DEFINE_SERIES whose body does not decode (an unknown kind,
+/// a key that is not UTF-8) was refused with `context` 0, so a client could not tell which of
+/// its definitions failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_define_series_names_its_short_id() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, _engine) = start(dir.path()).await;
+        let mut raw = RawClient::connect(server.native_addr, VERSION).await;
+        let mut unknown_kind = 41u32.to_le_bytes().to_vec();
+        unknown_kind.push(9);
+        unknown_kind.extend_from_slice(&3u16.to_le_bytes());
+        unknown_kind.extend_from_slice(b"m f");
+        let mut not_utf8 = 42u32.to_le_bytes().to_vec();
+        not_utf8.push(ValueKind::F64 as u8);
+        not_utf8.extend_from_slice(&3u16.to_le_bytes());
+        not_utf8.extend_from_slice(b"m \xff");
+        for (short_id, body) in [(41, unknown_kind), (42, not_utf8)] {
+            raw.stream.write_all(&raw_frame(FrameType::DefineSeries, &body)).await.expect("writes");
+            let answer = raw.next().await;
+            assert!(
+                matches!(answer, Frame::Error { code: ErrorCode::Malformed, fatal: false, tx: None, context, .. } if context == short_id),
+                "{answer:?}"
+            );
+        }
+        raw.define(43, ValueKind::F64, &key("fine")).await;
         server.shutdown().await;
     })
     .await

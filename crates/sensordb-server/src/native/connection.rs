@@ -211,10 +211,10 @@ impl Connection {
                             break;
                         }
                     }
-                    Some(Incoming::Bad { error, fatal }) => {
+                    Some(Incoming::Bad { error, fatal, context }) => {
                         last_frame = Instant::now();
                         tracing::debug!(peer = %self.peer, %error, fatal, "bad frame");
-                        self.send(error_frame(error.code(), fatal, None, 0, error.to_string()));
+                        self.send(error_frame(error.code(), fatal, None, context, error.to_string()));
                         if fatal {
                             break;
                         }

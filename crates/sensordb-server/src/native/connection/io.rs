@@ -41,9 +41,12 @@ const UNCOUNTED_BODY_BYTES: usize = READ_BUFFER_BYTES - HEADER_LEN;
 pub(super) enum Incoming {
     Frame(Frame, Option<HeldBytes>),
     /// A frame that cannot be used; `fatal` when the byte stream can no longer be trusted.
+    /// `context`: the short id of a DEFINE_SERIES that does not decode (its first 4 bytes), so
+    /// the ERROR names the definition it refuses; else 0.
     Bad {
         error: FrameError,
         fatal: bool,
+        context: u32,
     },
 }
 
@@ -131,7 +134,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(mut reader: R, state: Arc<Se
                     }
                     other => other,
                 };
-                let _ = incoming.send(Incoming::Bad { error, fatal: true }).await;
+                let _ = incoming.send(Incoming::Bad { error, fatal: true, context: 0 }).await;
                 return drain(reader).await;
             }
         };
@@ -168,6 +171,10 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(mut reader: R, state: Arc<Se
             // allocation, and the connection would keep it. What follows it moves to a small one.
             buffer = BytesMut::from(&buffer[..]);
         }
+        let short_id = match body.get(..4) {
+            Some(&[a, b, c, d]) if header.frame_type == FrameType::DefineSeries as u8 => u32::from_le_bytes([a, b, c, d]),
+            _ => 0,
+        };
         let message = match header.decode_body(body) {
             Ok(frame) => {
                 hello_pending = !trusted && frame.frame_type() == FrameType::Hello;
@@ -177,8 +184,9 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(mut reader: R, state: Arc<Se
                 // The checksum held (or was not reached): the stream is in step unless it did not.
                 // Before a successful HELLO nothing is worth going on for: a HELLO that does not
                 // decode fails the handshake as a bad token does (fatal, closed).
-                let fatal = matches!(error, FrameError::BadChecksum { .. }) || !trusted;
-                Incoming::Bad { error, fatal }
+                let bad_checksum = matches!(error, FrameError::BadChecksum { .. });
+                let fatal = bad_checksum || !trusted;
+                Incoming::Bad { error, fatal, context: if bad_checksum { 0 } else { short_id } }
             }
         };
         let fatal = matches!(message, Incoming::Bad { fatal: true, .. });
