@@ -172,6 +172,49 @@ async fn duplicate_create_and_early_complete_leave_the_transaction_open() {
     .await
 }
 
+/// Found by the issue 13 review: a CANCEL pipelined behind its transaction's COMPLETE was
+/// answered (WRONG_STATE) before the CREATED, CONFIRMED and COMPLETED of the frames before it.
+/// The transaction is large enough to be written by a task of its own, so its COMPLETED comes
+/// well after the CANCEL is handled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_behind_complete_is_answered_after_the_completion() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path()).await;
+        let mut raw = RawClient::connect(server.native_addr, VERSION).await;
+        raw.define(1, ValueKind::F64, &key("cancel")).await;
+        let tx = TxId::from_u64(2);
+        let timestamps: Vec<i64> = (0..20_000).collect();
+        let values = ValueColumn::F64(timestamps.iter().map(|&t| t as f64).collect());
+        raw.send_all(&[
+            Frame::Create { tx },
+            send_frame(tx, &points(1, &timestamps, values)),
+            Frame::Confirm { tx },
+            Frame::Complete { tx },
+            Frame::Cancel { tx },
+            Frame::Create { tx },
+        ])
+        .await;
+        let answers = [raw.next().await, raw.next().await, raw.next().await, raw.next().await, raw.next().await];
+        let kinds: Vec<FrameType> = answers.iter().map(Frame::frame_type).collect();
+        assert_eq!(
+            kinds,
+            [FrameType::Created, FrameType::Confirmed, FrameType::Completed, FrameType::Error, FrameType::Error],
+            "answers of one transaction in the order of its frames: {answers:?}"
+        );
+        assert!(matches!(answers[3], Frame::Error { code: ErrorCode::WrongState, .. }), "CANCEL while completing: {:?}", answers[3]);
+        assert!(
+            matches!(answers[4], Frame::Error { code: ErrorCode::DuplicateTransaction, .. }),
+            "CREATE while completing: {:?}",
+            answers[4]
+        );
+        assert_eq!(stored(&engine, &key("cancel")).len(), 20_000, "the CANCEL did not undo the COMPLETE");
+        raw.still_serves().await;
+        server.shutdown().await;
+    })
+    .await
+}
+
 /// Found by the issue 13 review: a DEFINE_SERIES whose body does not decode (an unknown kind,
 /// a key that is not UTF-8) was refused with `context` 0, so a client could not tell which of
 /// its definitions failed.
@@ -258,6 +301,54 @@ async fn overflowing_timestamp_deltas_are_refused() {
         );
         raw.still_serves().await;
         assert!(stored(&engine, &key("overflow")).is_empty());
+        server.shutdown().await;
+    })
+    .await
+}
+
+/// Version 3: an ERROR naming a transaction carries the type of the frame it answers, so a
+/// client that pipelined a transaction knows which answer is the last (PROTOCOL.md, "Answers
+/// of a transaction"). Under version 2 the same ERRORs carry 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_name_the_frame_they_answer_from_version_3() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, _engine) = start(dir.path()).await;
+        for version in [2u16, 3] {
+            let mut raw = RawClient::connect(server.native_addr, version).await;
+            raw.define(1, ValueKind::F64, &key("answers")).await;
+            let tx = TxId::from_u64(30);
+            let good = points(1, &[1], ValueColumn::F64(vec![1.0]));
+            let unknown = points(99, &[1], ValueColumn::F64(vec![1.0]));
+            raw.send_all(&[
+                Frame::Create { tx },
+                send_frame(tx, &good),
+                Frame::Complete { tx },
+                send_frame(tx, &unknown),
+                send_frame(tx, &good),
+                Frame::Confirm { tx },
+                Frame::Complete { tx },
+            ])
+            .await;
+            assert!(matches!(raw.next().await, Frame::Created { .. }));
+            let mut contexts = Vec::new();
+            for _ in 0..5 {
+                match raw.next().await {
+                    Frame::Error { tx: Some(id), context, .. } if id == tx => contexts.push(context),
+                    other => panic!("version {version}: {other:?}"),
+                }
+            }
+            let expected: Vec<u32> = if version >= 3 {
+                [FrameType::Complete, FrameType::Send, FrameType::Send, FrameType::Confirm, FrameType::Complete]
+                    .iter()
+                    .map(|&t| u32::from(t as u8))
+                    .collect()
+            } else {
+                vec![0; 5]
+            };
+            assert_eq!(contexts, expected, "version {version}");
+            raw.still_serves().await;
+        }
         server.shutdown().await;
     })
     .await
