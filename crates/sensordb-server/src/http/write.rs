@@ -229,6 +229,19 @@ fn ingest_into(
                     fields[j].key, body_series.series.measurement
                 ));
             }
+            Err((_, FieldError::Engine(sensordb_engine::Error::RecordTooLarge { len, limit }))) => {
+                // A series key longer than the catalog takes: a bad line (InfluxDB 1.8's "max key
+                // length exceeded"), not a failure of the body. Nothing of it stays behind.
+                if body_series.has_no_fields() {
+                    seen.remove(line.series_text);
+                    cache.forget_if_fieldless(line.series_text);
+                }
+                let message = format!("max key length exceeded: series key of {len} bytes, the limit is {limit} bytes");
+                report.dropped_lines += 1;
+                report.first_error.get_or_insert(LineError { line: line.number, message });
+                fields.clear();
+                continue;
+            }
             Err((_, FieldError::Engine(e))) => {
                 if !matches!(e, sensordb_engine::Error::InvalidSeriesKey(_)) {
                     return Err(ApiError::from_engine(e));
