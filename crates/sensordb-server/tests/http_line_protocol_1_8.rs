@@ -54,3 +54,23 @@ async fn a_series_key_over_the_limit_is_a_bad_line() {
     })
     .await;
 }
+
+/// Found by the issue 13 review: `/api/v2/write?bucket=db/rp` created a database named `db/rp`.
+/// As InfluxDB 1.8's compatibility endpoint reads it, that is database `db`, retention policy
+/// `rp` (every database has the one policy, so the name is not used).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v2_bucket_db_slash_rp_writes_to_db() {
+    bounded(async {
+        let server = TestServer::start(|_| {}).await;
+        let addr = server.addr;
+        assert_eq!(post(addr, "/api/v2/write?bucket=fleet/autogen", "b v=1 1").await.status, 204);
+        assert_eq!(post(addr, "/api/v2/write?bucket=fleet/", "b v=2 2").await.status, 204);
+        let got = points(addr, "db=fleet&measurement=b").await;
+        assert_eq!(got[0].1, vec![serde_json::json!([1, 1.0]), serde_json::json!([2, 2.0])]);
+        let databases = get(addr, "/query?q=SHOW%20DATABASES").await.text();
+        assert!(!databases.contains("fleet/"), "{databases}");
+        assert_eq!(post(addr, "/api/v2/write?bucket=/autogen", "b v=1 1").await.status, 400, "a database name is required");
+        server.stop().await;
+    })
+    .await;
+}

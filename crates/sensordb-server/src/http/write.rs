@@ -300,7 +300,10 @@ pub async fn write_v1(
     }
 }
 
-/// `POST /api/v2/write?bucket=B[&org=O][&precision=P]` with `Authorization: Token T`.
+/// `POST /api/v2/write?bucket=B[&org=O][&precision=P]` with `Authorization: Token T`. As in
+/// InfluxDB 1.8's compatibility endpoint, `bucket` is `database[/retention policy]`; every
+/// database has the one policy (`autogen`, its storage period), so the policy name is not used,
+/// as v1's `rp` parameter is not.
 pub async fn write_v2(
     State(http): State<Arc<HttpState>>,
     Query(params): Query<Vec<(String, String)>>,
@@ -311,9 +314,13 @@ pub async fn write_v2(
     let checked = || {
         http.server.tokens.check(bearer_token(&headers).as_deref(), Scope::Write)?;
         let bucket = param("bucket").filter(|b| !b.is_empty()).ok_or_else(|| ApiError::bad_request("bucket is required"))?;
+        let database = bucket.split_once('/').map_or(bucket, |(database, _retention_policy)| database);
+        if database.is_empty() {
+            return Err(ApiError::bad_request(format!("bucket {bucket:?} names no database: expected database[/retention policy]")));
+        }
         let precision = Precision::from_v2(param("precision").unwrap_or(""))
             .ok_or_else(|| ApiError::bad_request("invalid precision: expected one of ns, us, ms, s"))?;
-        Ok((http.cache(bucket)?, precision))
+        Ok((http.cache(database)?, precision))
     };
     match checked() {
         Ok((cache, precision)) => write_body(&http, cache, &headers, body, precision).await,
