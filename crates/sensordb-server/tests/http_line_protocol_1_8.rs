@@ -74,3 +74,24 @@ async fn a_v2_bucket_db_slash_rp_writes_to_db() {
     })
     .await;
 }
+
+/// Found by the issue 13 review: a line without a timestamp got the server's clock in
+/// nanoseconds whatever the `precision`; InfluxDB truncates it to the precision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_without_timestamp_gets_now_truncated_to_the_precision() {
+    bounded(async {
+        let server = TestServer::start(|_| {}).await;
+        let addr = server.addr;
+        for (precision, nanos) in [("s", 1_000_000_000i64), ("ms", 1_000_000), ("h", 3_600_000_000_000)] {
+            let measurement = format!("now_{precision}");
+            let reply = post(addr, &format!("/write?db=d&precision={precision}"), &format!("{measurement} v=1")).await;
+            assert_eq!(reply.status, 204, "{}", reply.text());
+            let got = points(addr, &format!("db=d&measurement={measurement}")).await;
+            let timestamp = got[0].1[0][0].as_i64().expect("timestamp");
+            assert_eq!(timestamp % nanos, 0, "precision {precision}: {timestamp}");
+            assert!(timestamp > 1_600_000_000_000_000_000, "the server's clock: {timestamp}");
+        }
+        server.stop().await;
+    })
+    .await;
+}

@@ -478,7 +478,11 @@ async fn write_body(
         let len = raw.len();
         (raw, len, false)
     };
-    let options = ReadOptions { precision, default_timestamp: now_ns(), max_line_bytes: http.server.config.max_line_bytes };
+    // A line without a timestamp gets the arrival time truncated to the request's precision, as
+    // InfluxDB does (`time.Truncate`): written with `precision=s`, it lands on a whole second.
+    let now = now_ns();
+    let default_timestamp = now - now.rem_euclid(precision.nanos());
+    let options = ReadOptions { precision, default_timestamp, max_line_bytes: http.server.config.max_line_bytes };
     http.server.wait_for_space().await.map_err(ApiError::from_engine)?;
     let worker = http.clone();
     let report = tokio::task::spawn_blocking(move || {
