@@ -18,6 +18,10 @@
 //! When the engine reports the disk full the answer is `503 Service Unavailable` with
 //! `Retry-After: 30`: nothing of that body is stored, and InfluxDB clients retry a 503 after
 //! backing off, by which time retention may have freed space.
+//!
+//! `gunzip` inflates gzip bodies within the size limit.
+
+mod gunzip;
 
 use super::line_protocol::{parse_series, Field, FieldValue, LineError, Lines, Precision, ReadOptions};
 use super::series_cache::{BodySeries, FieldError, NewSeriesBudget, SeriesCache};
@@ -31,7 +35,6 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use sensordb_engine::{Value, WriteBatch};
-use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -464,7 +467,7 @@ async fn write_body(
     // The body's text is `text[..text_len]`; a decompressed one lives in a pooled buffer.
     let (text, text_len, pooled) = if gzip {
         let mut buffer = http.bodies.take();
-        let (buffer, decoded_len) = tokio::task::spawn_blocking(move || gunzip(&raw, limit, &mut buffer).map(|len| (buffer, len)))
+        let (buffer, decoded_len) = tokio::task::spawn_blocking(move || gunzip::gunzip(&raw, limit, &mut buffer).map(|len| (buffer, len)))
             .await
             .map_err(ApiError::join)??;
         if in_flight.as_ref().is_some_and(|f| f.bytes < decoded_len) {
@@ -539,79 +542,7 @@ fn ingest_text(http: &HttpState, cache: &Arc<SeriesCache>, text: &[u8], options:
     }
 }
 
-/// Decompresses a gzip body (one or more members) into `out`, refusing more than `limit` bytes
-/// of output; returns the length. `out` is kept initialized over its whole length (a reused
-/// buffer is only zeroed where it grows); bytes past the returned length are garbage.
-fn gunzip(raw: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<usize, ApiError> {
-    // The trailer's ISIZE is the last member's size mod 2^32: with one member (what clients
-    // send), the exact size, so the output grows at most once. Only a hint, capped by `limit`.
-    let last_member_bytes = raw.last_chunk::<4>().map_or(0, |isize| u32::from_le_bytes(*isize) as usize);
-    // A lying trailer must not make a small body zero a large buffer: at most 32 times the
-    // compressed size to start with (TSBS bodies shrink 8 times), more only as output arrives.
-    let wanted = last_member_bytes.min(raw.len() * 32).max(raw.len() * 4).min(limit) + 1;
-    if out.len() < wanted {
-        out.resize(wanted, 0);
-    }
-    let mut decoder = flate2::read::MultiGzDecoder::new(raw);
-    let mut filled = 0;
-    loop {
-        if filled == out.len() {
-            if filled > limit {
-                return Err(too_large(limit));
-            }
-            let grown = (filled * 2).clamp(filled + 1, limit + 1);
-            out.resize(grown, 0);
-        }
-        match decoder.read(&mut out[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(ApiError::bad_request(format!("cannot decompress gzip body: {e}"))),
-        }
-    }
-    if filled > limit {
-        return Err(too_large(limit));
-    }
-    Ok(filled)
-}
-
 /// The wall clock in nanoseconds since the Unix epoch.
 pub fn now_ns() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::gunzip;
-    use std::io::Write;
-
-    fn gzip(data: &[u8]) -> Vec<u8> {
-        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        encoder.write_all(data).expect("gzip");
-        encoder.finish().expect("gzip")
-    }
-
-    #[test]
-    fn gunzip_reuses_a_dirty_buffer_reads_every_member_and_stops_at_the_limit() {
-        let text: Vec<u8> = (0..20_000u32).flat_map(|i| format!("m,t=a f={i} {i}\n").into_bytes()).collect();
-        let mut buffer = vec![0xEE; 3];
-        let len = gunzip(&gzip(&text), 1 << 30, &mut buffer).expect("decodes");
-        assert_eq!(&buffer[..len], &text[..]);
-        // A reused buffer holding the longer text before: only the returned length counts.
-        let mut two_members = gzip(b"first\n");
-        two_members.extend_from_slice(&gzip(b"second\n"));
-        let len = gunzip(&two_members, 1 << 30, &mut buffer).expect("decodes");
-        assert_eq!(&buffer[..len], b"first\nsecond\n");
-        // Exactly at the limit is fine, one byte over is refused.
-        assert_eq!(gunzip(&gzip(&text), text.len(), &mut Vec::new()).expect("at the limit"), text.len());
-        assert!(gunzip(&gzip(&text), text.len() - 1, &mut Vec::new()).is_err());
-        // A trailer claiming 4 GiB: the buffer grows with the real output only.
-        let mut lying = gzip(b"m f=1\n");
-        let end = lying.len();
-        lying[end - 4..].copy_from_slice(&u32::MAX.to_le_bytes());
-        let mut fresh = Vec::new();
-        assert!(gunzip(&lying, 1 << 30, &mut fresh).is_err(), "the size check of the trailer fails");
-        assert!(fresh.len() <= lying.len() * 32 + 1, "{} bytes zeroed", fresh.len());
-        assert!(gunzip(b"plain text", 1 << 20, &mut Vec::new()).is_err());
-    }
 }
