@@ -10,8 +10,10 @@
 //! Asserts: no panic; `Lines` gives exactly what reading the body with the crate alone gives,
 //! record by record: the body split by the crate's `split_lines`, each record without its `\r`
 //! and leading whitespace, blank and comment records skipped, too-long records refused, the rest
-//! parsed with `influxdb_line_protocol::parse_lines` (one line per record) and the timestamp
-//! scaled by the precision with overflow refused. So an error for the same records (at the same
+//! parsed with `influxdb_line_protocol::parse_lines` (one line per record) under InfluxDB 1.8's
+//! rules of `line_protocol::influxdb_1_8` (the record as `text_for_the_crate` writes it, non-finite
+//! floats refused) and the timestamp scaled by the precision with overflow and timestamps outside
+//! InfluxDB's range refused. So an error for the same records (at the same
 //! line number, counted over the whole body), and for each valid record the same line number,
 //! measurement and tags (from `parse_series` of the series text when the fast reader took the
 //! line), fields (f64 bitwise) and timestamp, and the series text `series_prefix` gives. This is
@@ -21,6 +23,7 @@
 
 use influxdb_line_protocol::FieldValue as F;
 use libfuzzer_sys::fuzz_target;
+use sensordb_server::http::line_protocol::influxdb_1_8::{finite_float, text_for_the_crate, timestamp_out_of_range};
 use sensordb_server::http::line_protocol::{parse_series, series_prefix, Field, FieldValue, Lines, Precision, ReadOptions};
 use std::borrow::Cow;
 
@@ -42,13 +45,21 @@ enum Expected<'a> {
 /// The crate's reading of a record (leading whitespace removed) as one line; `None` when it
 /// holds no line.
 fn reference(trimmed: &str) -> Option<Result<(Series, Fields, Option<i64>), String>> {
-    let mut parsed = influxdb_line_protocol::parse_lines(trimmed);
+    let text = match text_for_the_crate(trimmed) {
+        Ok(text) => text,
+        // A record with a field set holds a line: refused.
+        Err(e) => return Some(Err(e)),
+    };
+    let mut parsed = influxdb_line_protocol::parse_lines(&text);
     let line = match parsed.next()? {
         Ok(line) => line,
         Err(e) => return Some(Err(e.to_string())),
     };
     if parsed.next().is_some() {
         return Some(Err("more than one line in a record".to_string()));
+    }
+    if line.field_set.iter().any(|(_, value)| matches!(value, F::F64(x) if !finite_float(*x))) {
+        return Some(Err("float out of range".to_string()));
     }
     let tags = line.series.tag_set.iter().flatten().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let fields = line
@@ -92,8 +103,8 @@ fn expected<'a>(body: &'a str, options: &ReadOptions) -> Vec<(u64, Expected<'a>)
             Some(Ok((series, fields, timestamp))) => match timestamp {
                 None => Expected::Line { trimmed, series, fields, timestamp: options.default_timestamp },
                 Some(t) => match t.checked_mul(options.precision.nanos()) {
-                    Some(timestamp) => Expected::Line { trimmed, series, fields, timestamp },
-                    None => Expected::Error,
+                    Some(timestamp) if timestamp_out_of_range(timestamp).is_none() => Expected::Line { trimmed, series, fields, timestamp },
+                    _ => Expected::Error,
                 },
             },
         };

@@ -22,6 +22,11 @@
 //! id; the server's completed-transaction window answers a transaction it already stored without
 //! storing it again. Several transactions may run at once over one client (one connection,
 //! frames interleaved).
+//!
+//! The client offers protocol versions 1 to 3 ([`sensordb_protocol::frame::VERSION`]). Under
+//! version 3 an ERROR naming a transaction says which frame it answers; the client does not need
+//! that count: after an ERROR in a pipelined transaction it resends on a new connection, so no
+//! late answer of the failed attempt can be taken for the retry's.
 
 mod connection;
 mod transaction;

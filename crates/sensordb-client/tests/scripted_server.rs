@@ -134,3 +134,15 @@ async fn an_unanswered_complete_times_out() {
         assert!(started.elapsed() >= Duration::from_millis(300));
     }
 }
+
+/// The client offers protocol version 3 (ERRORs name the frame they answer) and commits with
+/// COMPLETE_CHECKED under it, as under version 2.
+#[tokio::test]
+async fn a_version_3_server_gets_complete_checked() {
+    assert_eq!(sensordb_protocol::frame::VERSION, 3);
+    let (addr, seen) = serve(Script { version: 3, bytewise: false, silent_complete: false }).await;
+    let stats = commit(addr, Duration::from_secs(10)).await.expect("commit");
+    assert!(stats.checked_complete);
+    assert_eq!(stats.points, 40);
+    assert!(seen.lock().expect("log").contains(&COMPLETE_CHECKED));
+}

@@ -9,7 +9,8 @@
 //! ```
 //! All integers little-endian. The CRC32C covers header bytes 0..8 followed by the body, so a
 //! flipped bit anywhere but in the checksum itself is caught. `flags` and `reserved` are 0 in
-//! every version so far (1 and 2: version 2 added a frame type and an error code, no flag), and
+//! every version so far (1 to 3: version 2 added a frame type and an error code, version 3 a
+//! meaning of ERROR's `context`, no flag), and
 //! a header with any of their bits set is refused ([`FrameError::Reserved`]) before the checksum
 //! is checked, whichever version the connection speaks. See `docs/PROTOCOL.md` for every body.
 
@@ -20,12 +21,19 @@ use std::fmt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Newest protocol version spoken by this build. Version 2 adds COMPLETE_CHECKED and the
-/// CHECKSUM_MISMATCH error code; a connection negotiates the highest version both ends speak.
-pub const VERSION: u16 = 2;
+/// CHECKSUM_MISMATCH error code; version 3 has an ERROR naming a transaction carry the type of
+/// the frame it answers in `context` ([`ANSWERED_FRAME_VERSION`]). A connection negotiates the
+/// highest version both ends speak.
+pub const VERSION: u16 = 3;
 /// Oldest protocol version this build still speaks.
 pub const MIN_VERSION: u16 = 1;
 /// The first version with COMPLETE_CHECKED (one round trip per transaction).
 pub const CHECKED_COMPLETE_VERSION: u16 = 2;
+/// The first version whose ERRORs naming a transaction carry, in `context`, the type of the
+/// frame they answer (0 for one answering no frame, TRANSACTION_TIMEOUT): with every frame of a
+/// transaction but a successful SEND answered once and in order, a pipelining client can tell
+/// which answer is the last.
+pub const ANSWERED_FRAME_VERSION: u16 = 3;
 /// Bytes of the frame header.
 pub const HEADER_LEN: usize = 12;
 /// First bytes of every HELLO body.
@@ -269,7 +277,8 @@ pub enum Frame {
     Pong {
         nonce: u64,
     },
-    /// `context`: the short series id a DEFINE_SERIES error is about, else 0.
+    /// `context`: the short series id a DEFINE_SERIES error is about; from version 3, for an
+    /// error naming a transaction, the type of the frame it answers (0: none); else 0.
     Error {
         code: ErrorCode,
         fatal: bool,

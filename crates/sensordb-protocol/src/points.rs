@@ -5,12 +5,17 @@
 //! ```text
 //! POINTS (u8 1):  varint short series id, varint count N (≥ 1),
 //!                 N timestamps: zigzag varint of the first, then zigzag varint deltas,
-//!                 N values by the series' kind: f64 8 bytes LE | i64 zigzag varint |
-//!                 u64 varint | bool 1 byte 0/1 | bytes varint length + bytes
+//!                 N values by the series' kind: f64 8 bytes LE (the IEEE 754 bits) |
+//!                 i64 zigzag varint | u64 varint | bool 1 byte 0/1 | bytes varint length + bytes
 //! PAYLOAD_PART (u8 2): varint short series id (a bytes series), zigzag varint timestamp,
 //!                 u8 last (0 more parts follow, 1 this part ends the value),
 //!                 varint length, the bytes
 //! ```
+//! Decoding is strict where a lenient reading would store something else than was meant: a
+//! timestamp delta whose sum leaves the i64 range is refused (never wrapped), and so is a bool
+//! byte other than 0 and 1. The encoder therefore never writes a delta that does not fit: it
+//! starts a new POINTS record where timestamps jump by more than an i64.
+//!
 //! A PAYLOAD_PART lets one large byte value span SEND frames: the parts of one value are
 //! consecutive records of the same transaction (no other record in between) and concatenate to
 //! the value. The series kind comes from the connection's DEFINE_SERIES.
@@ -40,23 +45,37 @@ pub enum PointRecord {
 pub struct PointsEncoder;
 
 impl PointsEncoder {
-    /// Appends a POINTS record. `timestamps` and `values` have the same, nonzero length.
+    /// Appends the points as POINTS records: one, unless two neighbouring timestamps are more
+    /// than `i64::MAX` apart (a delta that does not fit an i64, which a decoder refuses): the
+    /// points from there on go in a record of their own. `timestamps` and `values` have the
+    /// same, nonzero length.
     pub fn points(out: &mut Vec<u8>, short_id: u32, timestamps: &[Timestamp], values: &ValueColumn) {
         debug_assert_eq!(timestamps.len(), values.len());
+        let mut start = 0;
+        while start < timestamps.len() {
+            let end = start + 1 + timestamps[start..].windows(2).take_while(|pair| pair[1].checked_sub(pair[0]).is_some()).count();
+            Self::one_record(out, short_id, &timestamps[start..end], values, start..end);
+            start = end;
+        }
+    }
+
+    /// One POINTS record of `timestamps` and `values[range]`; every delta fits an i64.
+    fn one_record(out: &mut Vec<u8>, short_id: u32, timestamps: &[Timestamp], values: &ValueColumn, range: std::ops::Range<usize>) {
         out.push(RECORD_POINTS);
         put_varint(out, u64::from(short_id));
         put_varint(out, timestamps.len() as u64);
         let mut previous = 0i64;
         for &t in timestamps {
+            // Checked by the caller; wrapping would give the same bytes anyway.
             put_varint(out, zigzag(t.wrapping_sub(previous)));
             previous = t;
         }
         match values {
-            ValueColumn::F64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_bits().to_le_bytes())),
-            ValueColumn::I64(v) => v.iter().for_each(|&x| put_varint(out, zigzag(x))),
-            ValueColumn::U64(v) => v.iter().for_each(|&x| put_varint(out, x)),
-            ValueColumn::Bool(v) => v.iter().for_each(|&x| out.push(u8::from(x))),
-            ValueColumn::Bytes(v) => v.iter().for_each(|x| {
+            ValueColumn::F64(v) => v[range].iter().for_each(|x| out.extend_from_slice(&x.to_bits().to_le_bytes())),
+            ValueColumn::I64(v) => v[range].iter().for_each(|&x| put_varint(out, zigzag(x))),
+            ValueColumn::U64(v) => v[range].iter().for_each(|&x| put_varint(out, x)),
+            ValueColumn::Bool(v) => v[range].iter().for_each(|&x| out.push(u8::from(x))),
+            ValueColumn::Bytes(v) => v[range].iter().for_each(|x| {
                 put_varint(out, x.len() as u64);
                 out.extend_from_slice(x);
             }),
@@ -218,7 +237,7 @@ fn decode_points(
     timestamps.reserve(count);
     let mut previous = 0i64;
     for _ in 0..count {
-        previous = previous.wrapping_add(unzigzag(varint(position)?));
+        previous = previous.checked_add(unzigzag(varint(position)?)).ok_or_else(|| malformed("timestamp delta overflows i64"))?;
         timestamps.push(previous);
     }
     match values {
@@ -246,8 +265,11 @@ fn decode_points(
         }
         ValueColumn::Bool(values) => {
             let bytes = body.get(*position..*position + count).ok_or_else(|| malformed("truncated bool values"))?;
+            if let Some(&bad) = bytes.iter().find(|&&b| b > 1) {
+                return Err(DecodeError::Malformed(format!("bool value byte {bad} is not 0 or 1")));
+            }
             *position += count;
-            values.extend(bytes.iter().map(|&b| b != 0));
+            values.extend(bytes.iter().map(|&b| b == 1));
         }
         ValueColumn::Bytes(values) => {
             values.reserve(count);
@@ -324,6 +346,47 @@ mod tests {
         }
     }
 
+    fn decode_all(body: Vec<u8>) -> Vec<Result<PointRecord, DecodeError>> {
+        let mut decoder = PointsDecoder::new(Bytes::from(body));
+        std::iter::from_fn(|| decoder.next_record(kind_of)).collect()
+    }
+
+    /// Found by the issue 13 review: bool bytes 2 and 255 were read as true.
+    #[test]
+    fn bool_bytes_other_than_0_and_1_are_refused() {
+        // Short id 3 holds bools (see `kind_of`).
+        for (byte, expected) in [(0u8, Some(false)), (1, Some(true)), (2, None), (255, None)] {
+            let body = vec![RECORD_POINTS, 3, 1, 0, byte];
+            match (decode_all(body).remove(0), expected) {
+                (Ok(PointRecord::Points { values, .. }), Some(value)) => assert_eq!(values, ValueColumn::Bool(vec![value])),
+                (Err(DecodeError::Malformed(message)), None) => assert!(message.contains(&format!("byte {byte}")), "{message}"),
+                (other, _) => panic!("byte {byte}: {other:?}"),
+            }
+        }
+    }
+
+    /// Found by the issue 13 review: timestamp deltas that overflow wrapped around silently.
+    #[test]
+    fn overflowing_timestamp_deltas_are_refused_and_never_encoded() {
+        // Short id 1 holds i64s: i64::MAX, then a delta of +1.
+        let mut body = vec![RECORD_POINTS, 1, 2];
+        put_varint(&mut body, zigzag(i64::MAX));
+        put_varint(&mut body, zigzag(1));
+        body.extend_from_slice(&[0, 0]);
+        assert!(matches!(&decode_all(body)[0], Err(DecodeError::Malformed(m)) if m.contains("overflows")));
+        // The encoder splits where timestamps jump by more than an i64, so what it writes decodes.
+        let timestamps = [i64::MIN, -1, i64::MAX, i64::MIN + 1, -5];
+        let mut body = Vec::new();
+        PointsEncoder::points(&mut body, 1, &timestamps, &ValueColumn::I64(vec![1, 2, 3, 4, 5]));
+        let decoded: Vec<PointRecord> = decode_all(body).into_iter().map(|r| r.expect("decodes")).collect();
+        let record = |timestamps: &[i64], values: &[i64]| PointRecord::Points {
+            short_id: 1,
+            timestamps: timestamps.to_vec(),
+            values: ValueColumn::I64(values.to_vec()),
+        };
+        assert_eq!(decoded, vec![record(&[i64::MIN, -1], &[1, 2]), record(&[i64::MAX], &[3]), record(&[i64::MIN + 1, -5], &[4, 5])]);
+    }
+
     proptest! {
         #[test]
         fn records_round_trip(runs in proptest::collection::vec((0u32..20, proptest::collection::vec(any::<i64>(), 1..20)), 0..8),
@@ -334,7 +397,15 @@ mod tests {
                 let kind = kind_of(short_id).expect("kind");
                 let values = column(kind, &seed);
                 PointsEncoder::points(&mut body, short_id, &seed, &values);
-                expected.push(PointRecord::Points { short_id, timestamps: seed, values });
+                // Arbitrary timestamps may jump by more than an i64: a record per stretch.
+                let mut start = 0;
+                for end in 1..=seed.len() {
+                    if end == seed.len() || seed[end].checked_sub(seed[end - 1]).is_none() {
+                        let part = seed[start..end].to_vec();
+                        expected.push(PointRecord::Points { short_id, values: column(kind, &part), timestamps: part });
+                        start = end;
+                    }
+                }
             }
             if let Some((timestamp, last, bytes)) = part {
                 PointsEncoder::payload_part(&mut body, 4, timestamp, last, &bytes);

@@ -17,10 +17,15 @@
 //! a quoted string) goes to the crate, which then accepts it or words the error. So the crate stays
 //! the judge of what is valid, and its messages are the ones clients see.
 //!
+//! Where InfluxDB 1.8 reads a line otherwise than the crate (`.5` and `1.`, commas in field keys,
+//! non-finite floats, the timestamp range), this reader follows InfluxDB 1.8: the rules are in
+//! [`influxdb_1_8`], applied around the crate and built into the fast reader.
+//!
 //! Every problem is a [`LineError`] naming the (first) line number of the offending record; the
 //! reader goes on with the next record, so the caller decides what to do with the valid ones.
 
 mod fast;
+pub mod influxdb_1_8;
 
 pub use fast::{Field, FieldValue};
 use std::borrow::Cow;
@@ -166,6 +171,9 @@ impl<'a> Lines<'a> {
             },
             None => self.options.default_timestamp,
         };
+        if let Some(message) = influxdb_1_8::timestamp_out_of_range(timestamp) {
+            return Some(Err(error(message)));
+        }
         Some(Ok(Line { number, series_text, series, timestamp }))
     }
 }
@@ -173,11 +181,13 @@ impl<'a> Lines<'a> {
 /// Measurement and tags of a line read by the crate, and its timestamp.
 type SlowLine = ((String, Vec<(String, String)>), Option<i64>);
 
-/// Reads a record with the crate (the fields into `fields`); `Ok(None)` when it holds no line.
+/// Reads a record with the crate (the fields into `fields`), under InfluxDB 1.8's rules
+/// ([`influxdb_1_8`]); `Ok(None)` when it holds no line.
 fn slow_parse<'a>(trimmed: &'a str, fields: &mut Vec<Field<'a>>) -> Result<Option<SlowLine>, String> {
     use influxdb_line_protocol::FieldValue as F;
     fields.clear();
-    let mut parsed = influxdb_line_protocol::parse_lines(trimmed);
+    let text = influxdb_1_8::text_for_the_crate(trimmed).map_err(|e| format!("unable to parse '{}': {e}", excerpt(trimmed)))?;
+    let mut parsed = influxdb_line_protocol::parse_lines(&text);
     let line = match parsed.next() {
         Some(Ok(line)) => line,
         Some(Err(e)) => return Err(format!("unable to parse '{}': {e}", excerpt(trimmed))),
@@ -188,6 +198,9 @@ fn slow_parse<'a>(trimmed: &'a str, fields: &mut Vec<Field<'a>>) -> Result<Optio
     }
     for (key, value) in &line.field_set {
         let value = match value {
+            F::F64(x) if !influxdb_1_8::finite_float(*x) => {
+                return Err(format!("unable to parse '{}': float value of field \"{key}\" is out of range", excerpt(trimmed)));
+            }
             F::F64(x) => FieldValue::F64(*x),
             F::I64(x) => FieldValue::I64(*x),
             F::U64(x) => FieldValue::U64(*x),

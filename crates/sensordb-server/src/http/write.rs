@@ -18,6 +18,10 @@
 //! When the engine reports the disk full the answer is `503 Service Unavailable` with
 //! `Retry-After: 30`: nothing of that body is stored, and InfluxDB clients retry a 503 after
 //! backing off, by which time retention may have freed space.
+//!
+//! `gunzip` inflates gzip bodies within the size limit.
+
+mod gunzip;
 
 use super::line_protocol::{parse_series, Field, FieldValue, LineError, Lines, Precision, ReadOptions};
 use super::series_cache::{BodySeries, FieldError, NewSeriesBudget, SeriesCache};
@@ -31,7 +35,6 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use sensordb_engine::{Value, WriteBatch};
-use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -229,6 +232,19 @@ fn ingest_into(
                     fields[j].key, body_series.series.measurement
                 ));
             }
+            Err((_, FieldError::Engine(sensordb_engine::Error::RecordTooLarge { len, limit }))) => {
+                // A series key longer than the catalog takes: a bad line (InfluxDB 1.8's "max key
+                // length exceeded"), not a failure of the body. Nothing of it stays behind.
+                if body_series.has_no_fields() {
+                    seen.remove(line.series_text);
+                    cache.forget_if_fieldless(line.series_text);
+                }
+                let message = format!("max key length exceeded: series key of {len} bytes, the limit is {limit} bytes");
+                report.dropped_lines += 1;
+                report.first_error.get_or_insert(LineError { line: line.number, message });
+                fields.clear();
+                continue;
+            }
             Err((_, FieldError::Engine(e))) => {
                 if !matches!(e, sensordb_engine::Error::InvalidSeriesKey(_)) {
                     return Err(ApiError::from_engine(e));
@@ -287,7 +303,10 @@ pub async fn write_v1(
     }
 }
 
-/// `POST /api/v2/write?bucket=B[&org=O][&precision=P]` with `Authorization: Token T`.
+/// `POST /api/v2/write?bucket=B[&org=O][&precision=P]` with `Authorization: Token T`. As in
+/// InfluxDB 1.8's compatibility endpoint, `bucket` is `database[/retention policy]`; every
+/// database has the one policy (`autogen`, its storage period), so the policy name is not used,
+/// as v1's `rp` parameter is not.
 pub async fn write_v2(
     State(http): State<Arc<HttpState>>,
     Query(params): Query<Vec<(String, String)>>,
@@ -298,9 +317,13 @@ pub async fn write_v2(
     let checked = || {
         http.server.tokens.check(bearer_token(&headers).as_deref(), Scope::Write)?;
         let bucket = param("bucket").filter(|b| !b.is_empty()).ok_or_else(|| ApiError::bad_request("bucket is required"))?;
+        let database = bucket.split_once('/').map_or(bucket, |(database, _retention_policy)| database);
+        if database.is_empty() {
+            return Err(ApiError::bad_request(format!("bucket {bucket:?} names no database: expected database[/retention policy]")));
+        }
         let precision = Precision::from_v2(param("precision").unwrap_or(""))
             .ok_or_else(|| ApiError::bad_request("invalid precision: expected one of ns, us, ms, s"))?;
-        Ok((http.cache(bucket)?, precision))
+        Ok((http.cache(database)?, precision))
     };
     match checked() {
         Ok((cache, precision)) => write_body(&http, cache, &headers, body, precision).await,
@@ -444,7 +467,7 @@ async fn write_body(
     // The body's text is `text[..text_len]`; a decompressed one lives in a pooled buffer.
     let (text, text_len, pooled) = if gzip {
         let mut buffer = http.bodies.take();
-        let (buffer, decoded_len) = tokio::task::spawn_blocking(move || gunzip(&raw, limit, &mut buffer).map(|len| (buffer, len)))
+        let (buffer, decoded_len) = tokio::task::spawn_blocking(move || gunzip::gunzip(&raw, limit, &mut buffer).map(|len| (buffer, len)))
             .await
             .map_err(ApiError::join)??;
         if in_flight.as_ref().is_some_and(|f| f.bytes < decoded_len) {
@@ -458,7 +481,11 @@ async fn write_body(
         let len = raw.len();
         (raw, len, false)
     };
-    let options = ReadOptions { precision, default_timestamp: now_ns(), max_line_bytes: http.server.config.max_line_bytes };
+    // A line without a timestamp gets the arrival time truncated to the request's precision, as
+    // InfluxDB does (`time.Truncate`): written with `precision=s`, it lands on a whole second.
+    let now = now_ns();
+    let default_timestamp = now - now.rem_euclid(precision.nanos());
+    let options = ReadOptions { precision, default_timestamp, max_line_bytes: http.server.config.max_line_bytes };
     http.server.wait_for_space().await.map_err(ApiError::from_engine)?;
     let worker = http.clone();
     let report = tokio::task::spawn_blocking(move || {
@@ -515,79 +542,7 @@ fn ingest_text(http: &HttpState, cache: &Arc<SeriesCache>, text: &[u8], options:
     }
 }
 
-/// Decompresses a gzip body (one or more members) into `out`, refusing more than `limit` bytes
-/// of output; returns the length. `out` is kept initialized over its whole length (a reused
-/// buffer is only zeroed where it grows); bytes past the returned length are garbage.
-fn gunzip(raw: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<usize, ApiError> {
-    // The trailer's ISIZE is the last member's size mod 2^32: with one member (what clients
-    // send), the exact size, so the output grows at most once. Only a hint, capped by `limit`.
-    let last_member_bytes = raw.last_chunk::<4>().map_or(0, |isize| u32::from_le_bytes(*isize) as usize);
-    // A lying trailer must not make a small body zero a large buffer: at most 32 times the
-    // compressed size to start with (TSBS bodies shrink 8 times), more only as output arrives.
-    let wanted = last_member_bytes.min(raw.len() * 32).max(raw.len() * 4).min(limit) + 1;
-    if out.len() < wanted {
-        out.resize(wanted, 0);
-    }
-    let mut decoder = flate2::read::MultiGzDecoder::new(raw);
-    let mut filled = 0;
-    loop {
-        if filled == out.len() {
-            if filled > limit {
-                return Err(too_large(limit));
-            }
-            let grown = (filled * 2).clamp(filled + 1, limit + 1);
-            out.resize(grown, 0);
-        }
-        match decoder.read(&mut out[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(ApiError::bad_request(format!("cannot decompress gzip body: {e}"))),
-        }
-    }
-    if filled > limit {
-        return Err(too_large(limit));
-    }
-    Ok(filled)
-}
-
 /// The wall clock in nanoseconds since the Unix epoch.
 pub fn now_ns() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::gunzip;
-    use std::io::Write;
-
-    fn gzip(data: &[u8]) -> Vec<u8> {
-        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        encoder.write_all(data).expect("gzip");
-        encoder.finish().expect("gzip")
-    }
-
-    #[test]
-    fn gunzip_reuses_a_dirty_buffer_reads_every_member_and_stops_at_the_limit() {
-        let text: Vec<u8> = (0..20_000u32).flat_map(|i| format!("m,t=a f={i} {i}\n").into_bytes()).collect();
-        let mut buffer = vec![0xEE; 3];
-        let len = gunzip(&gzip(&text), 1 << 30, &mut buffer).expect("decodes");
-        assert_eq!(&buffer[..len], &text[..]);
-        // A reused buffer holding the longer text before: only the returned length counts.
-        let mut two_members = gzip(b"first\n");
-        two_members.extend_from_slice(&gzip(b"second\n"));
-        let len = gunzip(&two_members, 1 << 30, &mut buffer).expect("decodes");
-        assert_eq!(&buffer[..len], b"first\nsecond\n");
-        // Exactly at the limit is fine, one byte over is refused.
-        assert_eq!(gunzip(&gzip(&text), text.len(), &mut Vec::new()).expect("at the limit"), text.len());
-        assert!(gunzip(&gzip(&text), text.len() - 1, &mut Vec::new()).is_err());
-        // A trailer claiming 4 GiB: the buffer grows with the real output only.
-        let mut lying = gzip(b"m f=1\n");
-        let end = lying.len();
-        lying[end - 4..].copy_from_slice(&u32::MAX.to_le_bytes());
-        let mut fresh = Vec::new();
-        assert!(gunzip(&lying, 1 << 30, &mut fresh).is_err(), "the size check of the trailer fails");
-        assert!(fresh.len() <= lying.len() * 32 + 1, "{} bytes zeroed", fresh.len());
-        assert!(gunzip(b"plain text", 1 << 20, &mut Vec::new()).is_err());
-    }
 }

@@ -8,7 +8,7 @@
 use crate::state::ServerState;
 use sensordb_engine::Error as EngineError;
 use sensordb_protocol::frame::{ErrorCode, Frame, TxId};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,16 +19,34 @@ pub type Outcome = Result<(), Arc<EngineError>>;
 
 /// The transactions of one connection between COMPLETE and its answer. Shared with whoever
 /// answers them (the committer thread, completion tasks), which remove them.
+///
+/// Answers of one transaction leave in the order of its frames: the answer to a frame of a
+/// transaction being completed (a CANCEL, a second CREATE, ...) is deferred here and sent right
+/// after the COMPLETE's own answer, under the same lock, so no answer of that transaction can
+/// overtake it.
 #[derive(Default)]
 pub struct Completing {
-    ids: parking_lot::Mutex<HashSet<TxId>>,
+    /// Each transaction being completed, with the answers deferred until its COMPLETE's.
+    ids: parking_lot::Mutex<HashMap<TxId, Vec<Frame>>>,
     /// Told when the last one is answered.
     emptied: Notify,
 }
 
 impl Completing {
     pub(super) fn contains(&self, tx: &TxId) -> bool {
-        self.ids.lock().contains(tx)
+        self.ids.lock().contains_key(tx)
+    }
+
+    /// Defers `frame`, an answer naming `tx`, until the answer of `tx`'s COMPLETE if `tx` is
+    /// being completed; otherwise gives it back.
+    pub(super) fn defer(&self, tx: &TxId, frame: Frame) -> Result<(), Frame> {
+        match self.ids.lock().get_mut(tx) {
+            Some(deferred) => {
+                deferred.push(frame);
+                Ok(())
+            }
+            None => Err(frame),
+        }
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -36,12 +54,20 @@ impl Completing {
     }
 
     pub(super) fn insert(&self, tx: TxId) {
-        self.ids.lock().insert(tx);
+        self.ids.lock().insert(tx, Vec::new());
     }
 
-    fn remove(&self, tx: &TxId) {
+    /// Ends `tx`'s completion: hands `answer` (the frames held for it and its COMPLETED or
+    /// ERROR) and then the answers deferred meanwhile to `out`, all under the lock, so an answer
+    /// of `tx` handled after this leaves after them.
+    fn finish(&self, tx: &TxId, answer: Vec<Frame>, out: Option<&mpsc::UnboundedSender<Frame>>) {
         let mut ids = self.ids.lock();
-        ids.remove(tx);
+        let deferred = ids.remove(tx).unwrap_or_default();
+        if let Some(out) = out {
+            for frame in answer.into_iter().chain(deferred) {
+                let _ = out.send(frame);
+            }
+        }
         if ids.is_empty() {
             self.emptied.notify_waiters();
         }
@@ -71,6 +97,9 @@ pub struct Answer {
     pub(super) before: Vec<Frame>,
     pub(super) completing: Arc<Completing>,
     pub(super) tx: TxId,
+    /// The `context` of an ERROR answering the COMPLETE: from version 3 the type of the frame
+    /// answered (COMPLETE or COMPLETE_CHECKED), else 0.
+    pub(super) answers: u32,
     pub(super) points: u64,
     /// When the write began (the write-latency metric).
     pub(super) started: Instant,
@@ -105,7 +134,8 @@ impl Answer {
                 metrics.native_transactions_failed.fetch_add(1, Ordering::Relaxed);
                 let code = engine_error_code(&error);
                 tracing::warn!(%tx, %error, "native transaction failed");
-                self.send(error_frame(code, false, Some(tx), 0, format!("transaction {tx} not stored: {error}")));
+                let context = self.answers;
+                self.send(error_frame(code, false, Some(tx), context, format!("transaction {tx} not stored: {error}")));
             }
         }
     }
@@ -117,15 +147,12 @@ impl Answer {
         self.send(Frame::Completed { tx, duplicate: true, points });
     }
 
-    /// Answers with `frame` now; the transaction is no longer completing.
+    /// Answers with `frame` now (after the frames held for it, before those deferred); the
+    /// transaction is no longer completing.
     fn send(self, frame: Frame) {
-        self.completing.remove(&self.tx);
-        if let Some(out) = self.out {
-            for frame in self.before {
-                let _ = out.send(frame);
-            }
-            let _ = out.send(frame);
-        }
+        let mut answer = self.before;
+        answer.push(frame);
+        self.completing.finish(&self.tx, answer, self.out.as_ref());
     }
 }
 

@@ -12,7 +12,7 @@
 //! queue.
 //!
 //! Errors: a frame whose framing cannot be trusted (bad checksum, too long, reserved bits set),
-//! a frame before a successful HELLO and a failed HELLO get a fatal ERROR, then the connection
+//! a frame before a successful HELLO and a failed HELLO (malformed included) get a fatal ERROR, then the connection
 //! is closed (after draining what the peer still sends, briefly, so the ERROR is not lost to a
 //! reset). Everything else gets a non-fatal ERROR (naming the transaction, which is rolled back
 //! if it was open) and the connection goes on.
@@ -37,7 +37,7 @@ use crate::state::{ServerState, ShutdownSignal};
 use bytes::Bytes;
 use io::{read_loop, write_loop, HeldBack, Incoming, ReaderLink};
 use sensordb_engine::{SeriesId, SeriesKey, ValueKind};
-use sensordb_protocol::frame::{ErrorCode, Frame, TxId, CHECKED_COMPLETE_VERSION, MIN_VERSION, VERSION};
+use sensordb_protocol::frame::{ErrorCode, Frame, TxId, ANSWERED_FRAME_VERSION, CHECKED_COMPLETE_VERSION, MIN_VERSION, VERSION};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -86,6 +86,9 @@ pub struct Connection {
     authenticated: watch::Sender<bool>,
     /// Whether the reader waits for byte permits: the client's clocks stop meanwhile.
     held_back: Arc<HeldBack>,
+    /// From version 3, the type of the transaction frame being handled: the `context` of the
+    /// ERRORs naming a transaction that answer it. 0 otherwise (and for timeouts).
+    answering: u32,
 }
 
 impl Connection {
@@ -105,6 +108,7 @@ impl Connection {
             completing: Arc::new(Completing::default()),
             authenticated: watch::Sender::new(false),
             held_back: Arc::new(HeldBack::default()),
+            answering: 0,
         }
     }
 
@@ -151,7 +155,20 @@ impl Connection {
     /// Queues an answer. Answers go to the writer once the frames already read are handled
     /// (`flush`), so the answers to one burst of pipelined frames leave in one write, and
     /// those of a transaction completed in the same burst leave with its COMPLETED.
-    fn send(&mut self, frame: Frame) {
+    ///
+    /// An answer naming a transaction being completed waits for the COMPLETE's answer and
+    /// follows it ([`Completing::defer`]): answers of one transaction leave in order.
+    fn send(&mut self, mut frame: Frame) {
+        if let Frame::Error { tx: Some(_), context: context @ 0, .. } = &mut frame {
+            *context = self.answering;
+        }
+        let frame = match frame.tx() {
+            Some(tx) if !self.completing.is_empty() => match self.completing.defer(&tx, frame) {
+                Ok(()) => return,
+                Err(frame) => frame,
+            },
+            _ => frame,
+        };
         self.outgoing.push(frame);
         if self.outgoing.len() >= OUTGOING_FRAMES_MAX {
             self.flush();
@@ -211,10 +228,10 @@ impl Connection {
                             break;
                         }
                     }
-                    Some(Incoming::Bad { error, fatal }) => {
+                    Some(Incoming::Bad { error, fatal, context }) => {
                         last_frame = Instant::now();
                         tracing::debug!(peer = %self.peer, %error, fatal, "bad frame");
-                        self.send(error_frame(error.code(), fatal, None, 0, error.to_string()));
+                        self.send(error_frame(error.code(), fatal, None, context, error.to_string()));
                         if fatal {
                             break;
                         }
@@ -289,6 +306,15 @@ impl Connection {
     }
 
     async fn handle(&mut self, frame: Frame, held: Option<HeldBytes>) -> Flow {
+        if self.version >= ANSWERED_FRAME_VERSION && frame.tx().is_some() {
+            self.answering = u32::from(frame.frame_type() as u8);
+        }
+        let flow = self.handle_frame(frame, held).await;
+        self.answering = 0;
+        flow
+    }
+
+    async fn handle_frame(&mut self, frame: Frame, held: Option<HeldBytes>) -> Flow {
         // Only a SEND keeps its bytes (its records, in the transaction's batch). Any other
         // frame's permits go before it is handled: a COMPLETE's before its transaction is
         // handed to whoever answers it, so every permit of a transaction is released by the

@@ -1,8 +1,8 @@
 //! The single-pass line reader of the hot path.
 //!
-//! It accepts a subset of what the `influxdb-line-protocol` crate accepts (every line a client
-//! normally sends: escapes included) and yields the same measurement, tags, fields and timestamp
-//! for it; for anything else (bad lines, and rare valid shapes such as a newline inside a quoted
+//! It accepts a subset of what the `influxdb-line-protocol` crate accepts, as read with the
+//! InfluxDB 1.8 rules of [`super::influxdb_1_8`] (every line a client normally sends: escapes
+//! included) and yields the same measurement, tags, fields and timestamp for it; for anything else (bad lines, and rare valid shapes such as a newline inside a quoted
 //! string) it answers `None` and the caller hands the record to the crate, which then decides and
 //! words the error. The property test `fast_parser_agrees_with_the_crate` holds the two together.
 //!
@@ -12,9 +12,9 @@
 //! * `,key=value` tags, at least one after a comma: a key holds anything but space, tab, newline,
 //!   `=` and backslash (so a comma may be in it), a value anything but space, tab, newline, comma
 //!   and backslash (so `=` may be in it); `\,` `\=` `\ ` `\\` give the character;
-//! * one or more spaces, then `key=value` fields separated by commas (keys as tag keys); values
-//!   `-?\d+i`, `\d+u`, `-?\d+(\.\d+)?([eE][+-]?\d+)?` (a float), `"..."` (with `\"` and `\\`),
-//!   `t T true True TRUE f F false False FALSE`;
+//! * one or more spaces, then `key=value` fields separated by commas (keys as tag keys, but
+//!   without an unescaped comma); values `-?\d+i`, `\d+u`, `-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?`
+//!   (a finite float), `"..."` (with `\"` and `\\`), `t T true True TRUE f F false False FALSE`;
 //! * optionally one or more spaces and a `-?\d+` timestamp, then only spaces;
 //! * no unescaped text may end with a backslash.
 
@@ -73,7 +73,7 @@ pub fn parse_line<'a>(line: &'a str, fields: &mut Vec<Field<'a>>) -> Option<Fast
         return None;
     }
     loop {
-        // Field key: up to '='.
+        // Field key: up to '='. An unescaped comma cannot be in it (InfluxDB 1.8).
         let key_start = i;
         let mut escaped = false;
         loop {
@@ -84,7 +84,7 @@ pub fn parse_line<'a>(line: &'a str, fields: &mut Vec<Field<'a>>) -> Option<Fast
                     b.get(i + 1)?;
                     i += 2;
                 }
-                b' ' | b'\t' | b'\n' => return None,
+                b' ' | b'\t' | b'\n' | b',' => return None,
                 _ => i += 1,
             }
         }
@@ -322,7 +322,7 @@ fn parse_value(line: &str, mut i: usize) -> Option<(FieldValue<'_>, usize)> {
             };
             Some((FieldValue::Bool(value), i))
         }
-        b'-' | b'0'..=b'9' => parse_number(line, i),
+        b'-' | b'.' | b'0'..=b'9' => parse_number(line, i),
         _ => None,
     }
 }
@@ -361,10 +361,8 @@ fn parse_number(line: &str, start: usize) -> Option<(FieldValue<'_>, usize)> {
         i += 1;
     }
     let int_digits = i - int_start;
-    if int_digits == 0 {
-        return None;
-    }
     let value = match b.get(i) {
+        Some(b'i' | b'u') if int_digits == 0 => return None,
         Some(b'i') => {
             let value = parse_i64(&line[start..i], &b[int_start..i], negative)?;
             i += 1;
@@ -388,9 +386,12 @@ fn parse_number(line: &str, start: usize) -> Option<(FieldValue<'_>, usize)> {
                     i += 1;
                 }
                 frac_digits = i - frac_start;
-                if frac_digits == 0 {
+                // `1.` and `.5` are floats (InfluxDB 1.8), `.` alone is not.
+                if int_digits + frac_digits == 0 {
                     return None;
                 }
+            } else if int_digits == 0 {
+                return None;
             }
             let mut exponent = false;
             if matches!(b.get(i), Some(b'e' | b'E')) {
@@ -418,6 +419,10 @@ fn parse_number(line: &str, start: usize) -> Option<(FieldValue<'_>, usize)> {
             } else {
                 line[start..i].parse::<f64>().ok()?
             };
+            // `1e309` reads as +Inf: refused, as `inf` is (InfluxDB 1.8: out of range).
+            if !super::influxdb_1_8::finite_float(value) {
+                return None;
+            }
             FieldValue::F64(value)
         }
     };

@@ -62,6 +62,7 @@ impl Connection {
             before: self.take_outgoing_of(tx),
             completing: self.completing.clone(),
             tx,
+            answers: self.answering,
             points: open.points,
             started: Instant::now(),
         };

@@ -5,7 +5,8 @@
 //! (`authenticated`) and whether the reader is held back waiting for permits ([`HeldBack`]).
 //!
 //! Before a successful HELLO a client is trusted with nothing: a frame longer than the longest
-//! HELLO ([`HELLO_BODY_MAX`]) is refused (fatal FRAME_TOO_LARGE) without reading its body, and
+//! HELLO ([`HELLO_BODY_MAX`]) is refused (fatal FRAME_TOO_LARGE) without reading its body, one
+//! that does not decode (a malformed HELLO) is refused with a fatal MALFORMED, and
 //! a frame body beyond what the read buffer holds anyway takes permits from the small
 //! handshake pool ([`crate::state::HANDSHAKE_BYTES`]), never from `max_in_flight_bytes`: clients
 //! without a token cannot stall the writers that have one. After a HELLO has been handed on,
@@ -40,9 +41,12 @@ const UNCOUNTED_BODY_BYTES: usize = READ_BUFFER_BYTES - HEADER_LEN;
 pub(super) enum Incoming {
     Frame(Frame, Option<HeldBytes>),
     /// A frame that cannot be used; `fatal` when the byte stream can no longer be trusted.
+    /// `context`: the short id of a DEFINE_SERIES that does not decode (its first 4 bytes), so
+    /// the ERROR names the definition it refuses; else 0.
     Bad {
         error: FrameError,
         fatal: bool,
+        context: u32,
     },
 }
 
@@ -130,7 +134,7 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(mut reader: R, state: Arc<Se
                     }
                     other => other,
                 };
-                let _ = incoming.send(Incoming::Bad { error, fatal: true }).await;
+                let _ = incoming.send(Incoming::Bad { error, fatal: true, context: 0 }).await;
                 return drain(reader).await;
             }
         };
@@ -167,6 +171,10 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(mut reader: R, state: Arc<Se
             // allocation, and the connection would keep it. What follows it moves to a small one.
             buffer = BytesMut::from(&buffer[..]);
         }
+        let short_id = match body.get(..4) {
+            Some(&[a, b, c, d]) if header.frame_type == FrameType::DefineSeries as u8 => u32::from_le_bytes([a, b, c, d]),
+            _ => 0,
+        };
         let message = match header.decode_body(body) {
             Ok(frame) => {
                 hello_pending = !trusted && frame.frame_type() == FrameType::Hello;
@@ -174,8 +182,11 @@ pub(super) async fn read_loop<R: AsyncRead + Unpin>(mut reader: R, state: Arc<Se
             }
             Err(error) => {
                 // The checksum held (or was not reached): the stream is in step unless it did not.
-                let fatal = matches!(error, FrameError::BadChecksum { .. });
-                Incoming::Bad { error, fatal }
+                // Before a successful HELLO nothing is worth going on for: a HELLO that does not
+                // decode fails the handshake as a bad token does (fatal, closed).
+                let bad_checksum = matches!(error, FrameError::BadChecksum { .. });
+                let fatal = bad_checksum || !trusted;
+                Incoming::Bad { error, fatal, context: if bad_checksum { 0 } else { short_id } }
             }
         };
         let fatal = matches!(message, Incoming::Bad { fatal: true, .. });

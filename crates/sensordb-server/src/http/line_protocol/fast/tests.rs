@@ -29,15 +29,20 @@ fn ours(line: &str) -> Option<Parsed> {
     Some((measurement, tags, owned(&fields), parsed.timestamp))
 }
 
-/// The crate's reading of `line` as one record, or `None` when it refuses it.
+/// The crate's reading of `line` as one record under InfluxDB 1.8's rules (`.5` and `1.` are
+/// floats; no unescaped comma in a field key; finite floats only), or `None` when it refuses it.
 fn reference(line: &str) -> Option<Parsed> {
     use influxdb_line_protocol::FieldValue as F;
-    let mut lines = influxdb_line_protocol::parse_lines(line);
+    let text = super::super::influxdb_1_8::text_for_the_crate(line).ok()?;
+    let mut lines = influxdb_line_protocol::parse_lines(&text);
     let parsed = lines.next()?.ok()?;
     if lines.next().is_some() {
         return None;
     }
     let tags = parsed.series.tag_set.iter().flatten().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    if parsed.field_set.iter().any(|(_, v)| matches!(v, F::F64(x) if !x.is_finite())) {
+        return None;
+    }
     let fields = parsed
         .field_set
         .iter()
@@ -216,7 +221,8 @@ fn examples() {
         "m f=1",
         "m,t=a f=1.5,g=-2i,h=3u,s=\"x\\\"y\\\\z\",b=TRUE 17",
         "m\\ x\\,y,t\\=k=v\\ a\\,b f\\ g=1e5",
-        "m,a,b=c,d=e=f x,y=-0 -5",
+        "m,a,b=c,d=e=f x=-0 -5",
+        "m x\\,y=1",
         "m=1 f=\"\"",
         "m f=1  12  ",
         "m f=\"a\\b\"",
@@ -225,8 +231,26 @@ fn examples() {
     ] {
         assert!(check(line).expect("agrees"), "{line:?} should be taken by the fast reader");
     }
-    for line in ["m", "m f", "m f=", "m f=1 ", "m f=1x", "m f=1.", "m f=.5", "m f=-5u", "m,t= f=1", "m\\ f=1", "m,t=a\\\\ f=1", "m f=\"x"] {
+    for line in ["m", "m f", "m f=", "m f=1 ", "m f=1x", "m f=-5u", "m,t= f=1", "m\\ f=1", "m,t=a\\\\ f=1", "m f=\"x"] {
         assert!(ours(line).is_none(), "{line:?}");
         assert!(reference(line).is_none(), "{line:?} crate");
+    }
+}
+
+/// Found by the issue 13 review, against InfluxDB 1.8: `.5` and `1.` were refused, `1e309` was
+/// read as +Inf, and an unescaped comma made part of a field key (`v=1,,w=2`: field `,w`; a
+/// trailing comma ignored).
+#[test]
+fn influxdb_1_8_floats_and_field_keys() {
+    for (line, expected) in
+        [("m f=.5", 0.5), ("m f=1.", 1.0), ("m f=-.5 3", -0.5), ("m f=-1. 3", -1.0), ("m f=1.e5", 1e5), ("m f=.5E-1", 0.05)]
+    {
+        assert!(check(line).expect("agrees"), "{line:?} should be taken by the fast reader");
+        let (_, _, fields, _) = ours(line).expect("accepted");
+        assert_eq!(fields[0].1, FieldValue::F64(expected), "{line:?}");
+    }
+    for line in ["m f=.", "m f=-.", "m f=.5i", "m f=1e309", "m f=-1e309", "m f=1,", "m f=1,,g=2", "m a,b=1", "m f=1, 5"] {
+        assert!(ours(line).is_none(), "{line:?}");
+        assert!(reference(line).is_none(), "{line:?} under InfluxDB 1.8's rules");
     }
 }
