@@ -66,5 +66,5 @@ mod segment;
 mod store;
 
 pub use error::CassandraError;
-pub use options::{CassandraOptions, Consistency};
+pub use options::{consistency_from_name, CassandraOptions, Consistency};
 pub use store::CassandraStore;

@@ -48,6 +48,22 @@ impl Default for CassandraOptions {
     }
 }
 
+/// The consistency level of a CQL name (`quorum`, `LOCAL_QUORUM`, ...), for configuration files.
+pub fn consistency_from_name(name: &str) -> Option<Consistency> {
+    Some(match name.to_ascii_lowercase().as_str() {
+        "any" => Consistency::Any,
+        "one" => Consistency::One,
+        "two" => Consistency::Two,
+        "three" => Consistency::Three,
+        "quorum" => Consistency::Quorum,
+        "all" => Consistency::All,
+        "local_quorum" => Consistency::LocalQuorum,
+        "each_quorum" => Consistency::EachQuorum,
+        "local_one" => Consistency::LocalOne,
+        _ => return None,
+    })
+}
+
 impl CassandraOptions {
     pub(crate) fn validate(&self) -> Result<(), CassandraError> {
         let invalid = |what: String| Err(CassandraError::InvalidOptions(what));
@@ -87,5 +103,12 @@ mod tests {
         let none = CassandraOptions { contact_points: Vec::new(), ..CassandraOptions::default() };
         assert!(none.validate().is_err());
         assert_eq!(CassandraOptions::default().requests_in_flight_max(), 32);
+    }
+
+    #[test]
+    fn consistency_names_are_read_in_any_case() {
+        assert_eq!(consistency_from_name("quorum"), Some(Consistency::Quorum));
+        assert_eq!(consistency_from_name("LOCAL_QUORUM"), Some(Consistency::LocalQuorum));
+        assert_eq!(consistency_from_name("most"), None);
     }
 }
