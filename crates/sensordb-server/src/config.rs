@@ -29,9 +29,17 @@
 //! [[tokens]]
 //! token = "secret"
 //! scopes = ["write", "read"]
+//! [cassandra]                     # sealed blocks in Cassandra instead of segment files
+//! contact_points = ["127.0.0.1:9042"]
+//! keyspace = "sensordb"
+//! replication = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+//! consistency = "quorum"          # one | two | three | quorum | all | local_quorum | each_quorum | local_one
+//! requests_in_flight_per_node = 32
 //! ```
 //! With no `[[tokens]]` the server accepts every request (a local development default, logged
-//! as a warning at start).
+//! as a warning at start). Without `[cassandra]` sealed blocks stay in segment files under
+//! `data_dir`; with it they go to the keyspace (docs/CASSANDRA.md), while the WAL and the series
+//! catalog stay in `data_dir`.
 
 use crate::auth::TokenConfig;
 use sensordb_engine::Durability;
@@ -130,6 +138,57 @@ pub struct ServerConfig {
     pub full_wait_max_ms: u64,
     /// Databases and their retention, applied at start (`[[databases]]` tables).
     pub databases: Vec<DatabaseConfig>,
+    /// Where sealed blocks go when not in local segment files (`[cassandra]`).
+    pub cassandra: Option<CassandraConfig>,
+}
+
+/// The `[cassandra]` table: a Cassandra (or ScyllaDB) keyspace for sealed blocks.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct CassandraConfig {
+    /// `host:port` of nodes to connect to first.
+    pub contact_points: Vec<String>,
+    pub keyspace: String,
+    /// The CQL replication map the keyspace is created with.
+    pub replication: String,
+    /// Consistency of every read and write, by its CQL name (case-insensitive).
+    pub consistency: String,
+    pub requests_in_flight_per_node: usize,
+}
+
+impl Default for CassandraConfig {
+    fn default() -> Self {
+        CassandraConfig {
+            contact_points: vec!["127.0.0.1:9042".to_string()],
+            keyspace: "sensordb".to_string(),
+            replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".to_string(),
+            consistency: "quorum".to_string(),
+            requests_in_flight_per_node: 32,
+        }
+    }
+}
+
+/// The consistency names `[cassandra] consistency` takes.
+pub const CASSANDRA_CONSISTENCIES: [&str; 8] = ["one", "two", "three", "quorum", "all", "local_quorum", "each_quorum", "local_one"];
+
+impl CassandraConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |what: String| Err(ConfigError::Invalid(format!("[cassandra] {what}")));
+        if self.contact_points.is_empty() {
+            return invalid("contact_points is empty".into());
+        }
+        let name_ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+        if self.keyspace.is_empty() || self.keyspace.len() > 48 || !self.keyspace.chars().all(name_ok) {
+            return invalid(format!("keyspace {:?}: use 1 to 48 lower-case letters, digits and _", self.keyspace));
+        }
+        if !CASSANDRA_CONSISTENCIES.contains(&self.consistency.to_ascii_lowercase().as_str()) {
+            return invalid(format!("consistency {:?}: one of {}", self.consistency, CASSANDRA_CONSISTENCIES.join(", ")));
+        }
+        if self.requests_in_flight_per_node == 0 {
+            return invalid("requests_in_flight_per_node must be at least 1".into());
+        }
+        Ok(())
+    }
 }
 
 /// One `[[databases]]` table.
@@ -233,6 +292,7 @@ impl Default for ServerConfig {
             evict_oldest_when_full: true,
             full_wait_max_ms: 4_000,
             databases: Vec::new(),
+            cassandra: None,
         }
     }
 }
@@ -294,6 +354,9 @@ impl ServerConfig {
         self.engine_options().reclaim.validate().map_err(ConfigError::Invalid)?;
         for database in &self.databases {
             database.policy()?;
+        }
+        if let Some(cassandra) = &self.cassandra {
+            cassandra.validate()?;
         }
         Ok(())
     }
@@ -390,6 +453,20 @@ mod tests {
         .expect("valid");
         assert_eq!(config.durability, Durability::Os);
         assert_eq!(config.tokens.len(), 1);
+    }
+
+    #[test]
+    fn the_cassandra_section_is_read_with_defaults_and_checked() {
+        assert_eq!(ServerConfig::from_toml("").expect("valid").cassandra, None, "segment files unless asked");
+        let config = ServerConfig::from_toml("[cassandra]\nkeyspace = \"plant\"\nconsistency = \"LOCAL_QUORUM\"\n").expect("valid");
+        let cassandra = config.cassandra.expect("section");
+        assert_eq!(cassandra.keyspace, "plant");
+        assert_eq!(cassandra.contact_points, vec!["127.0.0.1:9042".to_string()]);
+        assert_eq!(cassandra.requests_in_flight_per_node, 32);
+        assert!(ServerConfig::from_toml("[cassandra]\nconsistency = \"most\"\n").is_err());
+        assert!(ServerConfig::from_toml("[cassandra]\nkeyspace = \"Bad-Name\"\n").is_err());
+        assert!(ServerConfig::from_toml("[cassandra]\ncontact_points = []\n").is_err());
+        assert!(ServerConfig::from_toml("[cassandra]\nkeyspaces = \"x\"\n").is_err(), "typo caught");
     }
 
     #[test]

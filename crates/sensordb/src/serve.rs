@@ -89,7 +89,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let started = Instant::now();
     let options = config.engine_options();
-    let engine = Arc::new(Engine::open(&config.data_dir, options).with_context(|| format!("opening {}", config.data_dir.display()))?);
+    let engine = match &config.cassandra {
+        None => Engine::open(&config.data_dir, options),
+        Some(cassandra) => {
+            let store = open_cassandra(cassandra)?;
+            Engine::open_with_store(&config.data_dir, options, store)
+        }
+    };
+    let engine = Arc::new(engine.with_context(|| format!("opening {}", config.data_dir.display()))?);
     for database in &config.databases {
         let policy = database.policy()?;
         engine.set_database_policy(&database.name, policy).with_context(|| format!("applying database {:?}", database.name))?;
@@ -141,6 +148,24 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     engine.close().context("closing the store")?;
     say!("sensordb: closed cleanly");
     Ok(())
+}
+
+/// The Cassandra store `[cassandra]` asks for (connects, and creates the keyspace if missing).
+fn open_cassandra(config: &sensordb_server::config::CassandraConfig) -> anyhow::Result<Arc<dyn sensordb_engine::store::BlockStore>> {
+    let consistency = sensordb_cassandra::consistency_from_name(&config.consistency)
+        .with_context(|| format!("[cassandra] consistency {:?}", config.consistency))?;
+    let options = sensordb_cassandra::CassandraOptions {
+        contact_points: config.contact_points.clone(),
+        keyspace: config.keyspace.clone(),
+        replication: config.replication.clone(),
+        consistency,
+        requests_in_flight_per_node: config.requests_in_flight_per_node,
+        ..sensordb_cassandra::CassandraOptions::default()
+    };
+    let store = sensordb_cassandra::CassandraStore::open(options)
+        .with_context(|| format!("opening keyspace {:?} at {}", config.keyspace, config.contact_points.join(",")))?;
+    tracing::info!(keyspace = %config.keyspace, contact_points = %config.contact_points.join(","), "sealed blocks go to Cassandra");
+    Ok(Arc::new(store))
 }
 
 async fn shutdown_signal() {

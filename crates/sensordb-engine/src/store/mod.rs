@@ -39,6 +39,9 @@ pub use summary::{BlockLife, SegmentSummary};
 pub use crate::block::{Block, BlockHeader, ValueStats};
 pub use crate::index::BlockRef;
 pub use crate::segment::{GroupBuilder, IndexEntry, RawBlock};
+// What a backend outside the crate needs to index, verify and decode the blocks it keeps.
+pub use crate::block::{decode_shared_timestamps, decode_with_shared, shared_reference, verify_shared_record, BlockError};
+pub use crate::index::BlockIndex;
 
 use crate::error::Result;
 use crate::model::{SeriesId, Timestamp, ValueKind};

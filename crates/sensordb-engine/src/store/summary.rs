@@ -13,7 +13,7 @@ pub struct BlockLife {
 }
 
 impl BlockLife {
-    pub(crate) fn of(entry: &IndexEntry) -> Self {
+    pub fn of(entry: &IndexEntry) -> Self {
         BlockLife { series: entry.series, max_timestamp: entry.max_timestamp, bytes: entry.length }
     }
 }
@@ -33,7 +33,7 @@ pub struct SegmentSummary {
 }
 
 impl SegmentSummary {
-    pub(crate) fn of(id: u64, sealed: bool, bytes: u64, entries: &[IndexEntry], wal_checkpoint: u64) -> Self {
+    pub fn of(id: u64, sealed: bool, bytes: u64, entries: &[IndexEntry], wal_checkpoint: u64) -> Self {
         SegmentSummary {
             id,
             sealed,
@@ -46,7 +46,7 @@ impl SegmentSummary {
         }
     }
 
-    pub(crate) fn add(&mut self, entries: &[IndexEntry], bytes: u64, wal_checkpoint: u64) {
+    pub fn add(&mut self, entries: &[IndexEntry], bytes: u64, wal_checkpoint: u64) {
         let more = SegmentSummary::of(self.id, self.sealed, bytes, entries, wal_checkpoint);
         self.bytes = bytes;
         self.blocks += more.blocks;

@@ -1,0 +1,269 @@
+//! The bridge from the engine's synchronous [`BlockStore`](sensordb_engine::store::BlockStore)
+//! calls to the async `scylla` driver, and the requests the store makes.
+//!
+//! The store owns a small multi-threaded tokio runtime ([`Runtime`]) that runs the driver's
+//! connections and every request. A synchronous call spawns its request onto that runtime and
+//! waits on a std channel for the answer ([`Bridge::run`]) rather than calling `block_on`: the
+//! engine is called from plain threads and from the server's own tokio workers alike, and
+//! `block_on` panics inside another runtime, while a blocked channel receive only blocks (as a
+//! disk read would). The runtime is shut down in the background when the store drops, so
+//! dropping it inside an async context does not panic either.
+//!
+//! Every request holds a permit of one semaphore while it is in flight: at most
+//! `requests_in_flight_per_node` × contact points at once, whatever mix of group writes, reads
+//! and deletes is running (256 in flight timed out on this machine with RF=3; 32 per node did
+//! not).
+
+use crate::error::{boxed, CassandraError};
+use crate::schema::{SegmentState, Statements};
+use futures_util::future::try_join_all;
+use futures_util::StreamExt;
+use scylla::client::session::Session;
+use scylla::statement::batch::{Batch, BatchType};
+use scylla::value::MaybeUnset;
+use std::future::Future;
+use std::sync::Arc;
+use tokio::runtime::{Handle, Runtime};
+use tokio::sync::Semaphore;
+
+/// The session and what requests need, shared by every task.
+pub(crate) struct Connection {
+    pub session: Session,
+    pub statements: Statements,
+    in_flight: Semaphore,
+}
+
+/// One block row as written and read.
+pub(crate) struct BlockRow {
+    pub key: BlockKey,
+    pub block: Vec<u8>,
+    pub shared_timestamps: Option<Arc<[u8]>>,
+}
+
+/// The primary key of a block row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BlockKey {
+    pub series: i64,
+    pub bucket: i64,
+    pub block_start: i64,
+    pub segment: i64,
+    pub position: i64,
+}
+
+impl BlockKey {
+    fn values(&self) -> (i64, i64, i64, i64, i64) {
+        (self.series, self.bucket, self.block_start, self.segment, self.position)
+    }
+}
+
+/// One row of the `groups` table: a committed flush group or rewrite part.
+pub(crate) struct GroupRow {
+    pub segment: i64,
+    pub position: i64,
+    pub end_position: i64,
+    pub wal_checkpoint: i64,
+    /// `IndexEntry::encode_list` of the group's blocks, offsets in the segment.
+    pub entries: Vec<u8>,
+}
+
+/// A cheap handle that runs requests on the store's runtime; pins of listed blocks keep one.
+#[derive(Clone)]
+pub(crate) struct Bridge {
+    handle: Handle,
+    pub connection: Arc<Connection>,
+}
+
+/// The runtime and the bridge; dropping it stops the runtime.
+pub(crate) struct Client {
+    runtime: Option<Runtime>,
+    pub bridge: Bridge,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Client {
+    /// Starts the runtime and runs `connect` on it to make the connection; returns what
+    /// `connect` found besides.
+    pub fn start<T, F>(worker_threads: usize, in_flight_max: usize, connect: F) -> Result<(Client, T), CassandraError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<(Session, Statements, T), CassandraError>> + Send + 'static,
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(worker_threads.max(1))
+            .thread_name("sensordb-cassandra")
+            .enable_all()
+            .build()
+            .map_err(CassandraError::Runtime)?;
+        let handle = runtime.handle().clone();
+        let (session, statements, found) = wait(&handle, connect)??;
+        let connection = Arc::new(Connection { session, statements, in_flight: Semaphore::new(in_flight_max.max(1)) });
+        Ok((Client { runtime: Some(runtime), bridge: Bridge { handle, connection } }, found))
+    }
+}
+
+/// Runs `future` on `handle`'s runtime and blocks the calling thread until it finishes.
+fn wait<T: Send + 'static>(handle: &Handle, future: impl Future<Output = T> + Send + 'static) -> Result<T, CassandraError> {
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    handle.spawn(async move {
+        // The receiver is gone only if the caller's thread died; nothing to tell then.
+        let _ = sender.send(future.await);
+    });
+    receiver.recv().map_err(|_| CassandraError::RuntimeStopped)
+}
+
+impl Bridge {
+    /// Runs `request(connection)` on the store's runtime; blocks until it finishes.
+    pub fn run<T, F, Fut>(&self, request: F) -> Result<T, CassandraError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Connection>) -> Fut,
+        Fut: Future<Output = Result<T, CassandraError>> + Send + 'static,
+    {
+        wait(&self.handle, request(self.connection.clone()))?
+    }
+}
+
+impl Connection {
+    async fn permit(&self) -> Result<tokio::sync::SemaphorePermit<'_>, CassandraError> {
+        self.in_flight.acquire().await.map_err(|_| CassandraError::RuntimeStopped)
+    }
+
+    /// Writes block rows, at most the in-flight bound at a time.
+    pub async fn insert_blocks(&self, rows: Vec<BlockRow>) -> Result<(), CassandraError> {
+        try_join_all(rows.iter().map(|row| async move {
+            let _permit = self.permit().await?;
+            let shared = match &row.shared_timestamps {
+                Some(record) => MaybeUnset::Set(&record[..]),
+                None => MaybeUnset::Unset,
+            };
+            let (series, bucket, block_start, segment, position) = row.key.values();
+            let values = (series, bucket, block_start, segment, position, &row.block[..], shared);
+            self.session
+                .execute_unpaged(&self.statements.insert_block, values)
+                .await
+                .map_err(|e| CassandraError::Request { what: "write block", source: boxed(e) })
+        }))
+        .await
+        .map(drop)
+    }
+
+    /// Reads one block row; `None` when it is not there.
+    pub async fn select_block(&self, key: BlockKey) -> Result<Option<(Vec<u8>, Option<Vec<u8>>)>, CassandraError> {
+        let _permit = self.permit().await?;
+        self.session
+            .execute_unpaged(&self.statements.select_block, key.values())
+            .await
+            .map_err(boxed)
+            .and_then(|r| r.into_rows_result().map_err(boxed))
+            .and_then(|r| r.maybe_first_row::<(Vec<u8>, Option<Vec<u8>>)>().map_err(boxed))
+            .map_err(CassandraError::request("read block"))
+    }
+
+    /// Deletes block rows by key, at most the in-flight bound at a time.
+    pub async fn delete_blocks(&self, keys: Vec<BlockKey>) -> Result<(), CassandraError> {
+        try_join_all(keys.iter().map(|key| async move {
+            let _permit = self.permit().await?;
+            self.session
+                .execute_unpaged(&self.statements.delete_block, key.values())
+                .await
+                .map_err(|e| CassandraError::Request { what: "delete block", source: boxed(e) })
+        }))
+        .await
+        .map(drop)
+    }
+
+    /// Commits a group: its block rows must be written already.
+    pub async fn insert_group(&self, group: GroupRow) -> Result<(), CassandraError> {
+        let _permit = self.permit().await?;
+        let values = (group.segment, group.position, group.end_position, group.wal_checkpoint, group.entries);
+        self.session
+            .execute_unpaged(&self.statements.insert_group, values)
+            .await
+            .map(drop)
+            .map_err(|e| CassandraError::Request { what: "commit group", source: boxed(e) })
+    }
+
+    /// Every group row of `segment`, by position.
+    pub async fn select_groups(&self, segment: i64) -> Result<Vec<GroupRow>, CassandraError> {
+        let _permit = self.permit().await?;
+        let what = CassandraError::request("read groups");
+        let mut rows = self
+            .session
+            .execute_iter(self.statements.select_groups.clone(), (segment,))
+            .await
+            .map_err(boxed)
+            .and_then(|pager| pager.rows_stream::<(i64, i64, i64, Vec<u8>)>().map_err(boxed))
+            .map_err(what)?;
+        let mut groups = Vec::new();
+        while let Some(row) = rows.next().await {
+            let (position, end_position, wal_checkpoint, entries) =
+                row.map_err(|e| CassandraError::Request { what: "read groups", source: boxed(e) })?;
+            groups.push(GroupRow { segment, position, end_position, wal_checkpoint, entries });
+        }
+        Ok(groups)
+    }
+
+    /// Deletes the group rows of `segment` (one partition tombstone).
+    pub async fn delete_groups(&self, segment: i64) -> Result<(), CassandraError> {
+        let _permit = self.permit().await?;
+        self.session
+            .execute_unpaged(&self.statements.delete_groups, (segment,))
+            .await
+            .map(drop)
+            .map_err(|e| CassandraError::Request { what: "delete groups", source: boxed(e) })
+    }
+
+    /// Sets the state of segments in one atomic, isolated batch (they share one partition).
+    pub async fn set_segment_states(&self, states: Vec<(i64, SegmentState)>) -> Result<(), CassandraError> {
+        let _permit = self.permit().await?;
+        let mut batch = Batch::new(BatchType::Logged);
+        for _ in &states {
+            batch.append_statement(self.statements.set_segment_state.clone());
+        }
+        if let Some(consistency) = self.statements.set_segment_state.get_consistency() {
+            batch.set_consistency(consistency);
+        }
+        let values: Vec<(i8, i64)> = states.iter().map(|&(id, state)| (state as i8, id)).collect();
+        self.session
+            .batch(&batch, values)
+            .await
+            .map(drop)
+            .map_err(|e| CassandraError::Request { what: "set segment state", source: boxed(e) })
+    }
+
+    /// Every segment row: id and raw state.
+    pub async fn select_segments(&self) -> Result<Vec<(i64, i8)>, CassandraError> {
+        let _permit = self.permit().await?;
+        let mut rows = self
+            .session
+            .execute_iter(self.statements.select_segments.clone(), ())
+            .await
+            .map_err(boxed)
+            .and_then(|pager| pager.rows_stream::<(i64, Option<i8>)>().map_err(boxed))
+            .map_err(CassandraError::request("read segments"))?;
+        let mut segments = Vec::new();
+        while let Some(row) = rows.next().await {
+            let (id, state) = row.map_err(|e| CassandraError::Request { what: "read segments", source: boxed(e) })?;
+            // A row whose state was never set is a segment being created: treat it as unfinished.
+            segments.push((id, state.unwrap_or(SegmentState::Writing as i8)));
+        }
+        Ok(segments)
+    }
+
+    /// Deletes a segment's row, the last step of removing it.
+    pub async fn delete_segment(&self, segment: i64) -> Result<(), CassandraError> {
+        let _permit = self.permit().await?;
+        self.session
+            .execute_unpaged(&self.statements.delete_segment, (segment,))
+            .await
+            .map(drop)
+            .map_err(|e| CassandraError::Request { what: "delete segment", source: boxed(e) })
+    }
+}

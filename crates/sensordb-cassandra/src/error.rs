@@ -1,0 +1,47 @@
+//! The crate's typed errors, and how they enter the engine's: a failed Cassandra request is an
+//! I/O error of the store (retried by the engine like a failed disk write), never corruption.
+
+use sensordb_engine::Error;
+use std::path::PathBuf;
+
+type Source = Box<dyn std::error::Error + Send + Sync>;
+
+/// Errors of the Cassandra store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CassandraError {
+    #[error("connecting to Cassandra at {contact_points}: {source}")]
+    Connect { contact_points: String, source: Source },
+    /// A request failed or timed out, or its answer did not have the expected shape.
+    #[error("Cassandra request ({what}) failed: {source}")]
+    Request { what: &'static str, source: Source },
+    #[error("keyspace {keyspace:?} was made with {setting} = {stored}, this store was asked for {asked}")]
+    SettingMismatch { keyspace: String, setting: &'static str, stored: i64, asked: i64 },
+    /// A segment's rows in the keyspace do not make sense (the store does not open).
+    #[error("damaged segment {segment} in keyspace {keyspace:?}: {detail}")]
+    Damaged { keyspace: String, segment: i64, detail: String },
+    #[error("BUG: a flush group handed to the store does not parse: {0}")]
+    MalformedGroup(String),
+    #[error("invalid Cassandra store options: {0}")]
+    InvalidOptions(String),
+    #[error("starting the store's runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("the store's runtime stopped before the request finished")]
+    RuntimeStopped,
+}
+
+impl CassandraError {
+    pub(crate) fn request(what: &'static str) -> impl FnOnce(Box<dyn std::error::Error + Send + Sync>) -> CassandraError {
+        move |source| CassandraError::Request { what, source }
+    }
+
+    /// The engine error for a failure on `keyspace`.
+    pub(crate) fn into_engine(self, keyspace: &str) -> Error {
+        Error::io(PathBuf::from(format!("cassandra:{keyspace}")), std::io::Error::other(self))
+    }
+}
+
+/// Boxes a driver error for [`CassandraError::Request`].
+pub(crate) fn boxed(error: impl std::error::Error + Send + Sync + 'static) -> Source {
+    Box::new(error)
+}

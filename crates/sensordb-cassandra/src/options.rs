@@ -1,0 +1,114 @@
+//! What a Cassandra store is opened with: where the cluster is, the keyspace and its
+//! replication, the consistency of every request, and the sizes that shape rows and partitions.
+
+use crate::error::CassandraError;
+pub use scylla::statement::Consistency;
+
+/// Nanoseconds in a day and a minute, for bucket sizes.
+const DAY_NS: i64 = 86_400_000_000_000;
+const MINUTE_NS: i64 = 60_000_000_000;
+
+/// How to reach and shape a Cassandra store.
+#[derive(Clone, Debug)]
+pub struct CassandraOptions {
+    /// `host:port` of nodes to connect to first; the driver finds the rest of the cluster.
+    pub contact_points: Vec<String>,
+    /// One store per keyspace: the keyspace holds its blocks and its segment list.
+    pub keyspace: String,
+    /// The CQL replication map the keyspace is created with (ignored when it exists).
+    pub replication: String,
+    /// Consistency of every read and write (QUORUM: an acknowledged group is on a majority of
+    /// replicas, and a QUORUM read sees it).
+    pub consistency: Consistency,
+    /// Requests in flight at once, per contact point.
+    pub requests_in_flight_per_node: usize,
+    /// Worker threads of the store's tokio runtime.
+    pub runtime_threads: usize,
+    /// A segment stops taking groups once it holds this many bytes of blocks.
+    pub segment_bytes_max: u64,
+    /// Partition bucket of number and boolean series, ns (fixed when the keyspace is made).
+    pub bucket_ns: i64,
+    /// Partition bucket of payload (bytes) series, ns (fixed when the keyspace is made).
+    pub payload_bucket_ns: i64,
+}
+
+impl Default for CassandraOptions {
+    fn default() -> Self {
+        CassandraOptions {
+            contact_points: vec!["127.0.0.1:9042".to_string()],
+            keyspace: "sensordb".to_string(),
+            replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".to_string(),
+            consistency: Consistency::Quorum,
+            requests_in_flight_per_node: 32,
+            runtime_threads: 2,
+            segment_bytes_max: 64 << 20,
+            bucket_ns: DAY_NS,
+            payload_bucket_ns: MINUTE_NS,
+        }
+    }
+}
+
+/// The consistency level of a CQL name (`quorum`, `LOCAL_QUORUM`, ...), for configuration files.
+pub fn consistency_from_name(name: &str) -> Option<Consistency> {
+    Some(match name.to_ascii_lowercase().as_str() {
+        "any" => Consistency::Any,
+        "one" => Consistency::One,
+        "two" => Consistency::Two,
+        "three" => Consistency::Three,
+        "quorum" => Consistency::Quorum,
+        "all" => Consistency::All,
+        "local_quorum" => Consistency::LocalQuorum,
+        "each_quorum" => Consistency::EachQuorum,
+        "local_one" => Consistency::LocalOne,
+        _ => return None,
+    })
+}
+
+impl CassandraOptions {
+    pub(crate) fn validate(&self) -> Result<(), CassandraError> {
+        let invalid = |what: String| Err(CassandraError::InvalidOptions(what));
+        let name_ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+        if self.keyspace.is_empty() || self.keyspace.len() > 48 || !self.keyspace.chars().all(name_ok) {
+            return invalid(format!("keyspace {:?}: use 1 to 48 lower-case letters, digits and _", self.keyspace));
+        }
+        if self.contact_points.is_empty() {
+            return invalid("no contact points".to_string());
+        }
+        if self.bucket_ns <= 0 || self.payload_bucket_ns <= 0 {
+            return invalid("bucket sizes must be positive".to_string());
+        }
+        if self.requests_in_flight_per_node == 0 {
+            return invalid("requests_in_flight_per_node must be positive".to_string());
+        }
+        Ok(())
+    }
+
+    /// The bound on requests in flight at once.
+    pub(crate) fn requests_in_flight_max(&self) -> usize {
+        self.requests_in_flight_per_node.saturating_mul(self.contact_points.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyspace_names_that_cql_would_need_quoted_are_refused() {
+        assert!(CassandraOptions::default().validate().is_ok());
+        for bad in ["", "Sensor", "a-b", "a;DROP", &"k".repeat(49)] {
+            let options = CassandraOptions { keyspace: bad.to_string(), ..CassandraOptions::default() };
+            assert!(options.validate().is_err(), "{bad:?}");
+        }
+        let none = CassandraOptions { contact_points: Vec::new(), ..CassandraOptions::default() };
+        assert!(none.validate().is_err());
+        assert_eq!(CassandraOptions::default().requests_in_flight_max(), 32);
+    }
+
+    #[test]
+    fn consistency_names_are_read_in_any_case() {
+        assert_eq!(consistency_from_name("quorum"), Some(Consistency::Quorum));
+        assert_eq!(consistency_from_name("LOCAL_QUORUM"), Some(Consistency::LocalQuorum));
+        assert_eq!(consistency_from_name("most"), None);
+    }
+}

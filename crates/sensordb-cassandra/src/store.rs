@@ -1,0 +1,354 @@
+//! [`CassandraStore`]: the engine's [`BlockStore`] over a Cassandra keyspace.
+//!
+//! The block index, segment summaries and block lives are in memory, rebuilt at open from the
+//! `segments` and `groups` tables (never from the blocks), as the segment store rebuilds them
+//! from footers; block bytes are read from Cassandra by primary key. Group commits are
+//! serialized by `writer` so that sequences grow in commit order; each group writes its block
+//! rows (at most the in-flight bound at once) and then its commit row.
+//!
+//! Removal is crash-complete in three steps: the segment's state becomes `Removing` (so a
+//! restart finishes the job), it leaves the index, and once no listed block pins it its rows are
+//! deleted (`sweep`), then its group and segment rows. Abandoned rewrites (state `Writing`) go
+//! the same way.
+
+use crate::client::{BlockKey, BlockRow, Client, Connection, GroupRow};
+use crate::error::CassandraError;
+use crate::options::CassandraOptions;
+use crate::rewrite::CassandraRewrite;
+use crate::schema::{self, Buckets, SegmentState, Statements};
+use crate::segment::{bigint, place_group, PlacedGroup, SegmentSource, StoredSegment};
+use futures_util::future::try_join_all;
+use parking_lot::{Mutex, RwLock};
+use scylla::client::session_builder::SessionBuilder;
+use sensordb_engine::store::{
+    Block, BlockIndex, BlockLife, BlockPin, BlockRef, BlockSource, BlockStore, GroupBuilder, IndexEntry, ListedBlock, RawBlock,
+    SegmentRewrite, SegmentSummary,
+};
+use sensordb_engine::{Error, Result, SeriesId, StoreStats, Timestamp, ValueKind};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Weak};
+
+/// Blocks in a Cassandra keyspace; see the module documentation.
+pub struct CassandraStore {
+    pub(crate) client: Client,
+    pub(crate) keyspace: Arc<str>,
+    pub(crate) buckets: Buckets,
+    segment_bytes_max: u64,
+    /// Held for a whole group commit.
+    writer: Mutex<()>,
+    pub(crate) state: RwLock<State>,
+}
+
+#[derive(Default)]
+pub(crate) struct State {
+    index: BlockIndex,
+    segments: BTreeMap<u64, StoredSegment>,
+    /// The segment taking groups, and the end of the positions it has handed out.
+    open: Option<(u64, u64)>,
+    next_id: u64,
+    /// Sequence of the last group attempted (a failed commit still uses its number up: it may
+    /// have landed).
+    sequence: u64,
+    /// Segments out of the index whose rows are still to delete.
+    pub(crate) graveyard: Vec<Removed>,
+}
+
+/// A segment to delete once nothing pins it.
+pub(crate) struct Removed {
+    pub id: u64,
+    pub keys: Vec<BlockKey>,
+    pub pin: Weak<SegmentSource>,
+}
+
+impl CassandraStore {
+    /// Connects, creates the keyspace and tables if missing, and loads what the keyspace holds.
+    pub fn open(options: CassandraOptions) -> std::result::Result<CassandraStore, CassandraError> {
+        options.validate()?;
+        let connect = options.clone();
+        let (client, buckets) = Client::start(options.runtime_threads, options.requests_in_flight_max(), async move {
+            let session = SessionBuilder::new()
+                .known_nodes(&connect.contact_points)
+                .build()
+                .await
+                .map_err(|e| CassandraError::Connect { contact_points: connect.contact_points.join(","), source: Box::new(e) })?;
+            schema::create(&session, &connect).await?;
+            let buckets = schema::settle_buckets(&session, &connect).await?;
+            let statements = Statements::prepare(&session, &connect.keyspace, connect.consistency).await?;
+            Ok((session, statements, buckets))
+        })?;
+        let store = CassandraStore {
+            client,
+            keyspace: options.keyspace.as_str().into(),
+            buckets,
+            segment_bytes_max: options.segment_bytes_max.max(1),
+            writer: Mutex::new(()),
+            state: RwLock::new(State { next_id: 1, ..State::default() }),
+        };
+        store.load()?;
+        store.sweep();
+        Ok(store)
+    }
+
+    /// Rebuilds the in-memory state from the `segments` and `groups` tables.
+    fn load(&self) -> std::result::Result<(), CassandraError> {
+        let segments = self.client.bridge.run(|c| async move {
+            let rows = c.select_segments().await?;
+            try_join_all(rows.into_iter().map(|(id, state)| {
+                let c = c.clone();
+                async move { Ok::<_, CassandraError>((id, state, c.select_groups(id).await?)) }
+            }))
+            .await
+        })?;
+        let mut state = self.state.write();
+        for (id, raw_state, groups) in segments {
+            let damaged = |detail: String| CassandraError::Damaged { keyspace: self.keyspace.to_string(), segment: id, detail };
+            let id = u64::try_from(id).map_err(|_| damaged("negative segment id".into()))?;
+            let segment_state = SegmentState::from_i8(raw_state).ok_or_else(|| damaged(format!("unknown state {raw_state}")))?;
+            let mut segment = StoredSegment::new(self.source(id), true);
+            for group in groups {
+                let entries = IndexEntry::decode_list(&group.entries).map_err(|e| damaged(format!("group at {}: {e}", group.position)))?;
+                let end = u64::try_from(group.end_position).map_err(|_| damaged("negative position".into()))?;
+                let wal_checkpoint = u64::try_from(group.wal_checkpoint).map_err(|_| damaged("negative checkpoint".into()))?;
+                segment.add(&entries, end, wal_checkpoint);
+            }
+            state.next_id = state.next_id.max(id + 1);
+            state.sequence = state.sequence.max(segment.entries.iter().map(|e| e.sequence).max().unwrap_or(0));
+            if segment_state == SegmentState::Live && !segment.entries.is_empty() {
+                state.index.insert(id, &segment.entries);
+                state.segments.insert(id, segment);
+            } else {
+                // An unfinished rewrite, an unfinished removal, or a segment whose first group
+                // never committed.
+                state.graveyard.push(Removed { id, keys: segment.keys(), pin: Weak::new() });
+            }
+        }
+        Ok(())
+    }
+
+    fn source(&self, id: u64) -> SegmentSource {
+        SegmentSource { id, bridge: self.client.bridge.clone(), buckets: self.buckets, keyspace: self.keyspace.clone() }
+    }
+
+    pub(crate) fn engine_error(&self, error: CassandraError) -> Error {
+        error.into_engine(&self.keyspace)
+    }
+
+    /// Runs a request on the store's runtime, as an engine result.
+    pub(crate) fn run<T, F, Fut>(&self, request: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Connection>) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<T, CassandraError>> + Send + 'static,
+    {
+        self.client.bridge.run(request).map_err(|e| self.engine_error(e))
+    }
+
+    /// A new segment id, with its row in state `state`.
+    pub(crate) fn create_segment(&self, state: SegmentState) -> Result<u64> {
+        let id = {
+            let mut guard = self.state.write();
+            guard.next_id += 1;
+            guard.next_id - 1
+        };
+        self.run(|c| async move { c.set_segment_states(vec![(bigint(id), state)]).await })?;
+        Ok(id)
+    }
+
+    pub(crate) fn new_segment(&self, id: u64, sealed: bool) -> StoredSegment {
+        StoredSegment::new(self.source(id), sealed)
+    }
+
+    /// Writes the rows of a placed group, then its commit row.
+    pub(crate) fn commit(&self, rows: Vec<BlockRow>, group: GroupRow) -> Result<()> {
+        self.run(|c| async move {
+            c.insert_blocks(rows).await?;
+            c.insert_group(group).await
+        })
+    }
+
+    /// Puts segment `id`'s blocks in the index and the segment in the map.
+    pub(crate) fn install_segments(&self, segment: StoredSegment, replaced: &[u64]) {
+        let mut state = self.state.write();
+        state.remove(replaced);
+        state.index.insert(segment.summary.id, &segment.entries);
+        state.segments.insert(segment.summary.id, segment);
+    }
+
+    /// Deletes the rows of removed segments nothing pins any more. A failure leaves them for
+    /// the next sweep (or the next open) and is logged, not returned: the removal itself is
+    /// already durable.
+    pub(crate) fn sweep(&self) {
+        let ready: Vec<Removed> = {
+            let mut state = self.state.write();
+            let (ready, pinned) = std::mem::take(&mut state.graveyard).into_iter().partition(|r| r.pin.strong_count() == 0);
+            state.graveyard = pinned;
+            ready
+        };
+        for removed in ready {
+            let (id, keys) = (bigint(removed.id), removed.keys.clone());
+            let result = self.client.bridge.run(|c| async move {
+                c.delete_blocks(keys).await?;
+                c.delete_groups(id).await?;
+                c.delete_segment(id).await
+            });
+            if let Err(error) = result {
+                tracing::warn!(keyspace = %self.keyspace, segment = removed.id, %error, "deleting a removed segment's rows failed; retried later");
+                self.state.write().graveyard.push(removed);
+            }
+        }
+    }
+
+    /// The source of a live segment, for maintenance reads.
+    fn live_source(&self, block: &BlockRef) -> Result<Arc<SegmentSource>> {
+        let state = self.state.read();
+        state.segments.get(&block.segment).map(|s| s.source.clone()).ok_or_else(|| {
+            Error::corruption(format!("cassandra:{}/segment-{}", self.keyspace, block.segment), block.entry.offset, "segment is gone")
+        })
+    }
+
+    /// Segments whose rows wait to be deleted (pinned by a read, or after a failed delete).
+    pub fn segments_awaiting_deletion(&self) -> usize {
+        self.state.read().graveyard.len()
+    }
+}
+
+impl State {
+    fn seal_open(&mut self) {
+        if let Some((id, _)) = self.open.take() {
+            if let Some(segment) = self.segments.get_mut(&id) {
+                segment.summary.sealed = true;
+            }
+        }
+    }
+
+    /// Takes segments out of the index and the map, into the graveyard; returns their bytes.
+    fn remove(&mut self, ids: &[u64]) -> u64 {
+        let mut bytes = 0;
+        for id in ids {
+            let Some(segment) = self.segments.remove(id) else { continue };
+            self.index.remove_blocks(*id, segment.lives.iter().map(|l| l.series));
+            bytes += segment.summary.bytes;
+            self.graveyard.push(Removed { id: *id, keys: segment.keys(), pin: Arc::downgrade(&segment.source) });
+        }
+        bytes
+    }
+}
+
+impl BlockStore for CassandraStore {
+    fn put_group(&self, group: GroupBuilder, wal_checkpoint: u64) -> Result<u64> {
+        let _writer = self.writer.lock();
+        let open = self.state.read().open;
+        let (id, base) = match open {
+            Some(open) => open,
+            None => {
+                let id = self.create_segment(SegmentState::Live)?;
+                let mut state = self.state.write();
+                state.segments.insert(id, self.new_segment(id, false));
+                state.open = Some((id, 0));
+                (id, 0)
+            }
+        };
+        let sequence = {
+            let mut state = self.state.write();
+            state.sequence += 1;
+            state.sequence
+        };
+        let placed = place_group(group, id, base, sequence, wal_checkpoint, &self.buckets).map_err(|e| self.engine_error(e))?;
+        let PlacedGroup { rows, group, entries, end_position } = placed;
+        // The positions are handed out whether or not the commit succeeds: rows never change.
+        self.state.write().open = Some((id, end_position));
+        self.commit(rows, group)?;
+        let mut state = self.state.write();
+        let segment = state.segments.get_mut(&id).expect("BUG: the open Cassandra segment vanished");
+        segment.add(&entries, end_position, wal_checkpoint);
+        let full = segment.summary.bytes >= self.segment_bytes_max;
+        state.index.insert(id, &entries);
+        if full {
+            state.seal_open();
+        }
+        Ok(sequence)
+    }
+
+    fn seal(&self) -> Result<()> {
+        {
+            let _writer = self.writer.lock();
+            self.state.write().seal_open();
+        }
+        self.sweep();
+        Ok(())
+    }
+
+    fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock> {
+        let state = self.state.read();
+        state
+            .index
+            .blocks_in(series, from, to)
+            .into_iter()
+            .filter_map(|block| {
+                let source = state.segments.get(&block.segment)?.source.clone();
+                Some(ListedBlock { block, pin: BlockPin::new(source as Arc<dyn BlockSource>) })
+            })
+            .collect()
+    }
+
+    fn stats(&self) -> StoreStats {
+        let state = self.state.read();
+        StoreStats {
+            segments: state.segments.len(),
+            blocks: state.index.block_count(),
+            points: state.index.point_count(),
+            bytes: state.segments.values().map(|s| s.summary.bytes).sum(),
+        }
+    }
+
+    fn series_kinds(&self) -> Vec<(SeriesId, ValueKind)> {
+        self.state.read().index.series_kinds()
+    }
+
+    fn wal_checkpoint(&self) -> u64 {
+        self.state.read().segments.values().map(|s| s.summary.wal_checkpoint).max().unwrap_or(0)
+    }
+
+    fn summaries(&self) -> Vec<SegmentSummary> {
+        self.state.read().segments.values().map(|s| s.summary).collect()
+    }
+
+    fn visit_segments(&self, visit: &mut dyn FnMut(&SegmentSummary, &[BlockLife])) {
+        for segment in self.state.read().segments.values() {
+            visit(&segment.summary, &segment.lives);
+        }
+    }
+
+    fn blocks_of_segments(&self, ids: &[u64]) -> Vec<BlockRef> {
+        self.state.read().index.blocks_of_segments(ids)
+    }
+
+    fn read_indexed_block(&self, block: &BlockRef) -> Result<Block> {
+        self.live_source(block)?.read(&block.entry)
+    }
+
+    fn read_raw_block(&self, block: &BlockRef, records: &mut HashMap<u64, Arc<[u8]>>) -> Result<RawBlock> {
+        self.live_source(block)?.read_raw(&block.entry, records)
+    }
+
+    fn remove_segments(&self, ids: &[u64]) -> Result<u64> {
+        let removable: Vec<u64> = {
+            let state = self.state.read();
+            let open = state.open.map(|(id, _)| id);
+            ids.iter().copied().filter(|id| Some(*id) != open && state.segments.contains_key(id)).collect()
+        };
+        if removable.is_empty() {
+            return Ok(0);
+        }
+        let states = removable.iter().map(|&id| (bigint(id), SegmentState::Removing)).collect();
+        self.run(|c| async move { c.set_segment_states(states).await })?;
+        let bytes = self.state.write().remove(&removable);
+        self.sweep();
+        Ok(bytes)
+    }
+
+    fn begin_rewrite(&self, replaced: &[u64], sequence: u64, wal_checkpoint: u64) -> Result<Box<dyn SegmentRewrite + '_>> {
+        let id = self.create_segment(SegmentState::Writing)?;
+        Ok(Box::new(CassandraRewrite::new(self, id, replaced.to_vec(), sequence, wal_checkpoint)))
+    }
+}

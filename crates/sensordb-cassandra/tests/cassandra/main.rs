@@ -1,0 +1,10 @@
+//! The Cassandra store against a real Cassandra 5.0 node (`scripts/cassandra`): the store-level
+//! checks of the `BlockStore` trait (`store_checks`) and the engine running over it
+//! (`engine_checks`). One node serves the whole binary; each test has its own keyspace.
+//!
+//! Ignored by default, as they start a JVM (~1 GiB of memory, ~15-45 s): run them with
+//! `cargo test -p sensordb-cassandra -- --include-ignored`.
+
+mod engine_checks;
+mod node;
+mod store_checks;
