@@ -5,8 +5,11 @@
 //! each flush writes a short block per series: on TSBS IoT data, flushing every 5 minutes costs
 //! 5.2 bytes per value against 0.59 for day-long blocks. Compaction restores the long blocks.
 //!
-//! The decision is a pure function ([`choose_run`]) of segment summaries; [`compact_once`] carries it
-//! out. Invariants that make it safe:
+//! The decision is a pure function ([`candidate_runs`]) of segment summaries; [`compact_once`]
+//! carries it out. The engine runs it after start-up and while serving, in its background
+//! compaction thread (nice 19, I/O paced to `merge_bytes_per_second`), on segments sealed by
+//! size or by age (`segment_seal_age`), so a running server's short blocks become long ones
+//! without a restart. Invariants that make it safe:
 //! - A run is contiguous in group sequence: no segment outside the run holds a sequence between
 //!   the run's smallest and largest, so giving every output block the run's largest sequence
 //!   keeps every "newer write wins" decision with segments outside the run unchanged. Inside the
@@ -45,24 +48,46 @@ pub struct CompactionOptions {
     pub points_per_group: usize,
 }
 
-/// The oldest run of sealed segments, contiguous in sequence, whose blocks are small; `None`
-/// when nothing is worth rewriting. A run of one is chosen only when its series have several
-/// blocks each (`blocks > 2 × distinct series`, checked by the caller through `blocks_per_series`).
-pub fn choose_run(summaries: &[SegmentSummary], options: &CompactionOptions) -> Option<Vec<u64>> {
+/// The runs worth rewriting, oldest first: each a run of sealed segments, contiguous in
+/// sequence, whose blocks are small, at most `run_bytes_max` bytes (a longer stretch of such
+/// segments is cut into several runs). A run of one segment holding a single group (one
+/// sequence: one flush, or the output of an earlier rewrite) is never offered: rewriting it
+/// alone would give back the same blocks, and offering it again and again is how compaction
+/// looped when `block_points_max` was below `small_block_points` (each output's blocks were
+/// "small" again). So every rewrite either joins several segments into one or turns a segment
+/// of several groups into one of a single group, and a store that takes no new groups runs out
+/// of runs. A run of one segment is still rewritten only when its series have several blocks
+/// each (`blocks > 2 × distinct series`, checked by [`compact_once`], which needs the blocks).
+pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions) -> Vec<Vec<u64>> {
     let mut segments: Vec<&SegmentSummary> = summaries.iter().filter(|s| s.blocks > 0).collect();
     segments.sort_by_key(|s| s.min_sequence);
     let small = |s: &SegmentSummary| s.sealed && s.points < options.small_block_points.saturating_mul(s.blocks);
-    let start = segments.iter().position(|s| small(s))?;
-    let mut run = vec![segments[start].id];
-    let mut bytes = segments[start].bytes;
-    for next in &segments[start + 1..] {
-        if !small(next) || bytes + next.bytes > options.run_bytes_max {
-            break;
+    let mut runs = Vec::new();
+    let mut run: Vec<&SegmentSummary> = Vec::new();
+    let mut bytes = 0u64;
+    let mut close = |run: &mut Vec<&SegmentSummary>| {
+        let single_group = run.len() == 1 && run[0].min_sequence == run[0].max_sequence;
+        if !run.is_empty() && !single_group {
+            runs.push(run.iter().map(|s| s.id).collect());
         }
-        run.push(next.id);
-        bytes += next.bytes;
+        run.clear();
+    };
+    for segment in segments {
+        if !small(segment) {
+            close(&mut run);
+            continue;
+        }
+        if !run.is_empty() && bytes + segment.bytes > options.run_bytes_max {
+            close(&mut run);
+        }
+        if run.is_empty() {
+            bytes = 0;
+        }
+        run.push(segment);
+        bytes += segment.bytes;
     }
-    Some(run)
+    close(&mut run);
+    runs
 }
 
 /// What one compaction did.
@@ -78,26 +103,38 @@ pub struct CompactionReport {
     pub bytes_read: u64,
 }
 
-/// Chooses and compacts one run; `Ok(None)` when there is nothing worth doing.
-pub fn compact_once(store: &dyn BlockStore, catalog: &Catalog, options: &CompactionOptions) -> Result<Option<CompactionReport>> {
+/// Compacts the oldest run worth it; `Ok(None)` when there is nothing worth doing. Before a
+/// run is rewritten, `room` is asked whether the disk can take an output as large as the
+/// run's `bytes` beside its inputs (an error, `NoSpace` say, leaves everything in place);
+/// `limit` paces the rewrite's I/O.
+pub fn compact_once(
+    store: &dyn BlockStore,
+    catalog: &Catalog,
+    options: &CompactionOptions,
+    room: &dyn Fn(u64) -> Result<()>,
+    limit: &mut RateLimit,
+) -> Result<Option<CompactionReport>> {
     let summaries = store.summaries();
-    let Some(run) = choose_run(&summaries, options) else { return Ok(None) };
-    let blocks = store.blocks_of_segments(&run);
-    let mut series_count = 0usize;
-    let mut previous = None;
-    for block in &blocks {
-        if previous != Some(block.entry.series) {
-            series_count += 1;
-            previous = Some(block.entry.series);
+    for run in candidate_runs(&summaries, options) {
+        let blocks = store.blocks_of_segments(&run);
+        let mut series_count = 0usize;
+        let mut previous = None;
+        for block in &blocks {
+            if previous != Some(block.entry.series) {
+                series_count += 1;
+                previous = Some(block.entry.series);
+            }
         }
+        if blocks.len() <= 2 * series_count && run.len() == 1 {
+            // Too few blocks per series to gain: wait until the run can grow.
+            continue;
+        }
+        room(summaries.iter().filter(|s| run.contains(&s.id)).map(|s| s.bytes).sum())?;
+        let report = rewrite(store, catalog, &run, blocks, options, limit, BlockCopy::Reencode)?;
+        tracing::info!(?report, "compacted segments");
+        return Ok(Some(report));
     }
-    if blocks.len() <= 2 * series_count && run.len() == 1 {
-        // Too few blocks per series to gain: wait until the run can grow.
-        return Ok(None);
-    }
-    let report = rewrite(store, catalog, &run, blocks, options, &mut RateLimit::unlimited(), BlockCopy::Reencode)?;
-    tracing::info!(?report, "compacted segments");
-    Ok(Some(report))
+    Ok(None)
 }
 
 /// How [`rewrite`] moves the blocks it keeps.
@@ -265,6 +302,11 @@ mod tests {
         SegmentSummary { id, sealed: true, bytes, blocks, points, min_sequence: sequences.0, max_sequence: sequences.1, wal_checkpoint: 0 }
     }
 
+    /// The first run [`candidate_runs`] offers.
+    fn choose_run(summaries: &[SegmentSummary], options: &CompactionOptions) -> Option<Vec<u64>> {
+        candidate_runs(summaries, options).into_iter().next()
+    }
+
     fn options() -> CompactionOptions {
         CompactionOptions {
             small_block_points: 1000,
@@ -309,6 +351,32 @@ mod tests {
         free.take(u64::MAX / 2);
         free.take(u64::MAX / 2);
         assert_eq!(free.taken, 0);
+    }
+
+    #[test]
+    fn a_single_group_segment_alone_is_never_chosen_so_compaction_cannot_loop() {
+        // One group (a flush, or an earlier output whose blocks stay below the threshold
+        // because block_points_max is smaller): nothing to gain alone.
+        let output = summary(5, (20, 20), 100, 1_000, 40);
+        assert_eq!(choose_run(&[output], &options()), None);
+        // Joined with newer small segments it is rewritten again, merging their points in.
+        let newer = summary(6, (21, 21), 100, 1_000, 40);
+        assert_eq!(choose_run(&[output, newer], &options()), Some(vec![5, 6]));
+        // A segment of several groups alone is offered (compact_once checks the gain).
+        assert_eq!(choose_run(&[summary(7, (1, 9), 100, 1_000, 40)], &options()), Some(vec![7]));
+    }
+
+    #[test]
+    fn a_stretch_longer_than_the_byte_limit_gives_several_runs_in_order() {
+        let segments = [
+            summary(5, (13, 20), 100, 1_000, 40),
+            summary(6, (21, 30), 100, 1_000, 40),
+            summary(7, (31, 40), 100, 1_000, 40),
+            summary(8, (41, 41), 100, 1_000, 40),  // one group: alone, not a run
+            summary(9, (42, 50), 10, 100_000, 40), // long blocks
+            summary(10, (51, 60), 100, 1_000, 40),
+        ];
+        assert_eq!(candidate_runs(&segments, &options()), vec![vec![5, 6], vec![7, 8], vec![10]]);
     }
 
     #[test]

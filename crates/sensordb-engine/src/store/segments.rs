@@ -1,7 +1,9 @@
 //! The local block store: segment files in one directory plus the in-memory block index.
 //!
 //! One segment is open for appends at a time; it is sealed once it reaches
-//! `segment_bytes_max`. Segments left unsealed by a crash are repaired and sealed at open.
+//! `segment_bytes_max`, or when the engine asks because it has been open too long
+//! ([`BlockStore::seal_if_older_than`]). Segments left unsealed by a crash are repaired and
+//! sealed at open.
 
 use super::{BlockLife, BlockPin, BlockSource, BlockStore, ListedBlock, SegmentRewrite, SegmentSummary, StoreStats};
 use crate::block::Block;
@@ -15,6 +17,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
 pub struct SegmentStoreOptions {
@@ -91,6 +94,10 @@ pub struct SegmentStore {
     index: RwLock<BlockIndex>,
     files: RwLock<BTreeMap<u64, SegmentFile>>,
     open: Mutex<OpenSegment>,
+    /// When the open segment took its first group (`None`: nothing open). Kept beside `open`,
+    /// whose lock a group commit holds through its write and fsync, so the flusher's check of
+    /// the age never waits for one.
+    open_since: Mutex<Option<Instant>>,
     commit: Mutex<GroupCommit>,
     committed: Condvar,
 }
@@ -212,6 +219,7 @@ impl SegmentStore {
             index: RwLock::new(index),
             files: RwLock::new(files),
             open: Mutex::new(OpenSegment { writer: None, next_id, sequence: recovery.max_sequence }),
+            open_since: Mutex::new(None),
             commit: Mutex::new(GroupCommit::default()),
             committed: Condvar::new(),
         };
@@ -386,12 +394,20 @@ impl BlockStore for SegmentStore {
 
     fn seal(&self) -> Result<()> {
         let mut open = self.open.lock();
-        if let Some(writer) = open.writer.take() {
-            let id = writer.id();
-            writer.seal()?;
-            self.refresh_size(id);
+        self.seal_open(&mut open)
+    }
+
+    fn open_segment_age(&self) -> Option<Duration> {
+        self.open_since.lock().map(|since| since.elapsed())
+    }
+
+    fn seal_if_older_than(&self, age: Duration) -> Result<bool> {
+        let mut open = self.open.lock();
+        let due = open.writer.is_some() && self.open_since.lock().is_some_and(|since| since.elapsed() >= age);
+        if due {
+            self.seal_open(&mut open)?;
         }
-        Ok(())
+        Ok(due)
     }
 
     fn series_kinds(&self) -> Vec<(SeriesId, ValueKind)> {
@@ -461,6 +477,17 @@ impl BlockStore for SegmentStore {
 }
 
 impl SegmentStore {
+    /// Seals the open segment, if any; under the `open` lock.
+    fn seal_open(&self, open: &mut OpenSegment) -> Result<()> {
+        if let Some(writer) = open.writer.take() {
+            *self.open_since.lock() = None;
+            let id = writer.id();
+            writer.seal()?;
+            self.refresh_size(id);
+        }
+        Ok(())
+    }
+
     /// Appends one group to the open segment (creating or sealing segments as needed) and
     /// publishes its blocks; returns the group's sequence.
     fn write_group(&self, parts: Vec<GroupPart>, wal_checkpoint: u64) -> Result<u64> {
@@ -473,6 +500,7 @@ impl SegmentStore {
             let handle = SegmentHandle { id, path: writer.path().to_path_buf(), file: writer.file() };
             self.files.write().insert(id, SegmentFile::new(handle, writer.bytes(), summary, &[]));
             open.writer = Some(writer);
+            *self.open_since.lock() = Some(Instant::now());
         }
         let sequence = open.sequence + 1;
         let writer = open.writer.as_mut().expect("BUG: open segment vanished");
@@ -488,6 +516,7 @@ impl SegmentStore {
         self.index.write().insert(id, &entries);
         if bytes >= self.options.segment_bytes_max {
             let writer = open.writer.take().expect("BUG: open segment vanished");
+            *self.open_since.lock() = None;
             // The group is durable and published whatever happens here: an unsealed segment is
             // complete, only slower to open (recovery walks its groups and seals it).
             if let Err(e) = writer.seal() {
