@@ -40,6 +40,11 @@ fn frozen_in_time() -> EngineOptions {
 
 /// Two rows of three fields; `FLUSHES` small flushes, some of which rewrite earlier points.
 fn fill(engine: &Engine) -> (Vec<SeriesId>, BTreeMap<(u8, i64), i64>) {
+    fill_with(engine, &|_| {})
+}
+
+/// [`fill`], calling `after_flush` after each flush.
+fn fill_with(engine: &Engine, after_flush: &dyn Fn(&Engine)) -> (Vec<SeriesId>, BTreeMap<(u8, i64), i64>) {
     let ids: Vec<SeriesId> = (0..SERIES)
         .map(|s| {
             let key = SeriesKey::new("m", [("row", (s / 3).to_string())], format!("f{}", s % 3)).expect("key");
@@ -61,6 +66,7 @@ fn fill(engine: &Engine) -> (Vec<SeriesId>, BTreeMap<(u8, i64), i64>) {
         }
         engine.write(&batch).expect("write");
         engine.flush().expect("flush");
+        after_flush(engine);
     }
     (ids, model)
 }
@@ -191,6 +197,29 @@ fn reads_during_a_background_compaction_see_every_point_exactly_once() {
     assert_eq!(after.blocks, SERIES as usize, "compaction finished: {after:?}");
     assert!(reads_before_compaction.load(Ordering::SeqCst) > 0, "no read ran before the output was installed");
     assert!(reads > reads_before_compaction.load(Ordering::SeqCst), "no read ran after the output was installed");
+    check(&engine, &ids, &model);
+}
+
+/// Segments sealed by age hold long blocks too when few series are fed slowly; without
+/// merging, each would stay a file of its own (one every few minutes, thousands a year, each
+/// an open descriptor). They merge like a binary counter instead.
+#[test]
+fn small_segment_files_are_merged_so_they_do_not_pile_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Blocks of 25 points count as long here: only the size of the files asks for a merge.
+    let options = EngineOptions { compaction_small_block_points: 10, ..frozen_in_time() };
+    let engine = Engine::open(dir.path(), options).expect("open");
+    // Each flush sealed into a segment of its own (as by age), then whatever is worth merging.
+    let (ids, model) = fill_with(&engine, &|engine| {
+        engine.compact().expect("compact");
+    });
+    let stats = engine.stats().store;
+    // 40 segments of one flush each: as 40 = 0b101000 in a binary counter, a few files are left.
+    assert!(stats.segments <= 6, "{stats:?}");
+    check(&engine, &ids, &model);
+    engine.close().expect("close");
+    let engine = Engine::open(dir.path(), frozen_in_time()).expect("reopen");
+    assert_eq!(engine.stats().store.segments, stats.segments);
     check(&engine, &ids, &model);
 }
 

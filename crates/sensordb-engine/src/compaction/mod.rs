@@ -48,8 +48,9 @@ pub struct CompactionOptions {
     pub points_per_group: usize,
 }
 
-/// The runs worth rewriting, oldest first: each a run of sealed segments, contiguous in
-/// sequence, whose blocks are small, at most `run_bytes_max` bytes (a longer stretch of such
+/// The runs worth rewriting: first runs of short blocks, oldest first, then runs of small
+/// files ([`small_file_runs`]). A run of short blocks is a run of sealed segments, contiguous
+/// in sequence, whose blocks are small, at most `run_bytes_max` bytes (a longer stretch of such
 /// segments is cut into several runs). A run of one segment holding a single group (one
 /// sequence: one flush, or the output of an earlier rewrite) is never offered: rewriting it
 /// alone would give back the same blocks, and offering it again and again is how compaction
@@ -72,7 +73,7 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
         }
         run.clear();
     };
-    for segment in segments {
+    for &segment in &segments {
         if !small(segment) {
             close(&mut run);
             continue;
@@ -87,6 +88,43 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
         bytes += segment.bytes;
     }
     close(&mut run);
+    runs.extend(small_file_runs(&segments, options.run_bytes_max));
+    runs
+}
+
+/// Runs of small sealed segment files, whatever their blocks, oldest first: segments sealed by
+/// age rather than size (a slowly fed store seals one every few minutes) would otherwise pile
+/// up, each an open file, thousands a year. A run is at most `run_bytes_max` bytes and no
+/// segment in it is larger than the rest together, so a byte is rewritten only into an output
+/// at least twice the size of the segment it was in: at most log2(`run_bytes_max` / smallest
+/// segment) times in all (about 13 for 64 MiB out of 8 KiB), as in a binary counter, and the
+/// files left between full ones are about that many. `segments` are sorted by sequence.
+fn small_file_runs(segments: &[&SegmentSummary], run_bytes_max: u64) -> Vec<Vec<u64>> {
+    let mut runs = Vec::new();
+    // Stretches of sealed segments below half the run limit (larger ones are left alone).
+    for stretch in segments.split(|s| !s.sealed || s.bytes > run_bytes_max / 2) {
+        let mut start = 0;
+        while start < stretch.len() {
+            // The longest run from `start` in which no segment outweighs the others.
+            let (mut total, mut largest, mut end) = (0u64, 0u64, start);
+            for (i, segment) in stretch.iter().enumerate().skip(start) {
+                total += segment.bytes;
+                if total > run_bytes_max {
+                    break;
+                }
+                largest = largest.max(segment.bytes);
+                if i > start && largest <= total - largest {
+                    end = i + 1;
+                }
+            }
+            if end > start {
+                runs.push(stretch[start..end].iter().map(|s| s.id).collect());
+                start = end;
+            } else {
+                start += 1;
+            }
+        }
+    }
     runs
 }
 
@@ -376,7 +414,35 @@ mod tests {
             summary(9, (42, 50), 10, 100_000, 40), // long blocks
             summary(10, (51, 60), 100, 1_000, 40),
         ];
-        assert_eq!(candidate_runs(&segments, &options()), vec![vec![5, 6], vec![7, 8], vec![10]]);
+        let runs = candidate_runs(&segments, &options());
+        assert_eq!(runs[..3], [vec![5, 6], vec![7, 8], vec![10]], "runs of short blocks first");
+        // Then the small files, whatever their blocks (each 40 of at most 100 bytes).
+        assert_eq!(runs[3..], [vec![5, 6], vec![7, 8], vec![9, 10]]);
+    }
+
+    #[test]
+    fn small_files_with_long_blocks_merge_like_a_binary_counter() {
+        // Long blocks (100 points each), sizes halving: every segment outweighs the newer ones.
+        let sizes = [32u64, 16, 8, 4, 2, 1];
+        let mut sequence = 0;
+        let mut segments: Vec<SegmentSummary> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &bytes)| {
+                sequence += 2;
+                summary(i as u64 + 1, (sequence - 1, sequence), 10, 1_000_000, bytes)
+            })
+            .collect();
+        let options = CompactionOptions { run_bytes_max: 1_000, ..options() };
+        assert_eq!(candidate_runs(&segments, &options), Vec::<Vec<u64>>::new());
+        // One more of the smallest size carries all the way up: 32 = 16 + 8 + 4 + 2 + 1 + 1.
+        segments.push(summary(7, (sequence + 1, sequence + 1), 10, 1_000_000, 1));
+        assert_eq!(candidate_runs(&segments, &options), vec![vec![1, 2, 3, 4, 5, 6, 7]]);
+        // Not past the run limit, nor over a full segment or the open one.
+        let tight = CompactionOptions { run_bytes_max: 8, ..options };
+        assert_eq!(candidate_runs(&segments, &tight), vec![vec![4, 5, 6, 7]]);
+        segments[5].sealed = false;
+        assert_eq!(candidate_runs(&segments, &options), Vec::<Vec<u64>>::new());
     }
 
     #[test]

@@ -439,7 +439,7 @@ impl Engine {
         self.flush()?;
         self.inner.store.seal()?;
         let mut reports = Vec::new();
-        // Bounded: every round removes at least one segment of short blocks for good.
+        // Bounded: every round leaves fewer segments, or fewer segments of several groups.
         for _ in 0..10_000 {
             match self.inner.compact_once(false)? {
                 Some(report) => reports.push(report),
