@@ -41,6 +41,10 @@ pub struct CompactionOptions {
     pub small_block_points: u64,
     /// Most input bytes in one run.
     pub run_bytes_max: u64,
+    /// A sealed segment smaller than this is a small file, merged with its neighbours whatever
+    /// its blocks ([`candidate_runs`]): half the segment size limit, so segments sealed by size
+    /// are never merged for their size. 0 merges none.
+    pub small_file_bytes: u64,
     pub block_points_max: usize,
     pub block_bytes_max: usize,
     /// Decoded points held in memory at once while rewriting; the output gets one flush group
@@ -88,21 +92,22 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
         bytes += segment.bytes;
     }
     close(&mut run);
-    runs.extend(small_file_runs(&segments, options.run_bytes_max));
+    runs.extend(small_file_runs(&segments, options.small_file_bytes, options.run_bytes_max));
     runs
 }
 
-/// Runs of small sealed segment files, whatever their blocks, oldest first: segments sealed by
-/// age rather than size (a slowly fed store seals one every few minutes) would otherwise pile
-/// up, each an open file, thousands a year. A run is at most `run_bytes_max` bytes and no
+/// Runs of small sealed segment files (under `small_file_bytes`), whatever their blocks, oldest
+/// first: segments sealed by age rather than size (a slowly fed store seals one every few
+/// minutes) would otherwise pile up, each an open file, thousands a year. A run is at most
+/// `run_bytes_max` bytes and no
 /// segment in it is larger than the rest together, so a byte is rewritten only into an output
 /// at least twice the size of the segment it was in: at most log2(`run_bytes_max` / smallest
 /// segment) times in all (about 13 for 64 MiB out of 8 KiB), as in a binary counter, and the
 /// files left between full ones are about that many. `segments` are sorted by sequence.
-fn small_file_runs(segments: &[&SegmentSummary], run_bytes_max: u64) -> Vec<Vec<u64>> {
+fn small_file_runs(segments: &[&SegmentSummary], small_file_bytes: u64, run_bytes_max: u64) -> Vec<Vec<u64>> {
     let mut runs = Vec::new();
-    // Stretches of sealed segments below half the run limit (larger ones are left alone).
-    for stretch in segments.split(|s| !s.sealed || s.bytes > run_bytes_max / 2) {
+    // Stretches of small sealed segments (larger ones are left alone).
+    for stretch in segments.split(|s| !s.sealed || s.bytes >= small_file_bytes) {
         let mut start = 0;
         while start < stretch.len() {
             // The longest run from `start` in which no segment outweighs the others.
@@ -349,6 +354,7 @@ mod tests {
         CompactionOptions {
             small_block_points: 1000,
             run_bytes_max: 100,
+            small_file_bytes: 50,
             block_points_max: 16_384,
             block_bytes_max: 1 << 20,
             points_per_group: 1 << 20,
@@ -433,13 +439,13 @@ mod tests {
                 summary(i as u64 + 1, (sequence - 1, sequence), 10, 1_000_000, bytes)
             })
             .collect();
-        let options = CompactionOptions { run_bytes_max: 1_000, ..options() };
+        let options = CompactionOptions { run_bytes_max: 1_000, small_file_bytes: 500, ..options() };
         assert_eq!(candidate_runs(&segments, &options), Vec::<Vec<u64>>::new());
         // One more of the smallest size carries all the way up: 32 = 16 + 8 + 4 + 2 + 1 + 1.
         segments.push(summary(7, (sequence + 1, sequence + 1), 10, 1_000_000, 1));
         assert_eq!(candidate_runs(&segments, &options), vec![vec![1, 2, 3, 4, 5, 6, 7]]);
-        // Not past the run limit, nor over a full segment or the open one.
-        let tight = CompactionOptions { run_bytes_max: 8, ..options };
+        // Not past the run limit, nor over a segment that is not small or the open one.
+        let tight = CompactionOptions { run_bytes_max: 8, small_file_bytes: 5, ..options };
         assert_eq!(candidate_runs(&segments, &tight), vec![vec![4, 5, 6, 7]]);
         segments[5].sealed = false;
         assert_eq!(candidate_runs(&segments, &options), Vec::<Vec<u64>>::new());
