@@ -22,6 +22,7 @@
 //! http_body_min_bytes_per_second = 500
 //! memtable_bytes_max = 33554432   # points buffered in memory before flushing, active + frozen
 //! block_cache_bytes = 33554432    # decoded blocks kept for reads that come again (0: none)
+//! segment_seal_age_ms = 120000   # seal the open segment after this long, for background compaction (0: by size only)
 //! query_concurrency = 4          # /query statements running at once; more wait their turn
 //! query_timeout_ms = 60000       # a query running longer is answered with an error
 //! query_points_scanned_max = 100000000  # points one query may read
@@ -116,6 +117,10 @@ pub struct ServerConfig {
     pub tls_key: Option<PathBuf>,
     /// A segment file is sealed at this size (R; see `sensordb plan`).
     pub segment_bytes_max: u64,
+    /// A segment file is also sealed once it has been open this long, so background compaction
+    /// merges its short blocks while the server runs (0: sealed by size only, and short blocks
+    /// wait for a restart). Default 120000 (2 minutes; see `EngineOptions::segment_seal_age`).
+    pub segment_seal_age_ms: u64,
     /// Bytes sensordb may use on its file system; unset for the whole file system. Only
     /// sensordb's own files over this evict live data (`evict_oldest_when_full`); other
     /// processes filling the file system make writers wait and be refused. Set it on a shared
@@ -284,6 +289,7 @@ impl Default for ServerConfig {
             tls_cert: None,
             tls_key: None,
             segment_bytes_max: 64 << 20,
+            segment_seal_age_ms: 120_000,
             capacity_bytes: None,
             disk_target_usage: 0.80,
             throttle_low_usage: 0.90,
@@ -369,6 +375,7 @@ impl ServerConfig {
             memtable_bytes_max: self.memtable_bytes_max,
             block_cache_bytes: self.block_cache_bytes,
             segment_bytes_max: self.segment_bytes_max,
+            segment_seal_age: (self.segment_seal_age_ms > 0).then(|| std::time::Duration::from_millis(self.segment_seal_age_ms)),
             throttle_writes: false,
             series_per_database_max: self.max_series_per_database,
             ..sensordb_engine::EngineOptions::default()
@@ -443,6 +450,14 @@ mod tests {
         let config = ServerConfig::from_toml("").expect("valid");
         assert_eq!(config.max_connections, 10_000);
         assert_eq!(config.durability, Durability::Fsync);
+    }
+
+    #[test]
+    fn the_seal_age_reaches_the_engine_and_zero_seals_by_size_only() {
+        let seal_age = |text: &str| ServerConfig::from_toml(text).expect("valid").engine_options().segment_seal_age;
+        assert_eq!(seal_age(""), Some(std::time::Duration::from_secs(120)), "the default");
+        assert_eq!(seal_age("segment_seal_age_ms = 30000\n"), Some(std::time::Duration::from_secs(30)));
+        assert_eq!(seal_age("segment_seal_age_ms = 0\n"), None);
     }
 
     #[test]

@@ -5,8 +5,11 @@
 //! each flush writes a short block per series: on TSBS IoT data, flushing every 5 minutes costs
 //! 5.2 bytes per value against 0.59 for day-long blocks. Compaction restores the long blocks.
 //!
-//! The decision is a pure function ([`choose_run`]) of segment summaries; [`compact_once`] carries it
-//! out. Invariants that make it safe:
+//! The decision is a pure function ([`candidate_runs`]) of segment summaries; [`compact_once`]
+//! carries it out. The engine runs it after start-up and while serving, in its background
+//! compaction thread (nice 19, I/O paced to `merge_bytes_per_second`), on segments sealed by
+//! size or by age (`segment_seal_age`), so a running server's short blocks become long ones
+//! without a restart. Invariants that make it safe:
 //! - A run is contiguous in group sequence: no segment outside the run holds a sequence between
 //!   the run's smallest and largest, so giving every output block the run's largest sequence
 //!   keeps every "newer write wins" decision with segments outside the run unchanged. Inside the
@@ -38,6 +41,10 @@ pub struct CompactionOptions {
     pub small_block_points: u64,
     /// Most input bytes in one run.
     pub run_bytes_max: u64,
+    /// A sealed segment smaller than this is a small file, merged with its neighbours whatever
+    /// its blocks ([`candidate_runs`]): half the segment size limit, so segments sealed by size
+    /// are never merged for their size. 0 merges none.
+    pub small_file_bytes: u64,
     pub block_points_max: usize,
     pub block_bytes_max: usize,
     /// Decoded points held in memory at once while rewriting; the output gets one flush group
@@ -45,24 +52,85 @@ pub struct CompactionOptions {
     pub points_per_group: usize,
 }
 
-/// The oldest run of sealed segments, contiguous in sequence, whose blocks are small; `None`
-/// when nothing is worth rewriting. A run of one is chosen only when its series have several
-/// blocks each (`blocks > 2 × distinct series`, checked by the caller through `blocks_per_series`).
-pub fn choose_run(summaries: &[SegmentSummary], options: &CompactionOptions) -> Option<Vec<u64>> {
+/// The runs worth rewriting: first runs of short blocks, oldest first, then runs of small
+/// files ([`small_file_runs`]). A run of short blocks is a run of sealed segments, contiguous
+/// in sequence, whose blocks are small, at most `run_bytes_max` bytes (a longer stretch of such
+/// segments is cut into several runs). A run of one segment holding a single group (one
+/// sequence: one flush, or the output of an earlier rewrite) is never offered: rewriting it
+/// alone would give back the same blocks, and offering it again and again is how compaction
+/// looped when `block_points_max` was below `small_block_points` (each output's blocks were
+/// "small" again). So every rewrite either joins several segments into one or turns a segment
+/// of several groups into one of a single group, and a store that takes no new groups runs out
+/// of runs. A run of one segment is still rewritten only when its series have several blocks
+/// each (`blocks > 2 × distinct series`, checked by [`compact_once`], which needs the blocks).
+pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions) -> Vec<Vec<u64>> {
     let mut segments: Vec<&SegmentSummary> = summaries.iter().filter(|s| s.blocks > 0).collect();
     segments.sort_by_key(|s| s.min_sequence);
     let small = |s: &SegmentSummary| s.sealed && s.points < options.small_block_points.saturating_mul(s.blocks);
-    let start = segments.iter().position(|s| small(s))?;
-    let mut run = vec![segments[start].id];
-    let mut bytes = segments[start].bytes;
-    for next in &segments[start + 1..] {
-        if !small(next) || bytes + next.bytes > options.run_bytes_max {
-            break;
+    let mut runs = Vec::new();
+    let mut run: Vec<&SegmentSummary> = Vec::new();
+    let mut bytes = 0u64;
+    let mut close = |run: &mut Vec<&SegmentSummary>| {
+        let single_group = run.len() == 1 && run[0].min_sequence == run[0].max_sequence;
+        if !run.is_empty() && !single_group {
+            runs.push(run.iter().map(|s| s.id).collect());
         }
-        run.push(next.id);
-        bytes += next.bytes;
+        run.clear();
+    };
+    for &segment in &segments {
+        if !small(segment) {
+            close(&mut run);
+            continue;
+        }
+        if !run.is_empty() && bytes + segment.bytes > options.run_bytes_max {
+            close(&mut run);
+        }
+        if run.is_empty() {
+            bytes = 0;
+        }
+        run.push(segment);
+        bytes += segment.bytes;
     }
-    Some(run)
+    close(&mut run);
+    runs.extend(small_file_runs(&segments, options.small_file_bytes, options.run_bytes_max));
+    runs
+}
+
+/// Runs of small sealed segment files (under `small_file_bytes`), whatever their blocks, oldest
+/// first: segments sealed by age rather than size (a slowly fed store seals one every few
+/// minutes) would otherwise pile up, each an open file, thousands a year. A run is at most
+/// `run_bytes_max` bytes and no
+/// segment in it is larger than the rest together, so a byte is rewritten only into an output
+/// at least twice the size of the segment it was in: at most log2(`run_bytes_max` / smallest
+/// segment) times in all (about 13 for 64 MiB out of 8 KiB), as in a binary counter, and the
+/// files left between full ones are about that many. `segments` are sorted by sequence.
+fn small_file_runs(segments: &[&SegmentSummary], small_file_bytes: u64, run_bytes_max: u64) -> Vec<Vec<u64>> {
+    let mut runs = Vec::new();
+    // Stretches of small sealed segments (larger ones are left alone).
+    for stretch in segments.split(|s| !s.sealed || s.bytes >= small_file_bytes) {
+        let mut start = 0;
+        while start < stretch.len() {
+            // The longest run from `start` in which no segment outweighs the others.
+            let (mut total, mut largest, mut end) = (0u64, 0u64, start);
+            for (i, segment) in stretch.iter().enumerate().skip(start) {
+                total += segment.bytes;
+                if total > run_bytes_max {
+                    break;
+                }
+                largest = largest.max(segment.bytes);
+                if i > start && largest <= total - largest {
+                    end = i + 1;
+                }
+            }
+            if end > start {
+                runs.push(stretch[start..end].iter().map(|s| s.id).collect());
+                start = end;
+            } else {
+                start += 1;
+            }
+        }
+    }
+    runs
 }
 
 /// What one compaction did.
@@ -78,26 +146,38 @@ pub struct CompactionReport {
     pub bytes_read: u64,
 }
 
-/// Chooses and compacts one run; `Ok(None)` when there is nothing worth doing.
-pub fn compact_once(store: &dyn BlockStore, catalog: &Catalog, options: &CompactionOptions) -> Result<Option<CompactionReport>> {
+/// Compacts the oldest run worth it; `Ok(None)` when there is nothing worth doing. Before a
+/// run is rewritten, `room` is asked whether the disk can take an output as large as the
+/// run's `bytes` beside its inputs (an error, `NoSpace` say, leaves everything in place);
+/// `limit` paces the rewrite's I/O.
+pub fn compact_once(
+    store: &dyn BlockStore,
+    catalog: &Catalog,
+    options: &CompactionOptions,
+    room: &dyn Fn(u64) -> Result<()>,
+    limit: &mut RateLimit,
+) -> Result<Option<CompactionReport>> {
     let summaries = store.summaries();
-    let Some(run) = choose_run(&summaries, options) else { return Ok(None) };
-    let blocks = store.blocks_of_segments(&run);
-    let mut series_count = 0usize;
-    let mut previous = None;
-    for block in &blocks {
-        if previous != Some(block.entry.series) {
-            series_count += 1;
-            previous = Some(block.entry.series);
+    for run in candidate_runs(&summaries, options) {
+        let blocks = store.blocks_of_segments(&run);
+        let mut series_count = 0usize;
+        let mut previous = None;
+        for block in &blocks {
+            if previous != Some(block.entry.series) {
+                series_count += 1;
+                previous = Some(block.entry.series);
+            }
         }
+        if blocks.len() <= 2 * series_count && run.len() == 1 {
+            // Too few blocks per series to gain: wait until the run can grow.
+            continue;
+        }
+        room(summaries.iter().filter(|s| run.contains(&s.id)).map(|s| s.bytes).sum())?;
+        let report = rewrite(store, catalog, &run, blocks, options, limit, BlockCopy::Reencode)?;
+        tracing::info!(?report, "compacted segments");
+        return Ok(Some(report));
     }
-    if blocks.len() <= 2 * series_count && run.len() == 1 {
-        // Too few blocks per series to gain: wait until the run can grow.
-        return Ok(None);
-    }
-    let report = rewrite(store, catalog, &run, blocks, options, &mut RateLimit::unlimited(), BlockCopy::Reencode)?;
-    tracing::info!(?report, "compacted segments");
-    Ok(Some(report))
+    Ok(None)
 }
 
 /// How [`rewrite`] moves the blocks it keeps.
@@ -265,10 +345,16 @@ mod tests {
         SegmentSummary { id, sealed: true, bytes, blocks, points, min_sequence: sequences.0, max_sequence: sequences.1, wal_checkpoint: 0 }
     }
 
+    /// The first run [`candidate_runs`] offers.
+    fn choose_run(summaries: &[SegmentSummary], options: &CompactionOptions) -> Option<Vec<u64>> {
+        candidate_runs(summaries, options).into_iter().next()
+    }
+
     fn options() -> CompactionOptions {
         CompactionOptions {
             small_block_points: 1000,
             run_bytes_max: 100,
+            small_file_bytes: 50,
             block_points_max: 16_384,
             block_bytes_max: 1 << 20,
             points_per_group: 1 << 20,
@@ -309,6 +395,60 @@ mod tests {
         free.take(u64::MAX / 2);
         free.take(u64::MAX / 2);
         assert_eq!(free.taken, 0);
+    }
+
+    #[test]
+    fn a_single_group_segment_alone_is_never_chosen_so_compaction_cannot_loop() {
+        // One group (a flush, or an earlier output whose blocks stay below the threshold
+        // because block_points_max is smaller): nothing to gain alone.
+        let output = summary(5, (20, 20), 100, 1_000, 40);
+        assert_eq!(choose_run(&[output], &options()), None);
+        // Joined with newer small segments it is rewritten again, merging their points in.
+        let newer = summary(6, (21, 21), 100, 1_000, 40);
+        assert_eq!(choose_run(&[output, newer], &options()), Some(vec![5, 6]));
+        // A segment of several groups alone is offered (compact_once checks the gain).
+        assert_eq!(choose_run(&[summary(7, (1, 9), 100, 1_000, 40)], &options()), Some(vec![7]));
+    }
+
+    #[test]
+    fn a_stretch_longer_than_the_byte_limit_gives_several_runs_in_order() {
+        let segments = [
+            summary(5, (13, 20), 100, 1_000, 40),
+            summary(6, (21, 30), 100, 1_000, 40),
+            summary(7, (31, 40), 100, 1_000, 40),
+            summary(8, (41, 41), 100, 1_000, 40),  // one group: alone, not a run
+            summary(9, (42, 50), 10, 100_000, 40), // long blocks
+            summary(10, (51, 60), 100, 1_000, 40),
+        ];
+        let runs = candidate_runs(&segments, &options());
+        assert_eq!(runs[..3], [vec![5, 6], vec![7, 8], vec![10]], "runs of short blocks first");
+        // Then the small files, whatever their blocks (each 40 of at most 100 bytes).
+        assert_eq!(runs[3..], [vec![5, 6], vec![7, 8], vec![9, 10]]);
+    }
+
+    #[test]
+    fn small_files_with_long_blocks_merge_like_a_binary_counter() {
+        // Long blocks (100 points each), sizes halving: every segment outweighs the newer ones.
+        let sizes = [32u64, 16, 8, 4, 2, 1];
+        let mut sequence = 0;
+        let mut segments: Vec<SegmentSummary> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &bytes)| {
+                sequence += 2;
+                summary(i as u64 + 1, (sequence - 1, sequence), 10, 1_000_000, bytes)
+            })
+            .collect();
+        let options = CompactionOptions { run_bytes_max: 1_000, small_file_bytes: 500, ..options() };
+        assert_eq!(candidate_runs(&segments, &options), Vec::<Vec<u64>>::new());
+        // One more of the smallest size carries all the way up: 32 = 16 + 8 + 4 + 2 + 1 + 1.
+        segments.push(summary(7, (sequence + 1, sequence + 1), 10, 1_000_000, 1));
+        assert_eq!(candidate_runs(&segments, &options), vec![vec![1, 2, 3, 4, 5, 6, 7]]);
+        // Not past the run limit, nor over a segment that is not small or the open one.
+        let tight = CompactionOptions { run_bytes_max: 8, small_file_bytes: 5, ..options };
+        assert_eq!(candidate_runs(&segments, &tight), vec![vec![4, 5, 6, 7]]);
+        segments[5].sealed = false;
+        assert_eq!(candidate_runs(&segments, &options), Vec::<Vec<u64>>::new());
     }
 
     #[test]

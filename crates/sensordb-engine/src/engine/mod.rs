@@ -246,6 +246,18 @@ impl Engine {
             tracing::warn!(asked = options.block_points_max, used = block_points_max, "block_points_max held to the block format's limits");
             options.block_points_max = block_points_max;
         }
+        let block_points_max = options.block_points_max as u64;
+        if options.compaction_small_block_points > block_points_max {
+            // Full blocks would count as short, and each output would be rewritten again.
+            let used = (block_points_max / 2).max(1);
+            tracing::warn!(
+                asked = options.compaction_small_block_points,
+                used,
+                block_points_max,
+                "compaction_small_block_points held to half of block_points_max"
+            );
+            options.compaction_small_block_points = used;
+        }
         let recovered = recovery::recover(dir, &options, store)?;
         recovered.catalog.set_series_per_database_max(options.series_per_database_max);
         let mut report = recovered.report;
@@ -427,9 +439,9 @@ impl Engine {
         self.flush()?;
         self.inner.store.seal()?;
         let mut reports = Vec::new();
-        // Bounded: every round removes at least one segment of short blocks for good.
+        // Bounded: every round leaves fewer segments, or fewer segments of several groups.
         for _ in 0..10_000 {
-            match self.inner.compact_once()? {
+            match self.inner.compact_once(false)? {
                 Some(report) => reports.push(report),
                 None => break,
             }

@@ -17,6 +17,15 @@ pub struct EngineOptions {
     pub memtable_bytes_max: usize,
     /// A segment is sealed once it reaches this size (R).
     pub segment_bytes_max: u64,
+    /// A segment is also sealed once it has been open this long (the flusher flushes the
+    /// memtable into it first), so background compaction can merge its short blocks while the
+    /// server runs; `None` seals by size only (then a quiet server keeps its short blocks until
+    /// a restart). Default 2 minutes: a load that has ended is sealed and compacted within
+    /// about 2 minutes of its first flush (the issue-14 benchmark reads the disk 5 minutes
+    /// after a load), and a server fed in real time seals a segment every flush interval plus
+    /// 2 minutes or so, each merged by compaction into the runs before it; shorter ages make
+    /// more segment files and more rewrites for the same data.
+    pub segment_seal_age: Option<Duration>,
     /// Most points in one block; longer runs of a series are split.
     pub block_points_max: usize,
     /// Memory for decoded blocks kept for reads that come again (0: none kept).
@@ -37,7 +46,8 @@ pub struct EngineOptions {
     /// Memtable shards; more shards mean fewer writers meeting on one lock.
     pub memtable_shards: usize,
     /// Sealed segments whose blocks average fewer points than this are rewritten into long
-    /// blocks (see the `compaction` module).
+    /// blocks (see the `compaction` module). Above `block_points_max` it is held to half of
+    /// that (full blocks must not count as short).
     pub compaction_small_block_points: u64,
     /// Compact in a background thread; otherwise only [`Engine::compact`](crate::engine::Engine::compact) does.
     pub background_compaction: bool,
@@ -76,6 +86,7 @@ impl Default for EngineOptions {
             durability: Durability::Fsync,
             memtable_bytes_max: 512 << 20,
             segment_bytes_max: 64 << 20,
+            segment_seal_age: Some(Duration::from_secs(120)),
             block_points_max: 16_384,
             block_cache_bytes: 32 << 20,
             block_bytes_max: 4 << 20,
@@ -102,6 +113,8 @@ impl std::fmt::Debug for EngineOptions {
             .field("durability", &self.durability)
             .field("memtable_bytes_max", &self.memtable_bytes_max)
             .field("segment_bytes_max", &self.segment_bytes_max)
+            .field("segment_seal_age", &self.segment_seal_age)
+            .field("compaction_small_block_points", &self.compaction_small_block_points)
             .field("block_points_max", &self.block_points_max)
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("payload_bytes_max", &self.payload_bytes_max)

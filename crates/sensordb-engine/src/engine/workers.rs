@@ -1,5 +1,13 @@
 //! The background threads (flush, compaction, reclaim) and the work they share with explicit
 //! calls: one flush of the memtable, one compaction, one reclaim cycle.
+//!
+//! Compaction while serving: the flusher, which wakes at least every second, also seals the
+//! open segment once it is `segment_seal_age` old (flushing the memtable into it first, so the
+//! points of a load that has ended go into the sealed segment, not into a new one); the
+//! compactor, woken after every flush and seal (and every few seconds), rewrites sealed runs of
+//! short blocks at nice 19 with its I/O paced to `merge_bytes_per_second`, and only when the
+//! file system has room for the output beside its inputs below `U_l` (otherwise it backs off as on
+//! ENOSPC). Neither adds work to the write path.
 
 use super::pacer::FlushPacer;
 use super::{Inner, Workers};
@@ -91,16 +99,20 @@ impl Inner {
                         Some(_) => break,
                         None if signal.flush_requested => break,
                         None if self.flush.last.lock().elapsed() >= self.options.flush_interval => break,
+                        None if self.seal_due() => break,
                         None => Duration::from_secs(1),
                     };
                     self.signals.changed.wait_for(&mut signal, wait);
                 }
                 signal.flush_requested = false;
             }
-            match self.flush_once_paced(true) {
-                Ok(_) => {
+            // A segment open too long takes the memtable's points, then is sealed for compaction.
+            let seal_due = self.seal_due();
+            match self.flush_once_paced(true).and_then(|_| if seal_due { self.seal_by_age() } else { Ok(()) }) {
+                Ok(()) => {
                     backoff.succeeded();
-                    // A new segment may have pushed usage over a threshold.
+                    // A new segment may have pushed usage over a threshold; the wake-up also
+                    // tells the compactor that a sealed segment may be waiting.
                     self.request_reclaim();
                 }
                 Err(e) => {
@@ -128,23 +140,68 @@ impl Inner {
         }
     }
 
+    /// Whether the open segment has reached `segment_seal_age`.
+    fn seal_due(&self) -> bool {
+        match (self.options.segment_seal_age, self.store.open_segment_age()) {
+            (Some(limit), Some(age)) => age >= limit,
+            _ => false,
+        }
+    }
+
+    /// Seals the open segment if it is still `segment_seal_age` old (not one opened meanwhile).
+    fn seal_by_age(&self) -> Result<()> {
+        let Some(age) = self.options.segment_seal_age else { return Ok(()) };
+        if self.store.seal_if_older_than(age)? {
+            tracing::debug!(age_s = age.as_secs_f64(), "open segment sealed by age");
+        }
+        Ok(())
+    }
+
     fn compaction_options(&self) -> crate::compaction::CompactionOptions {
         crate::compaction::CompactionOptions {
             small_block_points: self.options.compaction_small_block_points.max(1),
             run_bytes_max: self.options.segment_bytes_max.max(1 << 20),
+            small_file_bytes: self.options.segment_bytes_max / 2,
             block_points_max: self.options.block_points_max,
             block_bytes_max: self.options.block_bytes_max,
             points_per_group: 4 << 20,
         }
     }
 
-    pub(super) fn compact_once(&self) -> Result<Option<crate::compaction::CompactionReport>> {
+    /// One compaction, if one is worth doing. `paced` (the background compactor) limits its
+    /// I/O to `merge_bytes_per_second`; an explicit call runs at full speed.
+    pub(super) fn compact_once(&self, paced: bool) -> Result<Option<crate::compaction::CompactionReport>> {
         let _compacting = self.maintenance.running.lock();
-        let outcome = crate::compaction::compact_once(self.store.as_ref(), &self.catalog, &self.compaction_options());
+        let mut limit = if paced {
+            crate::compaction::RateLimit::new(self.options.reclaim.merge_bytes_per_second)
+        } else {
+            crate::compaction::RateLimit::unlimited()
+        };
+        let room = |bytes| self.compaction_room(bytes);
+        let outcome = crate::compaction::compact_once(self.store.as_ref(), &self.catalog, &self.compaction_options(), &room, &mut limit);
         if outcome.is_err() {
             self.maintenance.compaction_failures.fetch_add(1, Ordering::Relaxed);
         }
         outcome
+    }
+
+    /// Whether the file system takes a compaction output of up to `bytes` beside its inputs
+    /// (removed only after the output is installed) with its used share staying below `U_l`,
+    /// where writers are throttled; `NoSpace` otherwise, so the compactor backs off as on
+    /// ENOSPC. `capacity_bytes` is not asked: a compaction shrinks sensordb's own bytes once
+    /// installed, and reclaim (which could evict over it) does not run during one.
+    fn compaction_room(&self, bytes: u64) -> Result<()> {
+        let reclaim = &self.options.reclaim;
+        if !reclaim.file_system_usage {
+            return Ok(());
+        }
+        let Ok(space) = self.options.fs.space(&self.data_dir) else { return Ok(()) };
+        let used = space.total_bytes.saturating_sub(space.available_bytes);
+        let share_after = used.saturating_add(bytes) as f64 / space.total_bytes.max(1) as f64;
+        if share_after >= reclaim.throttle_low {
+            return Err(Error::NoSpace { path: crate::filenames::segment_dir(&self.data_dir) });
+        }
+        Ok(())
     }
 
     /// Background compaction: looks for work every few seconds (or when woken) until shutdown;
@@ -177,9 +234,15 @@ impl Inner {
             if self.health.is_poisoned() {
                 continue;
             }
-            match self.compact_once() {
+            match self.compact_once(true) {
                 Ok(_) => backoff.succeeded(),
                 // Inputs stay in place when a compaction fails; it is retried later.
+                Err(e) if e.is_no_space() => {
+                    let retry_ms = backoff.failed().as_millis() as u64;
+                    if let Some(suppressed) = COMPACTION_LOG.allow("compaction postponed") {
+                        tracing::warn!(error = %e, failures = backoff.failures(), retry_ms, suppressed, "compaction postponed: no room on the disk for its output");
+                    }
+                }
                 Err(e) => {
                     let retry_ms = backoff.failed().as_millis() as u64;
                     if let Some(suppressed) = COMPACTION_LOG.allow("compaction failed") {

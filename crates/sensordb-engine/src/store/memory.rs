@@ -19,6 +19,7 @@ use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Blocks in memory; see the module documentation.
 pub struct MemoryStore {
@@ -33,6 +34,8 @@ struct State {
     segments: BTreeMap<u64, MemorySegment>,
     /// The segment taking groups, if any.
     open: Option<u64>,
+    /// When the open segment took its first group.
+    open_since: Option<Instant>,
     next_id: u64,
     /// Sequence of the last group stored.
     sequence: u64,
@@ -186,6 +189,7 @@ impl MemoryStore {
 
 impl State {
     fn seal_open(&mut self) {
+        self.open_since = None;
         if let Some(id) = self.open.take() {
             if let Some(segment) = self.segments.get_mut(&id) {
                 segment.summary.sealed = true;
@@ -213,6 +217,7 @@ impl BlockStore for MemoryStore {
                 state.next_id += 1;
                 state.segments.insert(id, MemorySegment::new(id));
                 state.open = Some(id);
+                state.open_since = Some(Instant::now());
                 id
             }
         };
@@ -231,6 +236,19 @@ impl BlockStore for MemoryStore {
     fn seal(&self) -> Result<()> {
         self.state.write().seal_open();
         Ok(())
+    }
+
+    fn open_segment_age(&self) -> Option<Duration> {
+        self.state.read().open_since.map(|since| since.elapsed())
+    }
+
+    fn seal_if_older_than(&self, age: Duration) -> Result<bool> {
+        let mut state = self.state.write();
+        let due = state.open_since.is_some_and(|since| since.elapsed() >= age);
+        if due {
+            state.seal_open();
+        }
+        Ok(due)
     }
 
     fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock> {

@@ -24,6 +24,9 @@
 //!   [`SegmentRewrite::install`] swaps in for the segments it replaces in one step (readers see
 //!   the old blocks or the new ones, never both or neither); a crash before that leaves the
 //!   old ones in place.
+//! - **Sealing by age.** A segment is sealed when it is full, and also when it has been open
+//!   for the engine's `segment_seal_age` ([`BlockStore::seal_if_older_than`]), so the short
+//!   blocks of a quiet server reach compaction without a restart.
 //! - **Recovery.** After opening, the store names the series it holds blocks of and the WAL
 //!   checkpoint its groups cover, so the engine replays only newer WAL files.
 
@@ -47,6 +50,7 @@ use crate::error::Result;
 use crate::model::{SeriesId, Timestamp, ValueKind};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Sizes of what a store holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -113,6 +117,18 @@ pub trait BlockStore: Send + Sync {
     fn put_group(&self, group: GroupBuilder, wal_checkpoint: u64) -> Result<u64>;
     /// Seals whatever is open; the store stays usable.
     fn seal(&self) -> Result<()>;
+    /// How long ago the segment still taking groups took its first one; `None` when no segment
+    /// is open (or the backend has no such thing). The engine's flusher asks every second, so
+    /// this must not wait for a group being written.
+    fn open_segment_age(&self) -> Option<Duration> {
+        None
+    }
+    /// Seals the open segment if it took its first group at least `age` ago (checked under the
+    /// store's own lock, so a segment opened meanwhile is left alone); returns whether it did.
+    fn seal_if_older_than(&self, age: Duration) -> Result<bool> {
+        let _ = age;
+        Ok(false)
+    }
 
     // Read path.
 
