@@ -185,7 +185,7 @@ pub(super) fn run(
     }
     let database = source.database.as_deref().unwrap_or(context.database);
     let all = context.storage.series(database, Some(measurement));
-    let field_names: std::collections::BTreeSet<&str> = all.iter().map(|s| &*s.field).collect();
+    let field_names = super::FieldNames::of(&all);
     // Float fields; integers only where the answer's type does not follow the field's
     // (`mean`, `count`).
     let numeric_ok = |s: &StoredSeries, reducer: Reducer| match s.kind {
@@ -331,7 +331,7 @@ struct RowFilter<'a> {
     tags: &'a [(String, String)],
     /// The measurement's fields: a name among them is a field even where this tag set has no
     /// point of it (null), as on the general path.
-    field_names: &'a std::collections::BTreeSet<&'a str>,
+    field_names: &'a super::FieldNames<'a>,
 }
 
 /// One time of a tag set's columns, as the condition sees it.

@@ -37,7 +37,7 @@ pub(super) fn run(context: &Context<'_>, query: &LatestQuery<'_>) -> Result<Opti
     let LatestQuery { statement, measurement, range, condition, regexes, calls, .. } = *query;
     let database = query.database.unwrap_or(context.database);
     let all = context.storage.series(database, Some(measurement));
-    let field_names: std::collections::BTreeSet<&str> = all.iter().map(|s| &*s.field).collect();
+    let field_names = super::FieldNames::of(&all);
     let is_field = |name: &str| field_names.contains(name);
     let keys = super::tag_keys(all.iter().map(|s| &*s.tags));
     let only_wildcard = matches!(statement.group_by.as_slice(), [Dimension::Wildcard]);

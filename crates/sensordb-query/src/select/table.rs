@@ -137,7 +137,7 @@ pub(crate) fn read_measurement(
     limit: Option<&RowLimit<'_>>,
 ) -> Result<Vec<Table>, QueryError> {
     let all = storage.series(database, Some(measurement));
-    let field_names: std::collections::BTreeSet<Arc<str>> = all.iter().map(|s| s.field.clone()).collect();
+    let field_names = super::FieldNames::of(&all);
     let is_field = |name: &str| field_names.contains(name);
     let name: Arc<str> = Arc::from(measurement);
     let mut tables = Vec::new();
