@@ -86,7 +86,7 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
             has_trailer = true;
         }
     }
-    scan_groups(&mut scan, scan_limit, !has_trailer)?;
+    let last_group = scan_groups(&mut scan, scan_limit)?;
     if has_trailer {
         // A file with a trailer was sealed: its groups were all synced before it, so none is
         // torn. The damaged footer and the trailer stay until a new seal replaces them
@@ -94,9 +94,17 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
         // unsealed to a second scan.
         return Ok(scan);
     }
+    // Read once: it decides both whether the last group can be torn and whether the tail goes.
+    // A group left out as torn covers the bytes up to where the tail began, so the tail after
+    // its mark is the same.
+    let tail_zero = tail_is_zero(&scan, scan.append_at, len).map_err(io)?;
+    if let (true, Some(last)) = (tail_zero, last_group) {
+        // Only a group nothing was written after can be torn.
+        cut_torn_last_group(&mut scan, last).map_err(io)?;
+    }
     let kept = scan.append_at;
     if len > kept {
-        if tail_is_zero(&scan, kept, len).map_err(io)? {
+        if tail_zero {
             if scan.problems.is_empty() {
                 scan.problems.push((kept, format!("cut off {} zero bytes past the last flush group", len - kept)));
             }
@@ -195,16 +203,15 @@ fn read_footer(scan: &SegmentScan, len: u64) -> std::result::Result<Option<Foote
 
 /// Walks the flush groups from the first page up to `limit`. A damaged group is reported and
 /// skipped by searching the following page boundaries for the next intact group header. In an
-/// `unsealed` file (no trailer: the writer stopped mid-file) the last group may be torn and is
-/// checked block by block.
-fn scan_groups(scan: &mut SegmentScan, limit: u64, unsealed: bool) -> Result<()> {
+/// `unsealed` file (no trailer: the writer stopped mid-file) the last group may be torn: it is
+/// returned unless a torn mark follows it, for [`cut_torn_last_group`] to check block by block.
+fn scan_groups(scan: &mut SegmentScan, limit: u64) -> Result<Option<LastGroup>> {
     let path = scan.path.clone();
     let io = |e| Error::io(&path, e);
     let mut offset = FILE_HEADER_BYTES;
     let mut damaged_since: Option<u64> = None;
     let mut header = [0u8; GROUP_HEADER_BYTES];
-    // The last intact group: (its offset, entries before it, the WAL checkpoint before it).
-    let mut last_group: Option<(u64, usize, u64)> = None;
+    let mut last_group: Option<LastGroup> = None;
     // Whether a torn mark follows the last intact group.
     let mut followed = false;
     while offset + GROUP_HEADER_BYTES as u64 <= limit {
@@ -224,7 +231,7 @@ fn scan_groups(scan: &mut SegmentScan, limit: u64, unsealed: bool) -> Result<()>
                 if let Some(start) = damaged_since.take() {
                     scan.problems.push((start, format!("damaged flush group; skipped {} bytes", offset - start)));
                 }
-                last_group = Some((offset, scan.entries.len(), scan.wal_checkpoint));
+                last_group = Some(LastGroup { offset, entries_before: scan.entries.len(), checkpoint_before: scan.wal_checkpoint });
                 followed = false;
                 scan.entries.extend(entries);
                 scan.wal_checkpoint = wal_checkpoint;
@@ -242,13 +249,15 @@ fn scan_groups(scan: &mut SegmentScan, limit: u64, unsealed: bool) -> Result<()>
     if let Some(start) = damaged_since {
         scan.problems.push((start, "damaged or incomplete flush group at the end of the file".into()));
     }
-    if let (true, Some((group_offset, entries_before, checkpoint_before))) = (unsealed, last_group) {
-        // Only a group nothing was written after can be torn.
-        if !followed && tail_is_zero(scan, scan.end, limit).map_err(io)? {
-            cut_torn_last_group(scan, group_offset, entries_before, checkpoint_before).map_err(io)?;
-        }
-    }
-    Ok(())
+    Ok(last_group.filter(|_| !followed))
+}
+
+/// The last intact group of a walk: its offset, the entries before it, the WAL checkpoint
+/// before it.
+struct LastGroup {
+    offset: u64,
+    entries_before: usize,
+    checkpoint_before: u64,
 }
 
 /// The end of the region a torn mark at `offset` covers, if `header` is one.
@@ -275,7 +284,8 @@ fn parse_torn_mark(header: &[u8; GROUP_HEADER_BYTES], offset: u64, limit: u64) -
 ///
 /// The group's bytes stay, its header overwritten by a torn mark (synced): they show that the
 /// group before it was synced, so a later scan never takes that group for torn too.
-fn cut_torn_last_group(scan: &mut SegmentScan, group_offset: u64, entries_before: usize, checkpoint_before: u64) -> std::io::Result<()> {
+fn cut_torn_last_group(scan: &mut SegmentScan, last: LastGroup) -> std::io::Result<()> {
+    let LastGroup { offset: group_offset, entries_before, checkpoint_before } = last;
     let mut records = std::collections::HashMap::new();
     let damage = scan.entries[entries_before..]
         .iter()
