@@ -12,6 +12,10 @@
 //! - `sensordb plan`: the capacity planner: live data, segment size and throttling room for a
 //!   number of sensors, a rate, a storage period and a disk.
 
+/// mimalloc instead of glibc's malloc, for the whole process. See docs/BENCHMARKS.md.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench_cli;
 mod inspect_cli;
 mod plan;
