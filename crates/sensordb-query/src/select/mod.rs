@@ -383,6 +383,13 @@ pub(crate) fn tag_keys<'s>(tag_sets: impl IntoIterator<Item = &'s [(String, Stri
 pub(crate) fn distinct_sorted<'s, T: AsRef<str> + ?Sized>(names: impl IntoIterator<Item = &'s T>) -> Vec<&'s T> {
     let mut distinct: Vec<&T> = Vec::new();
     for name in names {
+        // Stores share the allocation of equal names: a known pointer is a known name, found
+        // without comparing text (a measurement lists the same few fields over and over; past
+        // a few distinct names the search below is as quick).
+        let text = name.as_ref();
+        if distinct.len() <= 16 && distinct.iter().any(|known| std::ptr::eq(known.as_ref(), text)) {
+            continue;
+        }
         if let Err(at) = distinct.binary_search_by(|known| known.as_ref().cmp(name.as_ref())) {
             distinct.insert(at, name);
         }

@@ -54,6 +54,9 @@ impl SeriesLists {
         }
         let mut tag_sets: HashMap<Vec<(String, String)>, Tags> = HashMap::new();
         let mut measurements: HashMap<String, Arc<str>> = HashMap::new();
+        // Field names shared too: the query's column lists are made of them, and equal names
+        // are then told apart from different ones by their pointers.
+        let mut fields: HashMap<String, Arc<str>> = HashMap::new();
         let mut list: Vec<StoredSeries> = engine
             .select_series(Some(database), measurement, &[])
             .into_iter()
@@ -66,7 +69,7 @@ impl SeriesLists {
                     handle: u64::from(entry.id.0),
                     measurement,
                     tags,
-                    field: Arc::from(entry.key.field()),
+                    field: fields.entry(entry.key.field().to_string()).or_insert_with_key(|f| Arc::from(f.as_str())).clone(),
                     kind: kind(entry.kind),
                 }
             })

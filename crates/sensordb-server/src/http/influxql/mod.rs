@@ -88,20 +88,15 @@ pub async fn query(
     let turn = http.queries.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("server is shutting down"))?;
     let limits = Limits { max_points_scanned: config.query_points_scanned_max, max_buckets: config.query_buckets_max };
     let worker_http = http.clone();
-    let work = tokio::task::spawn_blocking(move || run_statements(&worker_http, &parsed.statements, &database, limits, timeout));
-    let results = match tokio::time::timeout(timeout + Duration::from_millis(100), work).await {
-        Ok(joined) => joined.map_err(ApiError::join)?,
-        Err(_) => {
-            return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "query timeout: the query ran longer than query_timeout_ms"));
-        }
-    };
-    if results.iter().any(|r| r.1) {
-        http.clear_caches();
-    }
-    let results: Vec<StatementResult> = results.into_iter().map(|r| r.0).collect();
-    // The answer is written while it is sent; the query's turn lasts until it is written.
-    Ok(stream::streamed(move |out, flush| {
+    // The statements run and their answer is written on one blocking thread; the query's turn
+    // lasts until the answer is written.
+    let answer = stream::streamed(move |out, flush| {
         let _turn = turn;
+        let results = run_statements(&worker_http, &parsed.statements, &database, limits, timeout);
+        if results.iter().any(|r| r.1) {
+            worker_http.clear_caches();
+        }
+        let results: Vec<StatementResult> = results.into_iter().map(|r| r.0).collect();
         match chunk_size {
             None => {
                 out.push_str("{\"results\":[");
@@ -118,7 +113,12 @@ pub async fn query(
             }
             Some(size) => chunked(out, &results, epoch, size, flush),
         }
-    }))
+    });
+    match tokio::time::timeout(timeout + Duration::from_millis(100), answer).await {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(stream::WriterFailed)) => Err(ApiError::internal("the query failed (see the server's log)")),
+        Err(_) => Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "query timeout: the query ran longer than query_timeout_ms")),
+    }
 }
 
 /// Runs each statement in turn, stopping after the first that fails (as InfluxDB does). The

@@ -1,7 +1,11 @@
-//! Streamed answers: a blocking thread writes the response text and hands it over in pieces of
-//! about 64 KiB through a channel of a few pieces, so an answer of many megabytes is never one
-//! string, and a slow reader holds the writer back (backpressure) instead of memory filling up.
-//! When the reader goes away, the writer stops at its next piece.
+//! Streamed answers: one blocking thread runs the query and writes the response text, handing
+//! it over in pieces of about 64 KiB through a channel of a few pieces, so an answer of many
+//! megabytes is never one string, and a slow reader holds the writer back (backpressure)
+//! instead of memory filling up. When the reader goes away, the writer stops at its next piece.
+//!
+//! Most answers (a dashboard's point lookups) are far smaller than a piece: they come back whole
+//! and go out as one body with its length, so a query costs one hand-over between threads, not
+//! a thread for the query, another for the text and a channel between them.
 
 use super::render::Flush;
 use axum::body::{Body, Bytes};
@@ -11,15 +15,22 @@ use http_body::Frame;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// Bytes of text collected before they are handed to the connection.
 const PIECE_BYTES: usize = 64 << 10;
 /// Pieces waiting for the connection at most.
 const PIECES_IN_FLIGHT: usize = 4;
 
-/// A response body fed by the channel.
+/// How an answer begins: whole, or its first piece with the rest coming through the channel.
+enum Start {
+    Whole(String),
+    FirstPiece(Bytes),
+}
+
+/// A response body: the first piece, then the pieces of the channel.
 struct ChannelBody {
+    first: Option<Bytes>,
     pieces: mpsc::Receiver<Bytes>,
 }
 
@@ -28,30 +39,56 @@ impl http_body::Body for ChannelBody {
     type Error = Infallible;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
+        }
         self.pieces.poll_recv(cx).map(|piece| piece.map(|bytes| Ok(Frame::data(bytes))))
     }
 }
 
+/// The writer failed before its answer began (it panicked).
+#[derive(Debug)]
+pub struct WriterFailed;
+
 /// A 200 JSON response whose body `write` produces on a blocking thread: it writes into the
 /// string it is given and calls the flush it is given between parts (see [`Flush`]); it returns
-/// false when it stopped early.
-pub fn streamed(write: impl FnOnce(&mut String, &mut Flush<'_>) -> bool + Send + 'static) -> Response {
+/// false when it stopped early. Resolves once the answer is whole or its first piece is written;
+/// when the caller stops waiting (a timeout), the writer stops at its first piece.
+pub async fn streamed(write: impl FnOnce(&mut String, &mut Flush<'_>) -> bool + Send + 'static) -> Result<Response, WriterFailed> {
+    let (start, started) = oneshot::channel::<Start>();
     let (sender, pieces) = mpsc::channel::<Bytes>(PIECES_IN_FLIGHT);
     tokio::task::spawn_blocking(move || {
-        let mut out = String::with_capacity(PIECE_BYTES * 2);
-        let mut flush = |out: &mut String| {
-            if out.len() < PIECE_BYTES {
-                return true;
-            }
-            let piece = std::mem::replace(out, String::with_capacity(PIECE_BYTES * 2));
-            sender.blocking_send(Bytes::from(piece)).is_ok()
+        let mut start = Some(start);
+        let mut out = String::new();
+        let completed = {
+            let mut flush = |out: &mut String| {
+                if out.len() < PIECE_BYTES {
+                    return true;
+                }
+                let piece = Bytes::from(std::mem::replace(out, String::with_capacity(PIECE_BYTES * 2)));
+                match start.take() {
+                    Some(start) => start.send(Start::FirstPiece(piece)).is_ok(),
+                    None => sender.blocking_send(piece).is_ok(),
+                }
+            };
+            write(&mut out, &mut flush)
         };
-        if write(&mut out, &mut flush) && !out.is_empty() {
-            // The reader may be gone; nothing is left to do then.
-            let _ = sender.blocking_send(Bytes::from(out));
+        match start.take() {
+            Some(start) => {
+                // The caller may have stopped waiting; nothing is left to do then.
+                let _ = start.send(Start::Whole(out));
+            }
+            None if completed && !out.is_empty() => {
+                let _ = sender.blocking_send(Bytes::from(out));
+            }
+            None => {}
         }
     });
-    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::new(ChannelBody { pieces })).into_response()
+    let body = match started.await.map_err(|_| WriterFailed)? {
+        Start::Whole(text) => Body::from(text),
+        Start::FirstPiece(first) => Body::new(ChannelBody { first: Some(first), pieces }),
+    };
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 #[cfg(test)]
@@ -69,7 +106,9 @@ mod tests {
                 }
             }
             true
-        });
+        })
+        .await
+        .expect("started");
         let mut body = response.into_body();
         let (mut pieces, mut text) = (0, Vec::new());
         while let Some(frame) = body.frame().await {
@@ -99,12 +138,34 @@ mod tests {
             }
             let _ = done.send(written);
             true
-        });
+        })
+        .await
+        .expect("started");
         drop(response);
         let written = tokio::task::spawn_blocking(move || finished.recv_timeout(std::time::Duration::from_secs(10)))
             .await
             .expect("join")
             .expect("the writer ended");
         assert!(written < 10_000_000, "the writer stopped early: {written} bytes");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_short_answer_goes_out_whole_with_its_length() {
+        let response = streamed(|out, flush| {
+            out.push_str("{\"results\":[]}");
+            flush(out)
+        })
+        .await
+        .expect("started");
+        let body = response.into_body();
+        assert_eq!(http_body::Body::size_hint(&body).exact(), Some(14));
+        let text = body.collect().await.expect("body").to_bytes();
+        assert_eq!(&text[..], b"{\"results\":[]}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_writer_that_fails_before_its_first_piece_is_reported() {
+        let outcome = streamed(|_, _| panic!("the writer fails")).await;
+        assert!(outcome.is_err());
     }
 }
