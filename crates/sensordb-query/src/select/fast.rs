@@ -7,6 +7,7 @@
 //! Anything else (fields of other types, conditions on fields, subqueries, other functions)
 //! goes to the general path in `aggregate`, which gives the same answers; the tests run both.
 
+use super::accumulator::Acc;
 use super::aggregate::BucketSource;
 use super::plan::{column_name, compile, Agg};
 use super::table::{read_column, tag_sets, Budget, ColumnPoints, TagSetSeries, Tags};
@@ -24,94 +25,6 @@ use std::collections::BTreeMap;
 /// A tag set to read: its tags, its series by field, and whether its rows must pass the
 /// condition one by one.
 type TagSetRead<'a> = (Tags, TagSetSeries<'a>, bool);
-
-/// Running aggregate of one bucket.
-#[derive(Clone, Copy, Debug)]
-struct Acc {
-    count: u64,
-    sum: f64,
-    min: (f64, i64),
-    max: (f64, i64),
-    first: (i64, f64),
-    last: (i64, f64),
-}
-
-impl Acc {
-    const EMPTY: Acc = Acc {
-        count: 0,
-        sum: 0.0,
-        min: (f64::INFINITY, i64::MAX),
-        max: (f64::NEG_INFINITY, i64::MAX),
-        first: (i64::MAX, 0.0),
-        last: (i64::MIN, 0.0),
-    };
-
-    /// Adds points of one series, sorted by time.
-    fn add(&mut self, times: &[i64], values: &[f64]) {
-        if times.is_empty() {
-            return;
-        }
-        debug_assert!(times.windows(2).all(|w| w[0] < w[1]), "a run ascends");
-        // Summed in order, as the general path sums: the answers agree to the bit.
-        let mut sum = 0.0;
-        for &x in values {
-            sum += x;
-        }
-        self.sum += sum;
-        self.count += times.len() as u64;
-        // The run's extremes in separate passes without ties to break: times ascend, so the
-        // first of equal extremes is the earliest. NaN is never an extreme.
-        if let Some(first) = values.iter().position(|x| !x.is_nan()) {
-            let (mut low, mut high) = (first, first);
-            for (i, &x) in values.iter().enumerate().skip(first + 1) {
-                if x < values[low] {
-                    low = i;
-                }
-            }
-            for (i, &x) in values.iter().enumerate().skip(first + 1) {
-                if x > values[high] {
-                    high = i;
-                }
-            }
-            // Across runs (several series in one bucket), the earliest of equal extremes wins,
-            // as in InfluxDB.
-            let (x, t) = (values[low], times[low]);
-            if x < self.min.0 || (x == self.min.0 && t < self.min.1) {
-                self.min = (x, t);
-            }
-            let (x, t) = (values[high], times[high]);
-            if x > self.max.0 || (x == self.max.0 && t < self.max.1) {
-                self.max = (x, t);
-            }
-        }
-        let (t0, x0) = (times[0], values[0]);
-        if t0 < self.first.0 || (t0 == self.first.0 && x0 > self.first.1) {
-            self.first = (t0, x0);
-        }
-        let (t1, x1) = (times[times.len() - 1], values[values.len() - 1]);
-        if t1 > self.last.0 || (t1 == self.last.0 && x1 > self.last.1) {
-            self.last = (t1, x1);
-        }
-    }
-
-    /// The value and (for selectors) the point's time.
-    fn result(&self, reducer: Reducer) -> (FieldValue, Option<i64>) {
-        if self.count == 0 {
-            return (reducer.empty_value(), None);
-        }
-        match reducer {
-            Reducer::Count => (FieldValue::Integer(self.count as i64), None),
-            Reducer::Sum => (FieldValue::Float(self.sum), None),
-            Reducer::Mean => (FieldValue::Float(self.sum / self.count as f64), None),
-            Reducer::Spread => (FieldValue::Float(self.max.0 - self.min.0), None),
-            Reducer::Min => (FieldValue::Float(self.min.0), Some(self.min.1)),
-            Reducer::Max => (FieldValue::Float(self.max.0), Some(self.max.1)),
-            Reducer::First => (FieldValue::Float(self.first.1), Some(self.first.0)),
-            Reducer::Last => (FieldValue::Float(self.last.1), Some(self.last.0)),
-            _ => (FieldValue::Null, None),
-        }
-    }
-}
 
 fn streamable(reducer: Reducer) -> bool {
     matches!(
@@ -593,18 +506,52 @@ fn mirrored(op: BinaryOp) -> Option<BinaryOp> {
 
 /// Adds one sorted run of points to the buckets it covers (`grid`: the buckets' edges, bucket
 /// `i` being `[grid[i], grid[i + 1])`; without it, one bucket of everything).
-/// How many of the ascending `times` lie before `edge`, searched from the front with growing
-/// steps: a bucket's end is near its start, and a plain binary search over a cold block of
-/// 16,000 times missed the cache at every probe (most of a week graph's time went there).
+/// How many of the ascending `times` lie before `edge`. Sensors report at steady rates, so the
+/// answer is first guessed from the times at both ends, then searched from the guess with
+/// growing steps: the block behind `times` is cold in the cache (the aggregates read only its
+/// values), and each probe of a plain binary search missed it, most of a week graph's time.
 pub(super) fn points_before(times: &[i64], edge: i64) -> usize {
-    let mut step = 1;
-    let mut low = 0;
-    while step < times.len() && times[step] < edge {
-        low = step;
-        step *= 2;
+    let (Some(&first), Some(&last)) = (times.first(), times.last()) else { return 0 };
+    if first >= edge {
+        return 0;
     }
-    let high = step.min(times.len());
-    low + times[low..high].partition_point(|&t| t < edge)
+    if last < edge {
+        return times.len();
+    }
+    // first < edge <= last, so the span is positive and the guess lies in [0, len - 1].
+    let span = i128::from(last) - i128::from(first);
+    let guess = ((i128::from(edge) - i128::from(first)) * (times.len() as i128 - 1) / span) as usize;
+    if times[guess] < edge {
+        // The answer lies above the guess: gallop up from it.
+        let mut below = guess;
+        let mut step = 1;
+        let mut above = loop {
+            let probe = below + step;
+            if probe >= times.len() || times[probe] >= edge {
+                break probe.min(times.len());
+            }
+            below = probe;
+            step *= 2;
+        };
+        above = above.max(below + 1);
+        below + 1 + times[below + 1..above].partition_point(|&t| t < edge)
+    } else {
+        // The answer is at most the guess: gallop down from it.
+        let mut above = guess;
+        let mut step = 1;
+        let below = loop {
+            if above < step {
+                break 0;
+            }
+            let probe = above - step;
+            if times[probe] < edge {
+                break probe;
+            }
+            above = probe;
+            step *= 2;
+        };
+        below + times[below..above].partition_point(|&t| t < edge)
+    }
 }
 
 fn add_run(accs: &mut [Acc], grid: Option<&[i64]>, times: &[i64], values: &[f64]) {

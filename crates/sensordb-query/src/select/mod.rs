@@ -3,6 +3,7 @@
 //! query) or computes each field over time buckets (an aggregate query), then fills, orders and
 //! limits the series as InfluxDB 1.x does.
 
+mod accumulator;
 mod aggregate;
 pub(crate) mod fast;
 mod newest;

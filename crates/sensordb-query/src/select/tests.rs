@@ -251,6 +251,32 @@ mod streaming_path {
             times.dedup();
             prop_assert_eq!(super::super::fast::points_before(&times, edge), times.partition_point(|&t| t < edge));
         }
+
+        /// Steady rates with gaps and jitter (where the guess lands near, not on, the answer),
+        /// and times at the ends of the i64 range (where a span overflows 64 bits).
+        #[test]
+        fn points_before_an_edge_are_counted_from_a_guess(
+            steps in proptest::collection::vec((1i64..3, 0usize..40), 1..60),
+            start in prop_oneof![Just(i64::MIN), Just(0i64), Just(i64::MAX - 10_000)],
+            far_end in any::<bool>(),
+            edge_at in 0usize..4_000,
+            edge_shift in -2i64..3,
+        ) {
+            let mut times = vec![start];
+            for &(step, repeat) in &steps {
+                for _ in 0..repeat {
+                    let next = times[times.len() - 1].saturating_add(step * 10);
+                    if next > times[times.len() - 1] {
+                        times.push(next);
+                    }
+                }
+            }
+            if far_end && times[times.len() - 1] < i64::MAX {
+                times.push(i64::MAX);
+            }
+            let edge = times[edge_at % times.len()].saturating_add(edge_shift);
+            prop_assert_eq!(super::super::fast::points_before(&times, edge), times.partition_point(|&t| t < edge));
+        }
     }
 
     proptest! {
