@@ -7,6 +7,7 @@
 //! - [`time`]: time literals, WHERE time ranges, timestamps as InfluxDB renders them.
 //! - [`eval`]: expressions and conditions over rows, tag-only verdicts.
 //! - [`window`]: `GROUP BY time(...)` buckets.
+//! - [`runs`]: kernels over runs of sorted points (extremes, bucket edges).
 //! - [`reduce`]: aggregates and selectors over one bucket (`mean`, `percentile`, `last`, ...).
 //! - [`transform`]: functions over a series of results (`derivative`, `moving_average`, ...).
 //! - [`fill`]: what empty buckets show.
@@ -19,6 +20,7 @@ pub mod fill;
 pub mod memory;
 pub mod reduce;
 pub mod result;
+pub mod runs;
 pub mod select;
 pub mod storage;
 pub mod time;

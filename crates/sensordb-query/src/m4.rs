@@ -77,7 +77,7 @@ impl M4 {
             let c = self.column_of(times[start]);
             let end = if c + 1 < self.width {
                 let next = self.column_start(c + 1);
-                start + times[start..].partition_point(|&t| t < next)
+                start + crate::runs::points_before(&times[start..], next)
             } else {
                 times.len()
             };
@@ -135,28 +135,14 @@ fn reduce(times: &[i64], values: ColumnSlice<'_>, offset: usize) -> Option<Colum
         }
     };
     if let ColumnSlice::Float(v) = values {
-        // The common case as one branch-light loop over the slice.
+        // The common case: one vectorisable pass for the extremes; the ends are the first and
+        // last values that are numbers (almost always the run's own ends).
         let slice = &v[offset..offset + times.len()];
-        let mut column: Option<Column> = None;
-        for (i, &x) in slice.iter().enumerate() {
-            if x.is_nan() {
-                continue;
-            }
-            let p = (times[i], x);
-            match &mut column {
-                None => column = Some(Column::of(p)),
-                Some(c) => {
-                    c.last = p;
-                    if x < c.min.1 {
-                        c.min = p;
-                    }
-                    if x > c.max.1 {
-                        c.max = p;
-                    }
-                }
-            }
-        }
-        return column;
+        let (_, Some(low), Some(high)) = crate::runs::extremes::<false>(slice) else { return None };
+        let first = slice.iter().position(|x| !x.is_nan())?;
+        let last = slice.iter().rposition(|x| !x.is_nan())?;
+        let point = |i: usize| (times[i], slice[i]);
+        return Some(Column { first: point(first), last: point(last), min: point(low), max: point(high) });
     }
     let mut column: Option<Column> = None;
     for (i, &t) in times.iter().enumerate() {

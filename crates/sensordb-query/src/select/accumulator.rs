@@ -1,7 +1,6 @@
 //! The running aggregate of one bucket on the streaming path: count, sum, the extremes with
 //! their times, and the first and last points, added a run of points at a time. A week graph
-//! of 1,000 buckets adds 604,800 points here, so the pass over a run is written for the
-//! compiler to vectorise.
+//! of 1,000 buckets adds 604,800 points here, in one pass of [`crate::runs::extremes`] a run.
 
 use crate::reduce::Reducer;
 use crate::value::FieldValue;
@@ -16,9 +15,6 @@ pub(super) struct Acc {
     first: (i64, f64),
     last: (i64, f64),
 }
-
-/// Lanes of the extremes' search in [`Acc::add`]: four f64 fill a 256-bit vector.
-const LANES: usize = 4;
 
 impl Acc {
     pub(super) const EMPTY: Acc = Acc {
@@ -36,59 +32,10 @@ impl Acc {
             return;
         }
         debug_assert!(times.windows(2).all(|w| w[0] < w[1]), "a run ascends");
-        // One pass: the sum in order (as the general path sums: the answers agree to the bit)
-        // and, in lanes of compare-and-select the compiler can vectorise, each lane's extremes
-        // with where they are. Strict comparisons keep a lane's earliest of equal extremes, and
-        // NaN never wins one, so it is never an extreme. (Index-chasing passes, and searches
-        // for the extremes' places after them, took most of a week graph's time.)
-        let mut sum = 0.0;
-        let mut lows = [f64::INFINITY; LANES];
-        let mut highs = [f64::NEG_INFINITY; LANES];
-        let mut low_at = [usize::MAX; LANES];
-        let mut high_at = [usize::MAX; LANES];
-        let chunks = values.chunks_exact(LANES);
-        let rest = chunks.remainder();
-        for (c, chunk) in chunks.enumerate() {
-            for lane in 0..LANES {
-                let (x, at) = (chunk[lane], c * LANES + lane);
-                sum += x;
-                let lower = x < lows[lane];
-                lows[lane] = if lower { x } else { lows[lane] };
-                low_at[lane] = if lower { at } else { low_at[lane] };
-                let higher = x > highs[lane];
-                highs[lane] = if higher { x } else { highs[lane] };
-                high_at[lane] = if higher { at } else { high_at[lane] };
-            }
-        }
-        let tail = values.len() - rest.len();
-        for (i, &x) in rest.iter().enumerate() {
-            sum += x;
-            // The tail goes to lanes of its own index, so no lane sees an earlier point late.
-            let lane = i;
-            if x < lows[lane] {
-                (lows[lane], low_at[lane]) = (x, tail + i);
-            }
-            if x > highs[lane] {
-                (highs[lane], high_at[lane]) = (x, tail + i);
-            }
-        }
+        // The sum in order, as the general path sums: the answers agree to the bit.
+        let (sum, low, high) = crate::runs::extremes::<true>(values);
         self.sum += sum;
         self.count += times.len() as u64;
-        // Across lanes: the extreme, the earliest of equal ones. No lane has a place when every
-        // value is NaN.
-        let pick = |values: &[f64; LANES], places: &[usize; LANES], better: fn(f64, f64) -> bool| {
-            (0..LANES).filter(|&l| places[l] != usize::MAX).reduce(|best, l| {
-                if better(values[l], values[best]) || (values[l] == values[best] && places[l] < places[best]) {
-                    l
-                } else {
-                    best
-                }
-            })
-        };
-        // A lane whose values are all +inf never found a lower one (nor -inf a higher one):
-        // with no lane placed, the extreme is the first infinity, or every value is NaN.
-        let low = pick(&lows, &low_at, |a, b| a < b).map(|l| low_at[l]).or_else(|| values.iter().position(|&x| x == f64::INFINITY));
-        let high = pick(&highs, &high_at, |a, b| a > b).map(|l| high_at[l]).or_else(|| values.iter().position(|&x| x == f64::NEG_INFINITY));
         if let (Some(low), Some(high)) = (low, high) {
             // Across runs (several series in one bucket), the earliest of equal extremes wins.
             let (x, t) = (values[low], times[low]);

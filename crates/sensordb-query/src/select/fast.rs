@@ -506,54 +506,6 @@ fn mirrored(op: BinaryOp) -> Option<BinaryOp> {
 
 /// Adds one sorted run of points to the buckets it covers (`grid`: the buckets' edges, bucket
 /// `i` being `[grid[i], grid[i + 1])`; without it, one bucket of everything).
-/// How many of the ascending `times` lie before `edge`. Sensors report at steady rates, so the
-/// answer is first guessed from the times at both ends, then searched from the guess with
-/// growing steps: the block behind `times` is cold in the cache (the aggregates read only its
-/// values), and each probe of a plain binary search missed it, most of a week graph's time.
-pub(super) fn points_before(times: &[i64], edge: i64) -> usize {
-    let (Some(&first), Some(&last)) = (times.first(), times.last()) else { return 0 };
-    if first >= edge {
-        return 0;
-    }
-    if last < edge {
-        return times.len();
-    }
-    // first < edge <= last, so the span is positive and the guess lies in [0, len - 1].
-    let span = i128::from(last) - i128::from(first);
-    let guess = ((i128::from(edge) - i128::from(first)) * (times.len() as i128 - 1) / span) as usize;
-    if times[guess] < edge {
-        // The answer lies above the guess: gallop up from it.
-        let mut below = guess;
-        let mut step = 1;
-        let mut above = loop {
-            let probe = below + step;
-            if probe >= times.len() || times[probe] >= edge {
-                break probe.min(times.len());
-            }
-            below = probe;
-            step *= 2;
-        };
-        above = above.max(below + 1);
-        below + 1 + times[below + 1..above].partition_point(|&t| t < edge)
-    } else {
-        // The answer is at most the guess: gallop down from it.
-        let mut above = guess;
-        let mut step = 1;
-        let below = loop {
-            if above < step {
-                break 0;
-            }
-            let probe = above - step;
-            if times[probe] < edge {
-                break probe;
-            }
-            above = probe;
-            step *= 2;
-        };
-        below + times[below..above].partition_point(|&t| t < edge)
-    }
-}
-
 fn add_run(accs: &mut [Acc], grid: Option<&[i64]>, times: &[i64], values: &[f64]) {
     let Some(edges) = grid else {
         accs[0].add(times, values);
@@ -571,7 +523,7 @@ fn add_run(accs: &mut [Acc], grid: Option<&[i64]>, times: &[i64], values: &[f64]
         if bucket >= accs.len() {
             break;
         }
-        let hi = lo + points_before(&times[lo..], edges[bucket + 1]);
+        let hi = lo + crate::runs::points_before(&times[lo..], edges[bucket + 1]);
         accs[bucket].add(&times[lo..hi], &values[lo..hi]);
         lo = hi;
     }

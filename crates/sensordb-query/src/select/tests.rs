@@ -249,7 +249,7 @@ mod streaming_path {
         ) {
             times.sort();
             times.dedup();
-            prop_assert_eq!(super::super::fast::points_before(&times, edge), times.partition_point(|&t| t < edge));
+            prop_assert_eq!(crate::runs::points_before(&times, edge), times.partition_point(|&t| t < edge));
         }
 
         /// Steady rates with gaps and jitter (where the guess lands near, not on, the answer),
@@ -275,7 +275,7 @@ mod streaming_path {
                 times.push(i64::MAX);
             }
             let edge = times[edge_at % times.len()].saturating_add(edge_shift);
-            prop_assert_eq!(super::super::fast::points_before(&times, edge), times.partition_point(|&t| t < edge));
+            prop_assert_eq!(crate::runs::points_before(&times, edge), times.partition_point(|&t| t < edge));
         }
     }
 
