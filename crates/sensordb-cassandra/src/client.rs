@@ -38,6 +38,8 @@ pub(crate) struct BlockRow {
     pub key: BlockKey,
     pub block: Vec<u8>,
     pub shared_timestamps: Option<Arc<[u8]>>,
+    /// Seconds the row lives (`USING TTL`); 0 for ever.
+    pub ttl: i32,
 }
 
 /// The primary key of a block row.
@@ -64,6 +66,8 @@ pub(crate) struct GroupRow {
     pub wal_checkpoint: i64,
     /// `IndexEntry::encode_list` of the group's blocks, offsets in the segment.
     pub entries: Vec<u8>,
+    /// `ttl::encode_expiries` of the blocks' rows; `None` when no row has a TTL.
+    pub expiries: Option<Vec<u8>>,
 }
 
 /// A cheap handle that runs requests on the store's runtime; pins of listed blocks keep one.
@@ -144,7 +148,7 @@ impl Connection {
                 None => MaybeUnset::Unset,
             };
             let (series, bucket, block_start, segment, position) = row.key.values();
-            let values = (series, bucket, block_start, segment, position, &row.block[..], shared);
+            let values = (series, bucket, block_start, segment, position, &row.block[..], shared, row.ttl);
             self.session
                 .execute_unpaged(&self.statements.insert_block, values)
                 .await
@@ -182,7 +186,11 @@ impl Connection {
     /// Commits a group: its block rows must be written already.
     pub async fn insert_group(&self, group: GroupRow) -> Result<(), CassandraError> {
         let _permit = self.permit().await?;
-        let values = (group.segment, group.position, group.end_position, group.wal_checkpoint, group.entries);
+        let expiries = match &group.expiries {
+            Some(bytes) => MaybeUnset::Set(&bytes[..]),
+            None => MaybeUnset::Unset,
+        };
+        let values = (group.segment, group.position, group.end_position, group.wal_checkpoint, &group.entries[..], expiries);
         self.session
             .execute_unpaged(&self.statements.insert_group, values)
             .await
@@ -199,13 +207,13 @@ impl Connection {
             .execute_iter(self.statements.select_groups.clone(), (segment,))
             .await
             .map_err(boxed)
-            .and_then(|pager| pager.rows_stream::<(i64, i64, i64, Vec<u8>)>().map_err(boxed))
+            .and_then(|pager| pager.rows_stream::<(i64, i64, i64, Vec<u8>, Option<Vec<u8>>)>().map_err(boxed))
             .map_err(what)?;
         let mut groups = Vec::new();
         while let Some(row) = rows.next().await {
-            let (position, end_position, wal_checkpoint, entries) =
+            let (position, end_position, wal_checkpoint, entries, expiries) =
                 row.map_err(|e| CassandraError::Request { what: "read groups", source: boxed(e) })?;
-            groups.push(GroupRow { segment, position, end_position, wal_checkpoint, entries });
+            groups.push(GroupRow { segment, position, end_position, wal_checkpoint, entries, expiries });
         }
         Ok(groups)
     }

@@ -13,6 +13,7 @@
 //! - `segment`: a segment's rows: placing a flush group, reading and verifying a block.
 //! - `store`: the `BlockStore` implementation, loading at open, removal and its sweep.
 //! - `rewrite`: a compaction or merge output, installed in one batch.
+//! - `ttl`: how long a block row lives (`USING TTL` from its series' storage period).
 //!
 //! # Data model
 //! One row per sealed block, partitioned by `(series, time bucket)` with the block start as
@@ -48,9 +49,11 @@
 //! The `blocks` table uses TimeWindowCompactionStrategy with 1-day windows: sensor data arrives
 //! in time order, so each SSTable holds one day's writes and, once every row in it has expired by
 //! TTL, Cassandra drops it whole without reading it: the paper's planing mode, done by Cassandra.
-//! Per-database TTLs (`USING TTL` on the block rows) are not wired yet; until then removing a
-//! segment deletes its rows one by one, which writes tombstones (gc_grace_seconds keeps them 10
-//! days) and mixes windows; the TTL path is meant to replace those deletes for expiry.
+//! Block rows are written `USING TTL` = the storage period of their series (from the engine,
+//! `BlockStore::set_retention`) past their newest point, plus a slack; removing a segment of
+//! expired rows leaves them to Cassandra instead of deleting them (see `ttl` and `store`).
+//! Rows still alive are deleted when their segment goes (compaction inputs, deleted series,
+//! series without a period): those deletes are tombstones.
 //!
 //! # Crash consistency
 //! Rows are written before the row that lists them, so a crash leaves at worst rows nothing
@@ -64,6 +67,7 @@ mod rewrite;
 mod schema;
 mod segment;
 mod store;
+mod ttl;
 
 pub use error::CassandraError;
 pub use options::{consistency_from_name, CassandraOptions, Consistency};

@@ -3,6 +3,7 @@
 
 use crate::error::CassandraError;
 pub use scylla::statement::Consistency;
+use std::time::Duration;
 
 /// Nanoseconds in a day and a minute, for bucket sizes.
 const DAY_NS: i64 = 86_400_000_000_000;
@@ -30,6 +31,10 @@ pub struct CassandraOptions {
     pub bucket_ns: i64,
     /// Partition bucket of payload (bytes) series, ns (fixed when the keyspace is made).
     pub payload_bucket_ns: i64,
+    /// Added to every block row's TTL beyond its series' storage period: Cassandra counts a
+    /// TTL by its own clock, and one running ahead of sensordb's would drop rows the engine
+    /// still reads. Rows whose TTL runs out within it are no longer listed.
+    pub ttl_slack: Duration,
 }
 
 impl Default for CassandraOptions {
@@ -44,6 +49,7 @@ impl Default for CassandraOptions {
             segment_bytes_max: 64 << 20,
             bucket_ns: DAY_NS,
             payload_bucket_ns: MINUTE_NS,
+            ttl_slack: Duration::from_secs(60),
         }
     }
 }

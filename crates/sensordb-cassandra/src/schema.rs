@@ -4,7 +4,8 @@
 //! blocks    PRIMARY KEY ((series, bucket), block_start, segment, position)
 //!           block blob, shared_timestamps blob                  TWCS, 1-day windows
 //! groups    PRIMARY KEY (segment, position)
-//!           end_position, wal_checkpoint bigint, index_entries blob (the segment's "footer")
+//!           end_position, wal_checkpoint bigint, index_entries blob (the segment's "footer"),
+//!           expiries blob (each block row's expiry, see `ttl`; unset when none has one)
 //! segments  PRIMARY KEY (scope, id)   state tinyint              one partition: scope = 0
 //! settings  PRIMARY KEY (name)        value bigint               bucket sizes, fixed at creation
 //! ```
@@ -17,6 +18,9 @@
 //! first, so a crash in between leaves rows nothing lists (see the crate documentation).
 //! `segments` keeps every segment's row in one partition so that installing a rewrite (new
 //! segment live, replaced ones being removed) is one atomic, isolated single-partition batch.
+//!
+//! Block rows are written `USING TTL` (0, no TTL, for series without a storage period; see
+//! `ttl`).
 //!
 //! Absent values are bound as *unset*, never as null: a null written by an INSERT is a
 //! tombstone.
@@ -83,7 +87,7 @@ pub(crate) async fn create(session: &Session, options: &CassandraOptions) -> Res
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {keyspace}.groups (segment bigint, position bigint, end_position bigint, \
-             wal_checkpoint bigint, index_entries blob, PRIMARY KEY (segment, position))"
+             wal_checkpoint bigint, index_entries blob, expiries blob, PRIMARY KEY (segment, position))"
         ),
         format!("CREATE TABLE IF NOT EXISTS {keyspace}.segments (scope int, id bigint, state tinyint, PRIMARY KEY (scope, id))"),
         format!("CREATE TABLE IF NOT EXISTS {keyspace}.settings (name text PRIMARY KEY, value bigint)"),
@@ -148,17 +152,18 @@ impl Statements {
         Ok(Statements {
             insert_block: prepare(format!(
                 "INSERT INTO {keyspace}.blocks (series, bucket, block_start, segment, position, block, shared_timestamps) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?)"
+                 VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?"
             ))
             .await?,
             select_block: prepare(format!("SELECT block, shared_timestamps FROM {keyspace}.blocks WHERE {block_key}")).await?,
             delete_block: prepare(format!("DELETE FROM {keyspace}.blocks WHERE {block_key}")).await?,
             insert_group: prepare(format!(
-                "INSERT INTO {keyspace}.groups (segment, position, end_position, wal_checkpoint, index_entries) VALUES (?, ?, ?, ?, ?)"
+                "INSERT INTO {keyspace}.groups (segment, position, end_position, wal_checkpoint, index_entries, expiries) \
+                 VALUES (?, ?, ?, ?, ?, ?)"
             ))
             .await?,
             select_groups: prepare(format!(
-                "SELECT position, end_position, wal_checkpoint, index_entries FROM {keyspace}.groups WHERE segment = ?"
+                "SELECT position, end_position, wal_checkpoint, index_entries, expiries FROM {keyspace}.groups WHERE segment = ?"
             ))
             .await?,
             delete_groups: prepare(format!("DELETE FROM {keyspace}.groups WHERE segment = ?")).await?,

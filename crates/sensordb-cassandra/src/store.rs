@@ -10,23 +10,38 @@
 //! restart finishes the job), it leaves the index, and once no listed block pins it its rows are
 //! deleted (`sweep`), then its group and segment rows. Abandoned rewrites (state `Writing`) go
 //! the same way.
+//!
+//! Block rows written with a TTL (see `ttl`) that are gone, or go within the hour after the
+//! slack, are left to expire instead of deleted: that is what a reclaim of expired data
+//! removes, and deleting them would only write tombstones. Listings leave out blocks whose rows
+//! expire within the slack (the engine counts them dead already), so no read or rewrite looks
+//! for a row Cassandra has dropped.
 
 use crate::client::{BlockKey, BlockRow, Client, Connection, GroupRow};
 use crate::error::CassandraError;
 use crate::options::CassandraOptions;
 use crate::rewrite::CassandraRewrite;
 use crate::schema::{self, Buckets, SegmentState, Statements};
-use crate::segment::{bigint, place_group, PlacedGroup, SegmentSource, StoredSegment};
+use crate::segment::{bigint, place_group, Lifetimes, PlacedGroup, SegmentSource, StoredSegment};
+use crate::ttl::{decode_expiries, expires_within, now_seconds, row_expiry};
 use futures_util::future::try_join_all;
 use parking_lot::{Mutex, RwLock};
 use scylla::client::session_builder::SessionBuilder;
 use sensordb_engine::store::{
     Block, BlockIndex, BlockLife, BlockPin, BlockRef, BlockSource, BlockStore, GroupBuilder, IndexEntry, ListedBlock, RawBlock,
-    SegmentRewrite, SegmentSummary,
+    SegmentRewrite, SegmentSummary, SeriesRetention,
 };
 use sensordb_engine::{Error, Result, SeriesId, StoreStats, Timestamp, ValueKind};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// Beyond the slack, how soon a removed row must expire to be left to expire rather than
+/// deleted: reclaim removes a segment once its newest block is dead, when the row has at most
+/// the slack and a second or two left; an hour more covers slow cycles and clocks, and holds
+/// the space of a dead row an hour at worst.
+const LEFT_TO_EXPIRE_HORIZON: Duration = Duration::from_secs(3_600);
 
 /// Blocks in a Cassandra keyspace; see the module documentation.
 pub struct CassandraStore {
@@ -34,6 +49,13 @@ pub struct CassandraStore {
     pub(crate) keyspace: Arc<str>,
     pub(crate) buckets: Buckets,
     segment_bytes_max: u64,
+    /// Added to every row's lifetime (see `ttl`).
+    ttl_slack: Duration,
+    /// The engine's storage periods, once it gives them.
+    retention: RwLock<Option<Arc<dyn SeriesRetention>>>,
+    /// Block rows deleted by sweeps (each a tombstone), and removed rows left to expire.
+    block_rows_deleted: AtomicU64,
+    block_rows_left_to_expire: AtomicU64,
     /// Held for a whole group commit.
     writer: Mutex<()>,
     pub(crate) state: RwLock<State>,
@@ -56,7 +78,8 @@ pub(crate) struct State {
 /// A segment to delete once nothing pins it.
 pub(crate) struct Removed {
     pub id: u64,
-    pub keys: Vec<BlockKey>,
+    /// Block rows and their expiries.
+    pub keys: Vec<(BlockKey, Option<i64>)>,
     pub pin: Weak<SegmentSource>,
 }
 
@@ -81,6 +104,10 @@ impl CassandraStore {
             keyspace: options.keyspace.as_str().into(),
             buckets,
             segment_bytes_max: options.segment_bytes_max.max(1),
+            ttl_slack: options.ttl_slack,
+            retention: RwLock::new(None),
+            block_rows_deleted: AtomicU64::new(0),
+            block_rows_left_to_expire: AtomicU64::new(0),
             writer: Mutex::new(()),
             state: RwLock::new(State { next_id: 1, ..State::default() }),
         };
@@ -109,7 +136,9 @@ impl CassandraStore {
                 let entries = IndexEntry::decode_list(&group.entries).map_err(|e| damaged(format!("group at {}: {e}", group.position)))?;
                 let end = u64::try_from(group.end_position).map_err(|_| damaged("negative position".into()))?;
                 let wal_checkpoint = u64::try_from(group.wal_checkpoint).map_err(|_| damaged("negative checkpoint".into()))?;
-                segment.add(&entries, end, wal_checkpoint);
+                let expiries = decode_expiries(group.expiries.as_deref(), entries.len())
+                    .ok_or_else(|| damaged(format!("group at {}: expiries do not match its blocks", group.position)))?;
+                segment.add(&entries, &expiries, end, wal_checkpoint);
             }
             state.next_id = state.next_id.max(id + 1);
             state.sequence = state.sequence.max(segment.entries.iter().map(|e| e.sequence).max().unwrap_or(0));
@@ -127,6 +156,21 @@ impl CassandraStore {
 
     fn source(&self, id: u64) -> SegmentSource {
         SegmentSource { id, bridge: self.client.bridge.clone(), buckets: self.buckets, keyspace: self.keyspace.clone() }
+    }
+
+    /// Runs `place` with the lifetimes of rows written now: each block's expiry under the
+    /// engine's storage period of its series (none before the engine gives its periods).
+    pub(crate) fn with_lifetimes<T>(&self, place: impl FnOnce(&Lifetimes<'_>) -> T) -> T {
+        let retention = self.retention.read().clone();
+        let slack = self.ttl_slack;
+        let expiry = move |entry: &IndexEntry| row_expiry(entry.max_timestamp, retention.as_ref()?.period(entry.series), slack);
+        place(&Lifetimes { expiry: &expiry, now: now_seconds() })
+    }
+
+    /// Whether a block's row is gone or goes within the slack: the engine counts such a block
+    /// dead already, and no read must look for its row.
+    fn expiring(&self, segment: &StoredSegment, offset: u64, now: i64) -> bool {
+        expires_within(segment.expiry_at(offset), now, self.ttl_slack)
     }
 
     pub(crate) fn engine_error(&self, error: CassandraError) -> Error {
@@ -184,16 +228,28 @@ impl CassandraStore {
             state.graveyard = pinned;
             ready
         };
+        let now = now_seconds();
+        let horizon = self.ttl_slack + LEFT_TO_EXPIRE_HORIZON;
         for removed in ready {
-            let (id, keys) = (bigint(removed.id), removed.keys.clone());
+            // Rows that expire by themselves are left to: a delete would only add a tombstone.
+            let (expiring, keys): (Vec<_>, Vec<_>) =
+                removed.keys.iter().copied().partition(|(_, expiry)| expires_within(*expiry, now, horizon));
+            let keys: Vec<BlockKey> = keys.into_iter().map(|(key, _)| key).collect();
+            let (id, deleted) = (bigint(removed.id), keys.len() as u64);
             let result = self.client.bridge.run(|c| async move {
                 c.delete_blocks(keys).await?;
                 c.delete_groups(id).await?;
                 c.delete_segment(id).await
             });
-            if let Err(error) = result {
-                tracing::warn!(keyspace = %self.keyspace, segment = removed.id, %error, "deleting a removed segment's rows failed; retried later");
-                self.state.write().graveyard.push(removed);
+            match result {
+                Ok(()) => {
+                    self.block_rows_deleted.fetch_add(deleted, Ordering::Relaxed);
+                    self.block_rows_left_to_expire.fetch_add(expiring.len() as u64, Ordering::Relaxed);
+                }
+                Err(error) => {
+                    tracing::warn!(keyspace = %self.keyspace, segment = removed.id, %error, "deleting a removed segment's rows failed; retried later");
+                    self.state.write().graveyard.push(removed);
+                }
             }
         }
     }
@@ -209,6 +265,17 @@ impl CassandraStore {
     /// Segments whose rows wait to be deleted (pinned by a read, or after a failed delete).
     pub fn segments_awaiting_deletion(&self) -> usize {
         self.state.read().graveyard.len()
+    }
+
+    /// Block rows of removed segments deleted so far by this store (each delete is a tombstone
+    /// Cassandra keeps `gc_grace_seconds`).
+    pub fn block_rows_deleted(&self) -> u64 {
+        self.block_rows_deleted.load(Ordering::Relaxed)
+    }
+
+    /// Block rows of removed segments left to expire by their TTL instead of deleted.
+    pub fn block_rows_left_to_expire(&self) -> u64 {
+        self.block_rows_left_to_expire.load(Ordering::Relaxed)
     }
 }
 
@@ -253,14 +320,16 @@ impl BlockStore for CassandraStore {
             state.sequence += 1;
             state.sequence
         };
-        let placed = place_group(group, id, base, sequence, wal_checkpoint, &self.buckets).map_err(|e| self.engine_error(e))?;
-        let PlacedGroup { rows, group, entries, end_position } = placed;
+        let placed = self
+            .with_lifetimes(|lifetimes| place_group(group, id, base, sequence, wal_checkpoint, &self.buckets, lifetimes))
+            .map_err(|e| self.engine_error(e))?;
+        let PlacedGroup { rows, group, entries, expiries, end_position } = placed;
         // The positions are handed out whether or not the commit succeeds: rows never change.
         self.state.write().open = Some((id, end_position));
         self.commit(rows, group)?;
         let mut state = self.state.write();
         let segment = state.segments.get_mut(&id).expect("BUG: the open Cassandra segment vanished");
-        segment.add(&entries, end_position, wal_checkpoint);
+        segment.add(&entries, &expiries, end_position, wal_checkpoint);
         let full = segment.summary.bytes >= self.segment_bytes_max;
         state.index.insert(id, &entries);
         if full {
@@ -278,15 +347,23 @@ impl BlockStore for CassandraStore {
         Ok(())
     }
 
+    fn set_retention(&self, retention: Arc<dyn SeriesRetention>) {
+        *self.retention.write() = Some(retention);
+    }
+
     fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock> {
+        let now = now_seconds();
         let state = self.state.read();
         state
             .index
             .blocks_in(series, from, to)
             .into_iter()
             .filter_map(|block| {
-                let source = state.segments.get(&block.segment)?.source.clone();
-                Some(ListedBlock { block, pin: BlockPin::new(source as Arc<dyn BlockSource>) })
+                let segment = state.segments.get(&block.segment)?;
+                if self.expiring(segment, block.entry.offset, now) {
+                    return None;
+                }
+                Some(ListedBlock { block, pin: BlockPin::new(segment.source.clone() as Arc<dyn BlockSource>) })
             })
             .collect()
     }
@@ -320,7 +397,12 @@ impl BlockStore for CassandraStore {
     }
 
     fn blocks_of_segments(&self, ids: &[u64]) -> Vec<BlockRef> {
-        self.state.read().index.blocks_of_segments(ids)
+        let now = now_seconds();
+        let state = self.state.read();
+        let mut blocks = state.index.blocks_of_segments(ids);
+        // A rewrite must not look for rows Cassandra drops: those blocks are dead.
+        blocks.retain(|b| state.segments.get(&b.segment).is_none_or(|segment| !self.expiring(segment, b.entry.offset, now)));
+        blocks
     }
 
     fn read_indexed_block(&self, block: &BlockRef) -> Result<Block> {

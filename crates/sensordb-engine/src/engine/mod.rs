@@ -66,15 +66,15 @@ use crate::memtable::Memtable;
 use crate::model::{SeriesId, SeriesKey, Timestamp, ValueKind};
 use crate::query::RangeRead;
 use crate::reclaim::Reclaimer;
-use crate::store::{BlockStore, StoreStats};
+use crate::store::{BlockStore, SeriesRetention, StoreStats};
 use crate::wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
 use recovery::DirectoryLock;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Sizes and counters.
 #[derive(Clone, Debug, Default)]
@@ -197,6 +197,18 @@ struct Inner {
     mark_sink: Mutex<Option<Arc<dyn MarkSink>>>,
 }
 
+/// The storage periods the engine gives its store: the catalog's key of a series under the
+/// reclaimer's current policies.
+struct Retention(Weak<Inner>);
+
+impl SeriesRetention for Retention {
+    fn period(&self, series: SeriesId) -> Option<Duration> {
+        let inner = self.0.upgrade()?;
+        let entry = inner.catalog.get(series)?;
+        inner.maintenance.reclaimer.period_of(&entry.key)
+    }
+}
+
 /// The background threads, joined at close.
 #[derive(Default)]
 struct Workers {
@@ -297,6 +309,8 @@ impl Engine {
             mark_sink: Mutex::new(None),
             options,
         });
+        // A weak reference: the store is part of `Inner`, which must not keep itself alive.
+        inner.store.set_retention(Arc::new(Retention(Arc::downgrade(&inner))));
         let workers = Workers::default();
         inner.start_workers(dir, &workers)?;
         report.duration = started.elapsed();

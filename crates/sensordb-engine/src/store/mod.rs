@@ -29,6 +29,10 @@
 //!   blocks of a quiet server reach compaction without a restart.
 //! - **Recovery.** After opening, the store names the series it holds blocks of and the WAL
 //!   checkpoint its groups cover, so the engine replays only newer WAL files.
+//! - **Retention.** The engine hands the store a [`SeriesRetention`] at open
+//!   ([`BlockStore::set_retention`]): the storage period of each series, for a backend that can
+//!   expire data by itself (Cassandra's TTLs). Reclaim still decides what is dead; a store that
+//!   ignores it (the segment store) loses nothing.
 
 mod memory;
 mod segments;
@@ -93,6 +97,13 @@ impl ListedBlock {
     }
 }
 
+/// The storage period of each series, as its database's retention policy sets it now (see
+/// [`crate::DatabasePolicy::period_of`]); `None` when the data is kept until capacity runs out,
+/// or the series is unknown.
+pub trait SeriesRetention: Send + Sync {
+    fn period(&self, series: SeriesId) -> Option<Duration>;
+}
+
 /// A segment being written by a rewrite (compaction, reclaim merge): invisible to reads until
 /// [`SegmentRewrite::install`]. Dropping it unfinished leaves the replaced segments as they are.
 pub trait SegmentRewrite {
@@ -128,6 +139,13 @@ pub trait BlockStore: Send + Sync {
     fn seal_if_older_than(&self, age: Duration) -> Result<bool> {
         let _ = age;
         Ok(false)
+    }
+
+    /// Takes the storage periods of the engine's series, once, before the engine's first flush.
+    /// A store that expires rows by itself may use it to set their lifetime; the engine keeps
+    /// deciding what is dead (reads and reclaim), so ignoring it (the default) is correct.
+    fn set_retention(&self, retention: Arc<dyn SeriesRetention>) {
+        let _ = retention;
     }
 
     // Read path.
