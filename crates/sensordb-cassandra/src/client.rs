@@ -15,7 +15,7 @@
 //! not).
 
 use crate::error::{boxed, CassandraError};
-use crate::schema::{SegmentState, Statements};
+use crate::schema::{series_bucket, SegmentState, Statements};
 use futures_util::future::try_join_all;
 use futures_util::StreamExt;
 use scylla::client::session::Session;
@@ -238,7 +238,8 @@ impl Connection {
         if let Some(consistency) = self.statements.set_segment_state.get_consistency() {
             batch.set_consistency(consistency);
         }
-        let values: Vec<(i8, i64)> = states.iter().map(|&(id, state)| (state as i8, id)).collect();
+        let scope = self.statements.scope;
+        let values: Vec<(i8, i32, i64)> = states.iter().map(|&(id, state)| (state as i8, scope, id)).collect();
         self.session
             .batch(&batch, values)
             .await
@@ -246,30 +247,99 @@ impl Connection {
             .map_err(|e| CassandraError::Request { what: "set segment state", source: boxed(e) })
     }
 
-    /// Every segment row: id and raw state.
-    pub async fn select_segments(&self) -> Result<Vec<(i64, i8)>, CassandraError> {
+    /// Every segment row of node `scope`: id, raw state, and whether it is sealed.
+    pub async fn select_segments(&self, scope: i32) -> Result<Vec<(i64, i8, bool)>, CassandraError> {
         let _permit = self.permit().await?;
         let mut rows = self
             .session
-            .execute_iter(self.statements.select_segments.clone(), ())
+            .execute_iter(self.statements.select_segments.clone(), (scope,))
             .await
             .map_err(boxed)
-            .and_then(|pager| pager.rows_stream::<(i64, Option<i8>)>().map_err(boxed))
+            .and_then(|pager| pager.rows_stream::<(i64, Option<i8>, Option<bool>)>().map_err(boxed))
             .map_err(CassandraError::request("read segments"))?;
         let mut segments = Vec::new();
         while let Some(row) = rows.next().await {
-            let (id, state) = row.map_err(|e| CassandraError::Request { what: "read segments", source: boxed(e) })?;
+            let (id, state, sealed) = row.map_err(|e| CassandraError::Request { what: "read segments", source: boxed(e) })?;
             // A row whose state was never set is a segment being created: treat it as unfinished.
-            segments.push((id, state.unwrap_or(SegmentState::Writing as i8)));
+            segments.push((id, state.unwrap_or(SegmentState::Writing as i8), sealed.unwrap_or(false)));
         }
         Ok(segments)
+    }
+
+    /// Tells other nodes that this node's segment takes no more groups.
+    pub async fn seal_segment(&self, segment: i64) -> Result<(), CassandraError> {
+        let _permit = self.permit().await?;
+        self.session
+            .execute_unpaged(&self.statements.seal_segment, (self.statements.scope, segment))
+            .await
+            .map(drop)
+            .map_err(|e| CassandraError::Request { what: "seal segment", source: boxed(e) })
+    }
+
+    /// Lists this node among those sharing the keyspace.
+    pub async fn insert_node(&self, node: i32) -> Result<(), CassandraError> {
+        let _permit = self.permit().await?;
+        self.session
+            .execute_unpaged(&self.statements.insert_node, (node,))
+            .await
+            .map(drop)
+            .map_err(|e| CassandraError::Request { what: "register node", source: boxed(e) })
+    }
+
+    /// The ids of the nodes sharing the keyspace.
+    pub async fn select_nodes(&self) -> Result<Vec<i32>, CassandraError> {
+        let _permit = self.permit().await?;
+        let mut rows = self
+            .session
+            .execute_iter(self.statements.select_nodes.clone(), ())
+            .await
+            .map_err(boxed)
+            .and_then(|pager| pager.rows_stream::<(i32,)>().map_err(boxed))
+            .map_err(CassandraError::request("read nodes"))?;
+        let mut nodes = Vec::new();
+        while let Some(row) = rows.next().await {
+            nodes.push(row.map_err(|e| CassandraError::Request { what: "read nodes", source: boxed(e) })?.0);
+        }
+        Ok(nodes)
+    }
+
+    /// Publishes series of this node: (id, canonical key, kind), at most the in-flight bound at
+    /// a time.
+    pub async fn insert_series(&self, node: i32, series: Vec<(u32, String, i8)>) -> Result<(), CassandraError> {
+        try_join_all(series.iter().map(|(id, key, kind)| async move {
+            let _permit = self.permit().await?;
+            let values = (node, series_bucket(*id), i64::from(*id), key.as_str(), *kind);
+            self.session
+                .execute_unpaged(&self.statements.insert_series, values)
+                .await
+                .map_err(|e| CassandraError::Request { what: "publish series", source: boxed(e) })
+        }))
+        .await
+        .map(drop)
+    }
+
+    /// The series node `node` published in `bucket`: (id, canonical key, kind).
+    pub async fn select_series(&self, node: i32, bucket: i32) -> Result<Vec<(i64, String, i8)>, CassandraError> {
+        let _permit = self.permit().await?;
+        let mut rows = self
+            .session
+            .execute_iter(self.statements.select_series.clone(), (node, bucket))
+            .await
+            .map_err(boxed)
+            .and_then(|pager| pager.rows_stream::<(i64, String, i8)>().map_err(boxed))
+            .map_err(CassandraError::request("read series"))?;
+        let mut series = Vec::new();
+        while let Some(row) = rows.next().await {
+            series.push(row.map_err(|e| CassandraError::Request { what: "read series", source: boxed(e) })?);
+        }
+        Ok(series)
     }
 
     /// Deletes a segment's row, the last step of removing it.
     pub async fn delete_segment(&self, segment: i64) -> Result<(), CassandraError> {
         let _permit = self.permit().await?;
         self.session
-            .execute_unpaged(&self.statements.delete_segment, (segment,))
+            .execute_unpaged(&self.statements.delete_segment, (self.statements.scope, segment))
             .await
             .map(drop)
             .map_err(|e| CassandraError::Request { what: "delete segment", source: boxed(e) })

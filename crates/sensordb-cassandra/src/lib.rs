@@ -3,7 +3,8 @@
 //! [`BlockStore`](sensordb_engine::store::BlockStore), so an engine opened with
 //! `Engine::open_with_store` keeps its sealed blocks in a keyspace instead of segment files
 //! (issue 15; the Riak study's collector nodes writing full blocks into a distributed store).
-//! The WAL, memtables and catalog stay local for now.
+//! The WAL, memtables and catalog stay local to each process; with a `node_id`, several
+//! processes share the keyspace and each reads the others' flushed blocks (`cluster`).
 //!
 //! # Layout
 //! - `options`: where the cluster is and the sizes that shape rows and partitions.
@@ -14,6 +15,8 @@
 //! - `store`: the `BlockStore` implementation, loading at open, removal and its sweep.
 //! - `rewrite`: a compaction or merge output, installed in one batch.
 //! - `ttl`: how long a block row lives (`USING TTL` from its series' storage period).
+//! - `cluster`: many sensordb nodes on one keyspace: node-scoped ids, published series, and
+//!   reading the other nodes' flushed blocks.
 //!
 //! # Data model
 //! One row per sealed block, partitioned by `(series, time bucket)` with the block start as
@@ -50,7 +53,7 @@
 //! in time order, so each SSTable holds one day's writes and, once every row in it has expired by
 //! TTL, Cassandra drops it whole without reading it: the paper's planing mode, done by Cassandra.
 //! Block rows are written `USING TTL` = the storage period of their series (from the engine,
-//! `BlockStore::set_retention`) past their newest point, plus a slack; removing a segment of
+//! `BlockStore::set_series_directory`) past their newest point, plus a slack; removing a segment of
 //! expired rows leaves them to Cassandra instead of deleting them (see `ttl` and `store`).
 //! Rows still alive are deleted when their segment goes (compaction inputs, deleted series,
 //! series without a period): those deletes are tombstones.
@@ -61,6 +64,7 @@
 //! commit uses up its positions and its sequence, as it may have landed.
 
 mod client;
+mod cluster;
 mod error;
 mod options;
 mod rewrite;
@@ -69,6 +73,7 @@ mod segment;
 mod store;
 mod ttl;
 
+pub use cluster::{Refreshed, NODE_ID_MAX};
 pub use error::CassandraError;
 pub use options::{consistency_from_name, CassandraOptions, Consistency};
 pub use store::CassandraStore;

@@ -40,7 +40,7 @@ impl SegmentRewrite for CassandraRewrite<'_> {
                 .map_err(|e| self.store.engine_error(e))?;
             let PlacedGroup { rows, group, entries, expiries, end_position } = placed;
             self.end_position = end_position;
-            self.store.commit(rows, group)?;
+            self.store.commit(rows, group, &entries)?;
             self.segment.add(&entries, &expiries, end_position, self.wal_checkpoint);
         }
         Ok(self.end_position - before)

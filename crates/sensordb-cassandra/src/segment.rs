@@ -13,11 +13,12 @@ use crate::client::{BlockKey, BlockRow, Bridge, GroupRow};
 use crate::error::CassandraError;
 use crate::schema::Buckets;
 use crate::ttl::{encode_expiries, ttl_seconds};
+use parking_lot::RwLock;
 use sensordb_engine::store::{
     decode_shared_timestamps, decode_with_shared, shared_reference, verify_shared_record, Block, BlockError, BlockHeader, BlockLife,
     BlockSource, GroupBuilder, IndexEntry, RawBlock, SegmentSummary,
 };
-use sensordb_engine::{Error, Result};
+use sensordb_engine::{Error, Result, SeriesId};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,11 +34,22 @@ pub(crate) struct SegmentSource {
     pub bridge: Bridge,
     pub buckets: Buckets,
     pub keyspace: Arc<str>,
+    /// For another node's segment: the writer's series id of each block, by offset, as the
+    /// index lists the blocks under this node's ids (see `cluster`).
+    pub origin: Option<RwLock<Vec<(u64, SeriesId)>>>,
 }
 
 impl SegmentSource {
+    /// The series id the block's row and header carry: the writer's.
+    fn stored_series(&self, entry: &IndexEntry) -> SeriesId {
+        let Some(origin) = &self.origin else { return entry.series };
+        let origin = origin.read();
+        let index = origin.partition_point(|(offset, _)| *offset < entry.offset);
+        origin.get(index).filter(|(offset, _)| *offset == entry.offset).map_or(entry.series, |(_, series)| *series)
+    }
+
     pub fn key(&self, entry: &IndexEntry) -> BlockKey {
-        block_key(self.id, &self.buckets, entry)
+        block_key(self.id, &self.buckets, &IndexEntry { series: self.stored_series(entry), ..*entry })
     }
 
     /// A name for error reports, in place of a file.
@@ -61,7 +73,7 @@ impl SegmentSource {
     }
 
     fn check_header(&self, header: &BlockHeader, entry: &IndexEntry) -> Result<()> {
-        if header.series != entry.series
+        if header.series != self.stored_series(entry)
             || header.count != entry.count
             || header.min_timestamp != entry.min_timestamp
             || header.max_timestamp != entry.max_timestamp
@@ -114,8 +126,10 @@ impl BlockSource for SegmentSource {
             }
             decode_shared_timestamps(record)
         };
-        let block = decode_with_shared(&bytes, &mut load_shared).map_err(|e| self.corrupt(entry.offset, e.to_string()))?;
+        let mut block = decode_with_shared(&bytes, &mut load_shared).map_err(|e| self.corrupt(entry.offset, e.to_string()))?;
         self.check_header(&block.header, entry)?;
+        // Another node's block is read under this node's id of its series.
+        block.header.series = entry.series;
         Ok(block)
     }
 }

@@ -18,6 +18,7 @@
 //! for a row Cassandra has dropped.
 
 use crate::client::{BlockKey, BlockRow, Client, Connection, GroupRow};
+use crate::cluster::{first_segment_id, Cluster, Refreshed};
 use crate::error::CassandraError;
 use crate::options::CassandraOptions;
 use crate::rewrite::CassandraRewrite;
@@ -29,10 +30,10 @@ use parking_lot::{Mutex, RwLock};
 use scylla::client::session_builder::SessionBuilder;
 use sensordb_engine::store::{
     Block, BlockIndex, BlockLife, BlockPin, BlockRef, BlockSource, BlockStore, GroupBuilder, IndexEntry, ListedBlock, RawBlock,
-    SegmentRewrite, SegmentSummary, SeriesRetention,
+    SegmentRewrite, SegmentSummary, SeriesDirectory,
 };
 use sensordb_engine::{Error, Result, SeriesId, StoreStats, Timestamp, ValueKind};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -51,8 +52,17 @@ pub struct CassandraStore {
     segment_bytes_max: u64,
     /// Added to every row's lifetime (see `ttl`).
     ttl_slack: Duration,
-    /// The engine's storage periods, once it gives them.
-    retention: RwLock<Option<Arc<dyn SeriesRetention>>>,
+    /// The engine's series and storage periods, once it gives them.
+    directory: RwLock<Option<Arc<dyn SeriesDirectory>>>,
+    /// This node among those sharing the keyspace (`None`: alone), and how often it reads
+    /// theirs (see `cluster`).
+    pub(crate) node_id: Option<u16>,
+    pub(crate) visibility: Duration,
+    /// Series whose `series` row this process has written (with `node_id`).
+    published: Mutex<HashSet<SeriesId>>,
+    /// What reading other nodes' segments remembers; `refreshing` keeps it to one at a time.
+    pub(crate) cluster: Mutex<Cluster>,
+    pub(crate) refreshing: Mutex<()>,
     /// Block rows deleted by sweeps (each a tombstone), and removed rows left to expire.
     block_rows_deleted: AtomicU64,
     block_rows_left_to_expire: AtomicU64,
@@ -63,7 +73,7 @@ pub struct CassandraStore {
 
 #[derive(Default)]
 pub(crate) struct State {
-    index: BlockIndex,
+    pub(crate) index: BlockIndex,
     segments: BTreeMap<u64, StoredSegment>,
     /// The segment taking groups, and the end of the positions it has handed out.
     open: Option<(u64, u64)>,
@@ -73,6 +83,8 @@ pub(crate) struct State {
     sequence: u64,
     /// Segments out of the index whose rows are still to delete.
     pub(crate) graveyard: Vec<Removed>,
+    /// Other nodes' segments whose blocks are in the index, under this node's series ids.
+    pub(crate) foreign: BTreeMap<u64, StoredSegment>,
 }
 
 /// A segment to delete once nothing pins it.
@@ -96,7 +108,8 @@ impl CassandraStore {
                 .map_err(|e| CassandraError::Connect { contact_points: connect.contact_points.join(","), source: Box::new(e) })?;
             schema::create(&session, &connect).await?;
             let buckets = schema::settle_buckets(&session, &connect).await?;
-            let statements = Statements::prepare(&session, &connect.keyspace, connect.consistency).await?;
+            let scope = i32::from(connect.node_id.unwrap_or(0));
+            let statements = Statements::prepare(&session, &connect.keyspace, connect.consistency, scope).await?;
             Ok((session, statements, buckets))
         })?;
         let store = CassandraStore {
@@ -105,12 +118,20 @@ impl CassandraStore {
             buckets,
             segment_bytes_max: options.segment_bytes_max.max(1),
             ttl_slack: options.ttl_slack,
-            retention: RwLock::new(None),
+            directory: RwLock::new(None),
+            node_id: options.node_id,
+            visibility: options.visibility,
+            published: Mutex::new(HashSet::new()),
+            cluster: Mutex::new(Cluster::default()),
+            refreshing: Mutex::new(()),
             block_rows_deleted: AtomicU64::new(0),
             block_rows_left_to_expire: AtomicU64::new(0),
             writer: Mutex::new(()),
-            state: RwLock::new(State { next_id: 1, ..State::default() }),
+            state: RwLock::new(State { next_id: first_segment_id(options.node_id), ..State::default() }),
         };
+        if let Some(node) = options.node_id {
+            store.client.bridge.run(move |c| async move { c.insert_node(i32::from(node)).await })?;
+        }
         store.load()?;
         store.sweep();
         Ok(store)
@@ -118,9 +139,10 @@ impl CassandraStore {
 
     /// Rebuilds the in-memory state from the `segments` and `groups` tables.
     fn load(&self) -> std::result::Result<(), CassandraError> {
-        let segments = self.client.bridge.run(|c| async move {
-            let rows = c.select_segments().await?;
-            try_join_all(rows.into_iter().map(|(id, state)| {
+        let scope = i32::from(self.node_id.unwrap_or(0));
+        let segments = self.client.bridge.run(move |c| async move {
+            let rows = c.select_segments(scope).await?;
+            try_join_all(rows.into_iter().map(|(id, state, _sealed)| {
                 let c = c.clone();
                 async move { Ok::<_, CassandraError>((id, state, c.select_groups(id).await?)) }
             }))
@@ -155,15 +177,58 @@ impl CassandraStore {
     }
 
     fn source(&self, id: u64) -> SegmentSource {
-        SegmentSource { id, bridge: self.client.bridge.clone(), buckets: self.buckets, keyspace: self.keyspace.clone() }
+        SegmentSource { id, bridge: self.client.bridge.clone(), buckets: self.buckets, keyspace: self.keyspace.clone(), origin: None }
+    }
+
+    /// Another node's segment `id`, empty, sealed (never rewritten here).
+    pub(crate) fn new_foreign_segment(&self, id: u64) -> StoredSegment {
+        StoredSegment::new(SegmentSource { origin: Some(RwLock::new(Vec::new())), ..self.source(id) }, true)
+    }
+
+    /// The engine's series directory, once given.
+    pub(crate) fn directory(&self) -> Option<Arc<dyn SeriesDirectory>> {
+        self.directory.read().clone()
+    }
+
+    /// Reads the other nodes' segments into the index now (what the watcher thread does every
+    /// `visibility`); nothing without a `node_id` or before the engine gave its directory.
+    pub fn refresh(&self) -> std::result::Result<Refreshed, CassandraError> {
+        crate::cluster::refresh(self)
+    }
+
+    /// Starts a thread that calls [`CassandraStore::refresh`] every `visibility` while the store
+    /// lives, so that other nodes' flushed points become readable here.
+    pub fn watch_other_nodes(store: &Arc<CassandraStore>) -> std::io::Result<()> {
+        crate::cluster::watch(store)
+    }
+
+    /// The `series` rows of this node not written yet for the series of `entries`: (id, key,
+    /// kind). Empty without a `node_id`.
+    fn unpublished_series(&self, entries: &[IndexEntry]) -> Vec<(u32, String, i8)> {
+        let Some(directory) = self.node_id.and_then(|_| self.directory()) else { return Vec::new() };
+        let published = self.published.lock();
+        let mut ids: Vec<SeriesId> = entries.iter().map(|e| e.series).filter(|s| !published.contains(s)).collect();
+        drop(published);
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter().filter_map(|id| directory.series(id).map(|(key, kind)| (id.0, key.canonical(), kind as i8))).collect()
+    }
+
+    /// Tells other nodes that segment `id` takes no more groups (with a `node_id`). A failure
+    /// only makes them read its groups again at each poll: logged, not returned.
+    fn publish_sealed(&self, id: Option<u64>) {
+        let (Some(id), Some(_)) = (id, self.node_id) else { return };
+        if let Err(error) = self.client.bridge.run(move |c| async move { c.seal_segment(bigint(id)).await }) {
+            tracing::warn!(keyspace = %self.keyspace, segment = id, %error, "marking a segment sealed failed");
+        }
     }
 
     /// Runs `place` with the lifetimes of rows written now: each block's expiry under the
     /// engine's storage period of its series (none before the engine gives its periods).
     pub(crate) fn with_lifetimes<T>(&self, place: impl FnOnce(&Lifetimes<'_>) -> T) -> T {
-        let retention = self.retention.read().clone();
+        let directory = self.directory();
         let slack = self.ttl_slack;
-        let expiry = move |entry: &IndexEntry| row_expiry(entry.max_timestamp, retention.as_ref()?.period(entry.series), slack);
+        let expiry = move |entry: &IndexEntry| row_expiry(entry.max_timestamp, directory.as_ref()?.period(entry.series), slack);
         place(&Lifetimes { expiry: &expiry, now: now_seconds() })
     }
 
@@ -202,12 +267,21 @@ impl CassandraStore {
         StoredSegment::new(self.source(id), sealed)
     }
 
-    /// Writes the rows of a placed group, then its commit row.
-    pub(crate) fn commit(&self, rows: Vec<BlockRow>, group: GroupRow) -> Result<()> {
+    /// Writes the rows of a placed group, and the `series` rows of its series not published
+    /// yet, then its commit row: a node that reads the group finds every series it names.
+    pub(crate) fn commit(&self, rows: Vec<BlockRow>, group: GroupRow, entries: &[IndexEntry]) -> Result<()> {
+        let series = self.unpublished_series(entries);
+        let ids: Vec<SeriesId> = series.iter().map(|(id, _, _)| SeriesId(*id)).collect();
+        let node = i32::from(self.node_id.unwrap_or(0));
         self.run(|c| async move {
+            if !series.is_empty() {
+                c.insert_series(node, series).await?;
+            }
             c.insert_blocks(rows).await?;
             c.insert_group(group).await
-        })
+        })?;
+        self.published.lock().extend(ids);
+        Ok(())
     }
 
     /// Puts segment `id`'s blocks in the index and the segment in the map.
@@ -280,12 +354,13 @@ impl CassandraStore {
 }
 
 impl State {
-    fn seal_open(&mut self) {
-        if let Some((id, _)) = self.open.take() {
-            if let Some(segment) = self.segments.get_mut(&id) {
-                segment.summary.sealed = true;
-            }
+    /// Seals the open segment; returns its id.
+    fn seal_open(&mut self) -> Option<u64> {
+        let (id, _) = self.open.take()?;
+        if let Some(segment) = self.segments.get_mut(&id) {
+            segment.summary.sealed = true;
         }
+        Some(id)
     }
 
     /// Takes segments out of the index and the map, into the graveyard; returns their bytes.
@@ -326,29 +401,35 @@ impl BlockStore for CassandraStore {
         let PlacedGroup { rows, group, entries, expiries, end_position } = placed;
         // The positions are handed out whether or not the commit succeeds: rows never change.
         self.state.write().open = Some((id, end_position));
-        self.commit(rows, group)?;
-        let mut state = self.state.write();
-        let segment = state.segments.get_mut(&id).expect("BUG: the open Cassandra segment vanished");
-        segment.add(&entries, &expiries, end_position, wal_checkpoint);
-        let full = segment.summary.bytes >= self.segment_bytes_max;
-        state.index.insert(id, &entries);
-        if full {
-            state.seal_open();
-        }
+        self.commit(rows, group, &entries)?;
+        let sealed = {
+            let mut state = self.state.write();
+            let segment = state.segments.get_mut(&id).expect("BUG: the open Cassandra segment vanished");
+            segment.add(&entries, &expiries, end_position, wal_checkpoint);
+            let full = segment.summary.bytes >= self.segment_bytes_max;
+            state.index.insert(id, &entries);
+            if full {
+                state.seal_open()
+            } else {
+                None
+            }
+        };
+        self.publish_sealed(sealed);
         Ok(sequence)
     }
 
     fn seal(&self) -> Result<()> {
         {
             let _writer = self.writer.lock();
-            self.state.write().seal_open();
+            let sealed = self.state.write().seal_open();
+            self.publish_sealed(sealed);
         }
         self.sweep();
         Ok(())
     }
 
-    fn set_retention(&self, retention: Arc<dyn SeriesRetention>) {
-        *self.retention.write() = Some(retention);
+    fn set_series_directory(&self, directory: Arc<dyn SeriesDirectory>) {
+        *self.directory.write() = Some(directory);
     }
 
     fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock> {
@@ -359,7 +440,7 @@ impl BlockStore for CassandraStore {
             .blocks_in(series, from, to)
             .into_iter()
             .filter_map(|block| {
-                let segment = state.segments.get(&block.segment)?;
+                let segment = state.segments.get(&block.segment).or_else(|| state.foreign.get(&block.segment))?;
                 if self.expiring(segment, block.entry.offset, now) {
                     return None;
                 }
@@ -431,6 +512,8 @@ impl BlockStore for CassandraStore {
 
     fn begin_rewrite(&self, replaced: &[u64], sequence: u64, wal_checkpoint: u64) -> Result<Box<dyn SegmentRewrite + '_>> {
         let id = self.create_segment(SegmentState::Writing)?;
+        // A rewrite's output takes no flush groups: other nodes read it once, whole.
+        self.publish_sealed(Some(id));
         Ok(Box::new(CassandraRewrite::new(self, id, replaced.to_vec(), sequence, wal_checkpoint)))
     }
 }

@@ -160,12 +160,19 @@ fn open_cassandra(config: &sensordb_server::config::CassandraConfig) -> anyhow::
         replication: config.replication.clone(),
         consistency,
         requests_in_flight_per_node: config.requests_in_flight_per_node,
+        node_id: config.node_id,
+        visibility: std::time::Duration::from_millis(config.visibility_ms),
         ..sensordb_cassandra::CassandraOptions::default()
     };
     let store = sensordb_cassandra::CassandraStore::open(options)
         .with_context(|| format!("opening keyspace {:?} at {}", config.keyspace, config.contact_points.join(",")))?;
-    tracing::info!(keyspace = %config.keyspace, contact_points = %config.contact_points.join(","), "sealed blocks go to Cassandra");
-    Ok(Arc::new(store))
+    let store = Arc::new(store);
+    if config.node_id.is_some() {
+        // Reads here cover the other nodes' flushed data from the first poll on.
+        sensordb_cassandra::CassandraStore::watch_other_nodes(&store).context("starting the thread that reads other nodes' segments")?;
+    }
+    tracing::info!(keyspace = %config.keyspace, contact_points = %config.contact_points.join(","), node_id = ?config.node_id, "sealed blocks go to Cassandra");
+    Ok(store)
 }
 
 async fn shutdown_signal() {

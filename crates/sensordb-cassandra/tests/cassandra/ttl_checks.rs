@@ -4,7 +4,7 @@
 
 use crate::node::store_options;
 use sensordb_cassandra::{CassandraOptions, CassandraStore};
-use sensordb_engine::store::{BlockStore, GroupBuilder, SeriesRetention};
+use sensordb_engine::store::{BlockStore, GroupBuilder, SeriesDirectory};
 use sensordb_engine::{
     DatabasePolicy, Durability, Engine, EngineOptions, ReclaimOptions, SeriesId, SeriesKey, Value, ValueColumn, ValueKind, WriteBatch,
 };
@@ -14,9 +14,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Series 1 lives `period`; others have none.
 struct FirstSeriesPeriod(Duration);
 
-impl SeriesRetention for FirstSeriesPeriod {
+impl SeriesDirectory for FirstSeriesPeriod {
     fn period(&self, series: SeriesId) -> Option<Duration> {
         (series == SeriesId(1)).then_some(self.0)
+    }
+
+    fn series(&self, _: SeriesId) -> Option<(Arc<SeriesKey>, ValueKind)> {
+        None
+    }
+
+    fn register(&self, _: &SeriesKey, _: ValueKind) -> sensordb_engine::Result<SeriesId> {
+        Err(sensordb_engine::Error::Closed)
     }
 }
 
@@ -64,7 +72,7 @@ fn a_row_expires_by_its_ttl_and_removing_its_segment_deletes_nothing() {
     let Some(options) = store_options("ttl_store") else { return };
     let options = CassandraOptions { ttl_slack: Duration::ZERO, ..options };
     let store = CassandraStore::open(options.clone()).expect("open");
-    store.set_retention(Arc::new(FirstSeriesPeriod(Duration::from_secs(3))));
+    store.set_series_directory(Arc::new(FirstSeriesPeriod(Duration::from_secs(3))));
     let start = now_ns();
     store.put_group(group(1, start, 10), 1).expect("put");
     store.put_group(group(2, start, 10), 1).expect("put");

@@ -66,7 +66,7 @@ use crate::memtable::Memtable;
 use crate::model::{SeriesId, SeriesKey, Timestamp, ValueKind};
 use crate::query::RangeRead;
 use crate::reclaim::Reclaimer;
-use crate::store::{BlockStore, SeriesRetention, StoreStats};
+use crate::store::{BlockStore, SeriesDirectory, StoreStats};
 use crate::wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
 use recovery::DirectoryLock;
@@ -197,15 +197,24 @@ struct Inner {
     mark_sink: Mutex<Option<Arc<dyn MarkSink>>>,
 }
 
-/// The storage periods the engine gives its store: the catalog's key of a series under the
-/// reclaimer's current policies.
-struct Retention(Weak<Inner>);
+/// What the engine tells its store about series: the catalog, and each series' period under
+/// the reclaimer's current policies.
+struct Directory(Weak<Inner>);
 
-impl SeriesRetention for Retention {
+impl SeriesDirectory for Directory {
     fn period(&self, series: SeriesId) -> Option<Duration> {
         let inner = self.0.upgrade()?;
         let entry = inner.catalog.get(series)?;
         inner.maintenance.reclaimer.period_of(&entry.key)
+    }
+
+    fn series(&self, series: SeriesId) -> Option<(Arc<SeriesKey>, ValueKind)> {
+        let entry = self.0.upgrade()?.catalog.get(series)?;
+        Some((entry.key, entry.kind))
+    }
+
+    fn register(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesId> {
+        self.0.upgrade().ok_or(Error::Closed)?.catalog.get_or_create(key, kind)
     }
 }
 
@@ -310,7 +319,7 @@ impl Engine {
             options,
         });
         // A weak reference: the store is part of `Inner`, which must not keep itself alive.
-        inner.store.set_retention(Arc::new(Retention(Arc::downgrade(&inner))));
+        inner.store.set_series_directory(Arc::new(Directory(Arc::downgrade(&inner))));
         let workers = Workers::default();
         inner.start_workers(dir, &workers)?;
         report.duration = started.elapsed();

@@ -1,0 +1,112 @@
+//! Two sensordb nodes on one keyspace (issue 15 items 3-4): each writes through its own engine
+//! and data directory, and reads the other's flushed points after the visibility delay, plus
+//! its own unflushed ones.
+
+use crate::node::store_options;
+use sensordb_cassandra::{CassandraOptions, CassandraStore};
+use sensordb_engine::store::BlockStore;
+use sensordb_engine::{Durability, Engine, EngineOptions, SeriesKey, Value, ValueKind, WriteBatch};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const VISIBILITY: Duration = Duration::from_millis(200);
+
+fn open_node(dir: &Path, options: &CassandraOptions, node: u16) -> (Engine, Arc<CassandraStore>) {
+    let options = CassandraOptions { node_id: Some(node), visibility: VISIBILITY, ..options.clone() };
+    let store = Arc::new(CassandraStore::open(options).expect("open store"));
+    CassandraStore::watch_other_nodes(&store).expect("watcher");
+    let engine_options = EngineOptions {
+        durability: Durability::Os,
+        background_compaction: false,
+        background_reclaim: false,
+        throttle_writes: false,
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open_with_store(dir, engine_options, store.clone() as Arc<dyn BlockStore>).expect("open engine");
+    (engine, store)
+}
+
+fn key(sensor: &str) -> SeriesKey {
+    SeriesKey::new("temperature", [("sensor", sensor)], "value").and_then(|k| k.in_database("plant")).expect("key")
+}
+
+fn write(engine: &Engine, sensor: &str, timestamps: std::ops::Range<i64>) {
+    let id = engine.series_id(&key(sensor), ValueKind::I64).expect("id");
+    let mut batch = WriteBatch::new();
+    for t in timestamps {
+        batch.push(id, t, Value::I64(t * 10)).expect("push");
+    }
+    engine.write(&batch).expect("write");
+}
+
+/// The timestamps `engine` reads of `sensor` (empty when it does not know the series).
+fn try_timestamps(engine: &Engine, sensor: &str) -> sensordb_engine::Result<Vec<i64>> {
+    let Some(id) = engine.find_series(&key(sensor)) else { return Ok(Vec::new()) };
+    engine.read(id, i64::MIN, i64::MAX).points().map(|p| p.map(|p| p.timestamp)).collect()
+}
+
+fn timestamps(engine: &Engine, sensor: &str) -> Vec<i64> {
+    try_timestamps(engine, sensor).expect("read")
+}
+
+/// Waits (at most 20 s) until `engine` reads `expected` of `sensor`; returns how long it took.
+/// A read that fails is retried: one racing the other node's removal of a segment it still
+/// lists fails until the next poll (no removal grace yet, see docs/CASSANDRA.md); reported.
+fn wait_for(engine: &Engine, sensor: &str, expected: &[i64]) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(20) {
+        match try_timestamps(engine, sensor) {
+            Ok(found) if found == expected => return Some(started.elapsed()),
+            Ok(_) => {}
+            Err(error) => eprintln!("read failed, retried: {error}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+#[ignore = "starts a Cassandra node: cargo test -p sensordb-cassandra -- --include-ignored"]
+fn two_nodes_read_each_others_flushed_points_after_the_visibility_delay() {
+    let Some(options) = store_options("two_nodes") else { return };
+    let (dir_a, dir_b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let (a, store_a) = open_node(dir_a.path(), &options, 1);
+    let (b, store_b) = open_node(dir_b.path(), &options, 2);
+
+    // Different series on each node, and one series (north) written on both: its key gets id 1
+    // on A and id 2 on B, and each node reads the other's blocks under its own id.
+    write(&a, "north", 0..100);
+    write(&b, "south", 0..50);
+    write(&b, "north", 1_000..1_010);
+    a.flush().expect("flush");
+    b.flush().expect("flush");
+    let north: Vec<i64> = (0..100).chain(1_000..1_010).collect();
+    let south: Vec<i64> = (0..50).collect();
+    let seen_on_b = wait_for(&b, "north", &north).expect("B reads A's flushed points");
+    let seen_on_a = wait_for(&a, "south", &south).expect("A reads B's flushed points");
+    assert_eq!(timestamps(&a, "north"), north, "A reads its own blocks and B's of the same key");
+    eprintln!("visible on the other node {seen_on_b:?} and {seen_on_a:?} after the flush (visibility {VISIBILITY:?})");
+    assert_ne!(a.find_series(&key("north")), b.find_series(&key("north")), "ids are each node's own");
+    assert!(store_b.stats().blocks as u64 > store_b.summaries().iter().map(|s| s.blocks).sum::<u64>(), "B indexes A's blocks");
+    assert!(store_a.summaries().iter().all(|s| s.id >> 48 == 1), "A's segments carry its node id");
+
+    // Unflushed points are readable on their node only, until the flush.
+    write(&a, "north", 2_000..2_001);
+    let mut with_unflushed = north.clone();
+    with_unflushed.push(2_000);
+    assert_eq!(timestamps(&a, "north"), with_unflushed);
+    std::thread::sleep(VISIBILITY * 3);
+    assert_eq!(timestamps(&b, "north"), north, "A's memtable is not visible on B");
+    a.flush().expect("flush");
+    wait_for(&b, "north", &with_unflushed).expect("visible once flushed");
+
+    // A's compaction replaces its segments: B drops the old ones and reads the new one.
+    write(&a, "north", 3_000..3_001);
+    with_unflushed.push(3_000);
+    assert!(!a.compact().expect("compact").is_empty(), "three short blocks of north are worth rewriting");
+    std::thread::sleep(VISIBILITY * 3);
+    wait_for(&b, "north", &with_unflushed).expect("the same points through A's rewritten segment");
+    a.close().expect("close");
+    b.close().expect("close");
+}
