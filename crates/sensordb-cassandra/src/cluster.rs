@@ -17,10 +17,13 @@
 //! - **What stays local**: summaries, compaction and reclaim see only the node's own segments;
 //!   another node's segments are its own to rewrite, expire and remove.
 //!
-//! Not done yet (see docs/CASSANDRA.md): a grace before a writer deletes a removed segment's
-//! rows (a read elsewhere that listed the segment before its poll saw the removal fails, and
-//! is retried by the caller), sequences comparable across nodes, shared database definitions
-//! and series deletes.
+//! - **Removal grace**: a writer deletes a removed segment's rows only `removal_grace` after the
+//!   removal (the watcher sweeps), so a read elsewhere that listed it before its poll finishes.
+//! - **Sequences** are `max(last + 1, wall-clock µs)` with a `node_id` (`store`): a later flush
+//!   wins on a repeated timestamp whichever node made it.
+//!
+//! Not done yet (see docs/CASSANDRA.md): shared database definitions and series deletes, a
+//! lease on the node id.
 
 use crate::error::CassandraError;
 use crate::schema::{series_bucket, SegmentState};
@@ -252,6 +255,8 @@ pub(crate) fn watch(store: &Arc<CassandraStore>) -> std::io::Result<()> {
         if let Err(error) = refresh(&store) {
             tracing::warn!(keyspace = %store.keyspace, %error, "reading other nodes' segments failed; retried at the next poll");
         }
+        // Deletes the rows of removed segments whose grace is over.
+        store.sweep();
     })?;
     Ok(())
 }

@@ -44,6 +44,9 @@ pub struct CassandraOptions {
     /// With `node_id`: how often the other nodes' segments are polled, so their flushed points
     /// are readable here at most this long (plus one poll) after their flush.
     pub visibility: Duration,
+    /// With `node_id`: how long a removed segment's rows outlive its removal, so that a read
+    /// on another node that listed the segment before its next poll can finish.
+    pub removal_grace: Duration,
 }
 
 impl Default for CassandraOptions {
@@ -61,6 +64,7 @@ impl Default for CassandraOptions {
             ttl_slack: Duration::from_secs(60),
             node_id: None,
             visibility: Duration::from_secs(1),
+            removal_grace: Duration::from_secs(60),
         }
     }
 }

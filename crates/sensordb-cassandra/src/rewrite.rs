@@ -66,7 +66,8 @@ impl Drop for CassandraRewrite<'_> {
     fn drop(&mut self) {
         if !self.installed {
             // Nothing reads an uninstalled segment: its rows go at the next sweep.
-            let removed = Removed { id: self.segment.summary.id, keys: self.segment.keys(), pin: Weak::new() };
+            // Never live: no other node lists it, so no grace either.
+            let removed = Removed { id: self.segment.summary.id, not_before: None, keys: self.segment.keys(), pin: Weak::new() };
             self.store.state.write().graveyard.push(removed);
         }
     }

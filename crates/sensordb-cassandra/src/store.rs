@@ -36,7 +36,7 @@ use sensordb_engine::{Error, Result, SeriesId, StoreStats, Timestamp, ValueKind}
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Beyond the slack, how soon a removed row must expire to be left to expire rather than
 /// deleted: reclaim removes a segment once its newest block is dead, when the row has at most
@@ -58,6 +58,7 @@ pub struct CassandraStore {
     /// theirs (see `cluster`).
     pub(crate) node_id: Option<u16>,
     pub(crate) visibility: Duration,
+    removal_grace: Duration,
     /// Series whose `series` row this process has written (with `node_id`).
     published: Mutex<HashSet<SeriesId>>,
     /// What reading other nodes' segments remembers; `refreshing` keeps it to one at a time.
@@ -90,6 +91,9 @@ pub(crate) struct State {
 /// A segment to delete once nothing pins it.
 pub(crate) struct Removed {
     pub id: u64,
+    /// Not deleted before this (other nodes may still list the segment until their next
+    /// poll); `None`: as soon as nothing here pins it.
+    pub not_before: Option<Instant>,
     /// Block rows and their expiries.
     pub keys: Vec<(BlockKey, Option<i64>)>,
     pub pin: Weak<SegmentSource>,
@@ -121,6 +125,7 @@ impl CassandraStore {
             directory: RwLock::new(None),
             node_id: options.node_id,
             visibility: options.visibility,
+            removal_grace: options.removal_grace,
             published: Mutex::new(HashSet::new()),
             cluster: Mutex::new(Cluster::default()),
             refreshing: Mutex::new(()),
@@ -170,7 +175,7 @@ impl CassandraStore {
             } else {
                 // An unfinished rewrite, an unfinished removal, or a segment whose first group
                 // never committed.
-                state.graveyard.push(Removed { id, keys: segment.keys(), pin: Weak::new() });
+                state.graveyard.push(Removed { id, not_before: self.removal_deadline(), keys: segment.keys(), pin: Weak::new() });
             }
         }
         Ok(())
@@ -287,7 +292,7 @@ impl CassandraStore {
     /// Puts segment `id`'s blocks in the index and the segment in the map.
     pub(crate) fn install_segments(&self, segment: StoredSegment, replaced: &[u64]) {
         let mut state = self.state.write();
-        state.remove(replaced);
+        state.remove(replaced, self.removal_deadline());
         state.index.insert(segment.summary.id, &segment.entries);
         state.segments.insert(segment.summary.id, segment);
     }
@@ -298,7 +303,10 @@ impl CassandraStore {
     pub(crate) fn sweep(&self) {
         let ready: Vec<Removed> = {
             let mut state = self.state.write();
-            let (ready, pinned) = std::mem::take(&mut state.graveyard).into_iter().partition(|r| r.pin.strong_count() == 0);
+            let now = Instant::now();
+            let (ready, pinned) = std::mem::take(&mut state.graveyard)
+                .into_iter()
+                .partition(|r| r.pin.strong_count() == 0 && r.not_before.is_none_or(|t| t <= now));
             state.graveyard = pinned;
             ready
         };
@@ -336,7 +344,14 @@ impl CassandraStore {
         })
     }
 
-    /// Segments whose rows wait to be deleted (pinned by a read, or after a failed delete).
+    /// When a segment removed now may have its rows deleted: after `removal_grace` when other
+    /// nodes may list it (with a `node_id`), else as soon as nothing here pins it.
+    fn removal_deadline(&self) -> Option<Instant> {
+        self.node_id.map(|_| Instant::now() + self.removal_grace)
+    }
+
+    /// Segments whose rows wait to be deleted (pinned by a read, within the removal grace, or
+    /// after a failed delete).
     pub fn segments_awaiting_deletion(&self) -> usize {
         self.state.read().graveyard.len()
     }
@@ -353,6 +368,18 @@ impl CassandraStore {
     }
 }
 
+/// The sequence after `last`: the next number, or with a clock (nodes sharing the keyspace)
+/// the clock's reading if later, so that sequences still grow in commit order here and
+/// compare across nodes by commit time (a later flush wins on a repeated timestamp).
+fn next_sequence(last: u64, clock: Option<u64>) -> u64 {
+    (last + 1).max(clock.unwrap_or(0))
+}
+
+fn wall_clock_micros() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(now.as_micros()).unwrap_or(u64::MAX)
+}
+
 impl State {
     /// Seals the open segment; returns its id.
     fn seal_open(&mut self) -> Option<u64> {
@@ -363,14 +390,15 @@ impl State {
         Some(id)
     }
 
-    /// Takes segments out of the index and the map, into the graveyard; returns their bytes.
-    fn remove(&mut self, ids: &[u64]) -> u64 {
+    /// Takes segments out of the index and the map, into the graveyard (their rows deleted once
+    /// unpinned and past `not_before`); returns their bytes.
+    fn remove(&mut self, ids: &[u64], not_before: Option<Instant>) -> u64 {
         let mut bytes = 0;
         for id in ids {
             let Some(segment) = self.segments.remove(id) else { continue };
             self.index.remove_blocks(*id, segment.lives.iter().map(|l| l.series));
             bytes += segment.summary.bytes;
-            self.graveyard.push(Removed { id: *id, keys: segment.keys(), pin: Arc::downgrade(&segment.source) });
+            self.graveyard.push(Removed { id: *id, not_before, keys: segment.keys(), pin: Arc::downgrade(&segment.source) });
         }
         bytes
     }
@@ -392,7 +420,7 @@ impl BlockStore for CassandraStore {
         };
         let sequence = {
             let mut state = self.state.write();
-            state.sequence += 1;
+            state.sequence = next_sequence(state.sequence, self.node_id.map(|_| wall_clock_micros()));
             state.sequence
         };
         let placed = self
@@ -505,7 +533,7 @@ impl BlockStore for CassandraStore {
         }
         let states = removable.iter().map(|&id| (bigint(id), SegmentState::Removing)).collect();
         self.run(|c| async move { c.set_segment_states(states).await })?;
-        let bytes = self.state.write().remove(&removable);
+        let bytes = self.state.write().remove(&removable, self.removal_deadline());
         self.sweep();
         Ok(bytes)
     }
@@ -515,5 +543,18 @@ impl BlockStore for CassandraStore {
         // A rewrite's output takes no flush groups: other nodes read it once, whole.
         self.publish_sealed(Some(id));
         Ok(Box::new(CassandraRewrite::new(self, id, replaced.to_vec(), sequence, wal_checkpoint)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_sequence;
+
+    #[test]
+    fn sequences_count_alone_and_follow_the_clock_when_shared() {
+        assert_eq!(next_sequence(0, None), 1);
+        assert_eq!(next_sequence(41, None), 42);
+        assert_eq!(next_sequence(41, Some(1_000)), 1_000, "the clock when it is ahead");
+        assert_eq!(next_sequence(5_000, Some(1_000)), 5_001, "still growing when the clock steps back");
     }
 }

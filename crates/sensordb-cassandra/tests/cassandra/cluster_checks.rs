@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const VISIBILITY: Duration = Duration::from_millis(200);
+const REMOVAL_GRACE: Duration = Duration::from_secs(2);
 
 fn open_node(dir: &Path, options: &CassandraOptions, node: u16) -> (Engine, Arc<CassandraStore>) {
-    let options = CassandraOptions { node_id: Some(node), visibility: VISIBILITY, ..options.clone() };
+    let options = CassandraOptions { node_id: Some(node), visibility: VISIBILITY, removal_grace: REMOVAL_GRACE, ..options.clone() };
     let store = Arc::new(CassandraStore::open(options).expect("open store"));
     CassandraStore::watch_other_nodes(&store).expect("watcher");
     let engine_options = EngineOptions {
@@ -32,12 +33,23 @@ fn key(sensor: &str) -> SeriesKey {
 }
 
 fn write(engine: &Engine, sensor: &str, timestamps: std::ops::Range<i64>) {
+    for t in timestamps {
+        write_value(engine, sensor, t, t * 10);
+    }
+}
+
+fn write_value(engine: &Engine, sensor: &str, timestamp: i64, value: i64) {
     let id = engine.series_id(&key(sensor), ValueKind::I64).expect("id");
     let mut batch = WriteBatch::new();
-    for t in timestamps {
-        batch.push(id, t, Value::I64(t * 10)).expect("push");
-    }
+    batch.push(id, timestamp, Value::I64(value)).expect("push");
     engine.write(&batch).expect("write");
+}
+
+/// The value `engine` reads of `sensor` at `timestamp`.
+fn value_at(engine: &Engine, sensor: &str, timestamp: i64) -> Option<Value> {
+    let id = engine.find_series(&key(sensor))?;
+    let mut points = engine.read(id, timestamp, timestamp + 1).points();
+    points.next().map(|p| p.expect("read").value)
 }
 
 /// The timestamps `engine` reads of `sensor` (empty when it does not know the series).
@@ -105,8 +117,26 @@ fn two_nodes_read_each_others_flushed_points_after_the_visibility_delay() {
     write(&a, "north", 3_000..3_001);
     with_unflushed.push(3_000);
     assert!(!a.compact().expect("compact").is_empty(), "three short blocks of north are worth rewriting");
-    std::thread::sleep(VISIBILITY * 3);
+    assert!(store_a.segments_awaiting_deletion() > 0, "the replaced segments' rows outlive the removal by the grace");
     wait_for(&b, "north", &with_unflushed).expect("the same points through A's rewritten segment");
+    let started = Instant::now();
+    while store_a.segments_awaiting_deletion() > 0 && started.elapsed() < REMOVAL_GRACE * 5 {
+        std::thread::sleep(VISIBILITY);
+    }
+    assert_eq!(store_a.segments_awaiting_deletion(), 0, "deleted by the watcher once the grace is over");
+    wait_for(&b, "north", &with_unflushed).expect("B no longer lists the deleted rows");
+
+    // The same timestamp written on both nodes: the later flush wins on both.
+    write_value(&a, "east", 7, 1);
+    a.flush().expect("flush");
+    write_value(&b, "east", 7, 2);
+    b.flush().expect("flush");
+    let started = Instant::now();
+    while value_at(&a, "east", 7) != Some(Value::I64(2)) && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(VISIBILITY);
+    }
+    assert_eq!(value_at(&a, "east", 7), Some(Value::I64(2)), "B's later flush wins on A");
+    assert_eq!(value_at(&b, "east", 7), Some(Value::I64(2)), "and on B");
     a.close().expect("close");
     b.close().expect("close");
 }
