@@ -335,6 +335,35 @@ impl Connection {
         Ok(series)
     }
 
+    /// Writes database definitions: (name, definition), last write wins.
+    pub async fn upsert_databases(&self, definitions: Vec<(String, String)>) -> Result<(), CassandraError> {
+        for (name, definition) in &definitions {
+            let _permit = self.permit().await?;
+            self.session
+                .execute_unpaged(&self.statements.upsert_database, (name.as_str(), definition.as_str()))
+                .await
+                .map_err(|e| CassandraError::Request { what: "write database definition", source: boxed(e) })?;
+        }
+        Ok(())
+    }
+
+    /// Every shared database definition: (name, definition).
+    pub async fn select_databases(&self) -> Result<Vec<(String, String)>, CassandraError> {
+        let _permit = self.permit().await?;
+        let mut rows = self
+            .session
+            .execute_iter(self.statements.select_databases.clone(), ())
+            .await
+            .map_err(boxed)
+            .and_then(|pager| pager.rows_stream::<(String, String)>().map_err(boxed))
+            .map_err(CassandraError::request("read database definitions"))?;
+        let mut definitions = Vec::new();
+        while let Some(row) = rows.next().await {
+            definitions.push(row.map_err(|e| CassandraError::Request { what: "read database definitions", source: boxed(e) })?);
+        }
+        Ok(definitions)
+    }
+
     /// Deletes a segment's row, the last step of removing it.
     pub async fn delete_segment(&self, segment: i64) -> Result<(), CassandraError> {
         let _permit = self.permit().await?;

@@ -17,6 +17,7 @@
 //! - `ttl`: how long a block row lives (`USING TTL` from its series' storage period).
 //! - `cluster`: many sensordb nodes on one keyspace: node-scoped ids, published series, and
 //!   reading the other nodes' flushed blocks.
+//! - `databases`: database definitions shared by those nodes.
 //!
 //! # Data model
 //! One row per sealed block, partitioned by `(series, time bucket)` with the block start as
@@ -65,6 +66,7 @@
 
 mod client;
 mod cluster;
+mod databases;
 mod error;
 mod options;
 mod rewrite;
@@ -74,6 +76,7 @@ mod store;
 mod ttl;
 
 pub use cluster::{Refreshed, NODE_ID_MAX};
+pub use databases::{DatabaseSync, DatabasesMerged};
 pub use error::CassandraError;
 pub use options::{consistency_from_name, CassandraOptions, Consistency};
 pub use store::CassandraStore;

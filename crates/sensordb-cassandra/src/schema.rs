@@ -10,6 +10,7 @@
 //! settings  PRIMARY KEY (name)        value bigint               bucket sizes, fixed at creation
 //! nodes     PRIMARY KEY (scope, id)                              the sensordb nodes sharing it
 //! series    PRIMARY KEY ((node, bucket), id)   key text, kind tinyint   each node's series ids
+//! databases PRIMARY KEY (name)        definition text            shared database definitions
 //! ```
 //!
 //! A block row's partition is its series and the time bucket of its first point; the block
@@ -104,6 +105,7 @@ pub(crate) async fn create(session: &Session, options: &CassandraOptions) -> Res
         ),
         format!("CREATE TABLE IF NOT EXISTS {keyspace}.settings (name text PRIMARY KEY, value bigint)"),
         format!("CREATE TABLE IF NOT EXISTS {keyspace}.nodes (scope int, id int, PRIMARY KEY (scope, id))"),
+        format!("CREATE TABLE IF NOT EXISTS {keyspace}.databases (name text PRIMARY KEY, definition text)"),
         format!(
             "CREATE TABLE IF NOT EXISTS {keyspace}.series (node int, bucket int, id bigint, key text, kind tinyint, \
              PRIMARY KEY ((node, bucket), id))"
@@ -158,6 +160,8 @@ pub(crate) struct Statements {
     pub select_nodes: PreparedStatement,
     pub insert_series: PreparedStatement,
     pub select_series: PreparedStatement,
+    pub upsert_database: PreparedStatement,
+    pub select_databases: PreparedStatement,
     /// This node's partition of `segments` (its node id; 0 for a keyspace of one process).
     pub scope: i32,
 }
@@ -199,6 +203,8 @@ impl Statements {
             select_nodes: prepare(format!("SELECT id FROM {keyspace}.nodes WHERE scope = {NODES_SCOPE}")).await?,
             insert_series: prepare(format!("INSERT INTO {keyspace}.series (node, bucket, id, key, kind) VALUES (?, ?, ?, ?, ?)")).await?,
             select_series: prepare(format!("SELECT id, key, kind FROM {keyspace}.series WHERE node = ? AND bucket = ?")).await?,
+            upsert_database: prepare(format!("INSERT INTO {keyspace}.databases (name, definition) VALUES (?, ?)")).await?,
+            select_databases: prepare(format!("SELECT name, definition FROM {keyspace}.databases")).await?,
             scope,
         })
     }

@@ -207,6 +207,22 @@ impl CassandraStore {
         crate::cluster::watch(store)
     }
 
+    /// Merges the engine's database definitions with the keyspace's once (what the thread of
+    /// [`CassandraStore::share_databases`] does every `visibility`); see `databases`.
+    pub fn merge_databases(
+        &self,
+        engine: &sensordb_engine::Engine,
+        sync: &mut crate::DatabaseSync,
+    ) -> std::result::Result<crate::DatabasesMerged, CassandraError> {
+        crate::databases::merge(self, engine, sync)
+    }
+
+    /// Starts a thread that merges `engine`'s database definitions with the keyspace's every
+    /// `visibility` while both live, so that every node sharing the keyspace applies the same.
+    pub fn share_databases(store: &Arc<CassandraStore>, engine: &Arc<sensordb_engine::Engine>) -> std::io::Result<()> {
+        crate::databases::share(store, engine)
+    }
+
     /// The `series` rows of this node not written yet for the series of `entries`: (id, key,
     /// kind). Empty without a `node_id`.
     fn unpublished_series(&self, entries: &[IndexEntry]) -> Vec<(u32, String, i8)> {

@@ -1,11 +1,11 @@
 //! Two sensordb nodes on one keyspace (issue 15 items 3-4): each writes through its own engine
 //! and data directory, and reads the other's flushed points after the visibility delay, plus
-//! its own unflushed ones.
+//! its own unflushed ones; database definitions made on one reach the other.
 
 use crate::node::store_options;
-use sensordb_cassandra::{CassandraOptions, CassandraStore};
+use sensordb_cassandra::{CassandraOptions, CassandraStore, DatabaseSync, DatabasesMerged};
 use sensordb_engine::store::BlockStore;
-use sensordb_engine::{Durability, Engine, EngineOptions, SeriesKey, Value, ValueKind, WriteBatch};
+use sensordb_engine::{DatabasePolicy, Durability, Engine, EngineOptions, SeriesKey, Value, ValueKind, WriteBatch};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -139,4 +139,37 @@ fn two_nodes_read_each_others_flushed_points_after_the_visibility_delay() {
     assert_eq!(value_at(&b, "east", 7), Some(Value::I64(2)), "and on B");
     a.close().expect("close");
     b.close().expect("close");
+}
+
+#[test]
+#[ignore = "starts a Cassandra node: cargo test -p sensordb-cassandra -- --include-ignored"]
+fn database_definitions_are_shared_both_ways_and_the_keyspace_wins_at_start() {
+    let Some(options) = store_options("shared_databases") else { return };
+    let (dir_a, dir_b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let (a, store_a) = open_node(dir_a.path(), &options, 1);
+    let (b, store_b) = open_node(dir_b.path(), &options, 2);
+    let days = |n: u64| Some(Duration::from_secs(n * 86_400));
+    a.set_database_policy("plant", DatabasePolicy { period: days(30), ..Default::default() }).expect("policy");
+    // B starts with a stale definition of its own.
+    b.set_database_policy("plant", DatabasePolicy { period: days(1), ..Default::default() }).expect("policy");
+    let (mut sync_a, mut sync_b) = (DatabaseSync::default(), DatabaseSync::default());
+
+    let merged = store_a.merge_databases(&a, &mut sync_a).expect("merge");
+    assert_eq!((merged.published, merged.applied), (vec!["plant".to_string()], vec![]));
+    let merged = store_b.merge_databases(&b, &mut sync_b).expect("merge");
+    assert_eq!((merged.published, merged.applied), (vec![], vec!["plant".to_string()]), "the keyspace's definition wins at start");
+    assert_eq!(b.databases().policies["plant"].period, days(30));
+
+    // Later changes on B reach A.
+    let plant = DatabasePolicy { period: days(30), capacity_bytes: Some(1 << 30), ..Default::default() };
+    b.set_database_policy("plant", plant.clone()).expect("policy");
+    b.create_database("north").expect("create");
+    let merged = store_b.merge_databases(&b, &mut sync_b).expect("merge");
+    assert_eq!(merged.published, vec!["north".to_string(), "plant".to_string()]);
+    let merged = store_a.merge_databases(&a, &mut sync_a).expect("merge");
+    assert_eq!(merged.applied, vec!["north".to_string(), "plant".to_string()]);
+    assert_eq!(a.databases(), b.databases(), "both nodes apply the same definitions");
+    assert_eq!(a.databases().policies["plant"], plant);
+    let merged = store_a.merge_databases(&a, &mut sync_a).expect("merge");
+    assert_eq!(merged, DatabasesMerged::default(), "nothing to do once merged");
 }
