@@ -104,6 +104,7 @@ fn refresh_node(
         .filter(|&(id, _)| node_of_segment(id) == node)
         .collect();
     // Segments the writer removed (or is removing) leave the index.
+    let mut changed: Vec<SeriesId> = Vec::new();
     {
         let mut state = store.state.write();
         let gone: Vec<u64> = state.foreign.keys().copied().filter(|&id| node_of_segment(id) == node && !live.contains_key(&id)).collect();
@@ -113,6 +114,7 @@ fn refresh_node(
             cluster.read_to.remove(&id);
             if let Some(segment) = state.foreign.remove(&id) {
                 state.index.remove_blocks(id, segment.lives.iter().map(|l| l.series));
+                changed.extend(segment.lives.iter().map(|l| l.series));
                 refreshed.segments_dropped += 1;
             }
         }
@@ -136,6 +138,7 @@ fn refresh_node(
             }
             segment.add(&entries, &expiries, group.end_position, 0);
             state.index.insert(id, &entries);
+            changed.extend(entries.iter().map(|e| e.series));
             refreshed.blocks_imported += entries.len();
         }
         let mut cluster = store.cluster.lock();
@@ -146,6 +149,12 @@ fn refresh_node(
             // Sealed before its groups were read: every group is in.
             cluster.complete.insert(id);
         }
+    }
+    if !changed.is_empty() {
+        // After the index lists them: a cache filled from here on sees them.
+        changed.sort_unstable();
+        changed.dedup();
+        directory.blocks_changed(&changed);
     }
     Ok(())
 }

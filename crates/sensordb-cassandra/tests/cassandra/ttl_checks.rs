@@ -26,6 +26,8 @@ impl SeriesDirectory for FirstSeriesPeriod {
     fn register(&self, _: &SeriesKey, _: ValueKind) -> sensordb_engine::Result<SeriesId> {
         Err(sensordb_engine::Error::Closed)
     }
+
+    fn blocks_changed(&self, _: &[SeriesId]) {}
 }
 
 fn now_ns() -> i64 {

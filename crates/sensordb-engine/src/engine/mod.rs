@@ -216,6 +216,12 @@ impl SeriesDirectory for Directory {
     fn register(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesId> {
         self.0.upgrade().ok_or(Error::Closed)?.catalog.get_or_create(key, kind)
     }
+
+    fn blocks_changed(&self, series: &[SeriesId]) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.last_points.forget(series.iter().copied());
+        }
+    }
 }
 
 /// The background threads, joined at close.

@@ -109,6 +109,10 @@ pub trait SeriesDirectory: Send + Sync {
     /// The id of `key`, registered with `kind` when new, as [`crate::Engine::series_id`] does:
     /// for a store that reads blocks other engines wrote, under this engine's ids.
     fn register(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesId>;
+    /// Tells the engine that blocks of `series` appeared in or left the store other than by
+    /// its own flushes and rewrites (another engine's, say), after the store lists them: caches
+    /// of what the blocks hold (each series' newest point) are dropped.
+    fn blocks_changed(&self, series: &[SeriesId]);
 }
 
 /// A segment being written by a rewrite (compaction, reclaim merge): invisible to reads until
