@@ -15,7 +15,7 @@
 //! not).
 
 use crate::error::{boxed, CassandraError};
-use crate::schema::{SegmentState, Statements};
+use crate::schema::{series_bucket, SegmentState, Statements};
 use futures_util::future::try_join_all;
 use futures_util::StreamExt;
 use scylla::client::session::Session;
@@ -38,6 +38,8 @@ pub(crate) struct BlockRow {
     pub key: BlockKey,
     pub block: Vec<u8>,
     pub shared_timestamps: Option<Arc<[u8]>>,
+    /// Seconds the row lives (`USING TTL`); 0 for ever.
+    pub ttl: i32,
 }
 
 /// The primary key of a block row.
@@ -64,6 +66,8 @@ pub(crate) struct GroupRow {
     pub wal_checkpoint: i64,
     /// `IndexEntry::encode_list` of the group's blocks, offsets in the segment.
     pub entries: Vec<u8>,
+    /// `ttl::encode_expiries` of the blocks' rows; `None` when no row has a TTL.
+    pub expiries: Option<Vec<u8>>,
 }
 
 /// A cheap handle that runs requests on the store's runtime; pins of listed blocks keep one.
@@ -144,7 +148,7 @@ impl Connection {
                 None => MaybeUnset::Unset,
             };
             let (series, bucket, block_start, segment, position) = row.key.values();
-            let values = (series, bucket, block_start, segment, position, &row.block[..], shared);
+            let values = (series, bucket, block_start, segment, position, &row.block[..], shared, row.ttl);
             self.session
                 .execute_unpaged(&self.statements.insert_block, values)
                 .await
@@ -182,7 +186,11 @@ impl Connection {
     /// Commits a group: its block rows must be written already.
     pub async fn insert_group(&self, group: GroupRow) -> Result<(), CassandraError> {
         let _permit = self.permit().await?;
-        let values = (group.segment, group.position, group.end_position, group.wal_checkpoint, group.entries);
+        let expiries = match &group.expiries {
+            Some(bytes) => MaybeUnset::Set(&bytes[..]),
+            None => MaybeUnset::Unset,
+        };
+        let values = (group.segment, group.position, group.end_position, group.wal_checkpoint, &group.entries[..], expiries);
         self.session
             .execute_unpaged(&self.statements.insert_group, values)
             .await
@@ -199,13 +207,13 @@ impl Connection {
             .execute_iter(self.statements.select_groups.clone(), (segment,))
             .await
             .map_err(boxed)
-            .and_then(|pager| pager.rows_stream::<(i64, i64, i64, Vec<u8>)>().map_err(boxed))
+            .and_then(|pager| pager.rows_stream::<(i64, i64, i64, Vec<u8>, Option<Vec<u8>>)>().map_err(boxed))
             .map_err(what)?;
         let mut groups = Vec::new();
         while let Some(row) = rows.next().await {
-            let (position, end_position, wal_checkpoint, entries) =
+            let (position, end_position, wal_checkpoint, entries, expiries) =
                 row.map_err(|e| CassandraError::Request { what: "read groups", source: boxed(e) })?;
-            groups.push(GroupRow { segment, position, end_position, wal_checkpoint, entries });
+            groups.push(GroupRow { segment, position, end_position, wal_checkpoint, entries, expiries });
         }
         Ok(groups)
     }
@@ -230,7 +238,8 @@ impl Connection {
         if let Some(consistency) = self.statements.set_segment_state.get_consistency() {
             batch.set_consistency(consistency);
         }
-        let values: Vec<(i8, i64)> = states.iter().map(|&(id, state)| (state as i8, id)).collect();
+        let scope = self.statements.scope;
+        let values: Vec<(i8, i32, i64)> = states.iter().map(|&(id, state)| (state as i8, scope, id)).collect();
         self.session
             .batch(&batch, values)
             .await
@@ -238,30 +247,128 @@ impl Connection {
             .map_err(|e| CassandraError::Request { what: "set segment state", source: boxed(e) })
     }
 
-    /// Every segment row: id and raw state.
-    pub async fn select_segments(&self) -> Result<Vec<(i64, i8)>, CassandraError> {
+    /// Every segment row of node `scope`: id, raw state, and whether it is sealed.
+    pub async fn select_segments(&self, scope: i32) -> Result<Vec<(i64, i8, bool)>, CassandraError> {
         let _permit = self.permit().await?;
         let mut rows = self
             .session
-            .execute_iter(self.statements.select_segments.clone(), ())
+            .execute_iter(self.statements.select_segments.clone(), (scope,))
             .await
             .map_err(boxed)
-            .and_then(|pager| pager.rows_stream::<(i64, Option<i8>)>().map_err(boxed))
+            .and_then(|pager| pager.rows_stream::<(i64, Option<i8>, Option<bool>)>().map_err(boxed))
             .map_err(CassandraError::request("read segments"))?;
         let mut segments = Vec::new();
         while let Some(row) = rows.next().await {
-            let (id, state) = row.map_err(|e| CassandraError::Request { what: "read segments", source: boxed(e) })?;
+            let (id, state, sealed) = row.map_err(|e| CassandraError::Request { what: "read segments", source: boxed(e) })?;
             // A row whose state was never set is a segment being created: treat it as unfinished.
-            segments.push((id, state.unwrap_or(SegmentState::Writing as i8)));
+            segments.push((id, state.unwrap_or(SegmentState::Writing as i8), sealed.unwrap_or(false)));
         }
         Ok(segments)
+    }
+
+    /// Tells other nodes that this node's segment takes no more groups.
+    pub async fn seal_segment(&self, segment: i64) -> Result<(), CassandraError> {
+        let _permit = self.permit().await?;
+        self.session
+            .execute_unpaged(&self.statements.seal_segment, (self.statements.scope, segment))
+            .await
+            .map(drop)
+            .map_err(|e| CassandraError::Request { what: "seal segment", source: boxed(e) })
+    }
+
+    /// Lists this node among those sharing the keyspace.
+    pub async fn insert_node(&self, node: i32) -> Result<(), CassandraError> {
+        let _permit = self.permit().await?;
+        self.session
+            .execute_unpaged(&self.statements.insert_node, (node,))
+            .await
+            .map(drop)
+            .map_err(|e| CassandraError::Request { what: "register node", source: boxed(e) })
+    }
+
+    /// The ids of the nodes sharing the keyspace.
+    pub async fn select_nodes(&self) -> Result<Vec<i32>, CassandraError> {
+        let _permit = self.permit().await?;
+        let mut rows = self
+            .session
+            .execute_iter(self.statements.select_nodes.clone(), ())
+            .await
+            .map_err(boxed)
+            .and_then(|pager| pager.rows_stream::<(i32,)>().map_err(boxed))
+            .map_err(CassandraError::request("read nodes"))?;
+        let mut nodes = Vec::new();
+        while let Some(row) = rows.next().await {
+            nodes.push(row.map_err(|e| CassandraError::Request { what: "read nodes", source: boxed(e) })?.0);
+        }
+        Ok(nodes)
+    }
+
+    /// Publishes series of this node: (id, canonical key, kind), at most the in-flight bound at
+    /// a time.
+    pub async fn insert_series(&self, node: i32, series: Vec<(u32, String, i8)>) -> Result<(), CassandraError> {
+        try_join_all(series.iter().map(|(id, key, kind)| async move {
+            let _permit = self.permit().await?;
+            let values = (node, series_bucket(*id), i64::from(*id), key.as_str(), *kind);
+            self.session
+                .execute_unpaged(&self.statements.insert_series, values)
+                .await
+                .map_err(|e| CassandraError::Request { what: "publish series", source: boxed(e) })
+        }))
+        .await
+        .map(drop)
+    }
+
+    /// The series node `node` published in `bucket`: (id, canonical key, kind).
+    pub async fn select_series(&self, node: i32, bucket: i32) -> Result<Vec<(i64, String, i8)>, CassandraError> {
+        let _permit = self.permit().await?;
+        let mut rows = self
+            .session
+            .execute_iter(self.statements.select_series.clone(), (node, bucket))
+            .await
+            .map_err(boxed)
+            .and_then(|pager| pager.rows_stream::<(i64, String, i8)>().map_err(boxed))
+            .map_err(CassandraError::request("read series"))?;
+        let mut series = Vec::new();
+        while let Some(row) = rows.next().await {
+            series.push(row.map_err(|e| CassandraError::Request { what: "read series", source: boxed(e) })?);
+        }
+        Ok(series)
+    }
+
+    /// Writes database definitions: (name, definition), last write wins.
+    pub async fn upsert_databases(&self, definitions: Vec<(String, String)>) -> Result<(), CassandraError> {
+        for (name, definition) in &definitions {
+            let _permit = self.permit().await?;
+            self.session
+                .execute_unpaged(&self.statements.upsert_database, (name.as_str(), definition.as_str()))
+                .await
+                .map_err(|e| CassandraError::Request { what: "write database definition", source: boxed(e) })?;
+        }
+        Ok(())
+    }
+
+    /// Every shared database definition: (name, definition).
+    pub async fn select_databases(&self) -> Result<Vec<(String, String)>, CassandraError> {
+        let _permit = self.permit().await?;
+        let mut rows = self
+            .session
+            .execute_iter(self.statements.select_databases.clone(), ())
+            .await
+            .map_err(boxed)
+            .and_then(|pager| pager.rows_stream::<(String, String)>().map_err(boxed))
+            .map_err(CassandraError::request("read database definitions"))?;
+        let mut definitions = Vec::new();
+        while let Some(row) = rows.next().await {
+            definitions.push(row.map_err(|e| CassandraError::Request { what: "read database definitions", source: boxed(e) })?);
+        }
+        Ok(definitions)
     }
 
     /// Deletes a segment's row, the last step of removing it.
     pub async fn delete_segment(&self, segment: i64) -> Result<(), CassandraError> {
         let _permit = self.permit().await?;
         self.session
-            .execute_unpaged(&self.statements.delete_segment, (segment,))
+            .execute_unpaged(&self.statements.delete_segment, (self.statements.scope, segment))
             .await
             .map(drop)
             .map_err(|e| CassandraError::Request { what: "delete segment", source: boxed(e) })

@@ -28,6 +28,9 @@ pub enum CassandraError {
     Runtime(std::io::Error),
     #[error("the store's runtime stopped before the request finished")]
     RuntimeStopped,
+    /// The engine refused what another node asked of it (a database definition).
+    #[error("the engine refused a shared change: {0}")]
+    Engine(#[source] sensordb_engine::Error),
 }
 
 impl CassandraError {

@@ -3,7 +3,8 @@
 //! [`BlockStore`](sensordb_engine::store::BlockStore), so an engine opened with
 //! `Engine::open_with_store` keeps its sealed blocks in a keyspace instead of segment files
 //! (issue 15; the Riak study's collector nodes writing full blocks into a distributed store).
-//! The WAL, memtables and catalog stay local for now.
+//! The WAL, memtables and catalog stay local to each process; with a `node_id`, several
+//! processes share the keyspace and each reads the others' flushed blocks (`cluster`).
 //!
 //! # Layout
 //! - `options`: where the cluster is and the sizes that shape rows and partitions.
@@ -13,6 +14,10 @@
 //! - `segment`: a segment's rows: placing a flush group, reading and verifying a block.
 //! - `store`: the `BlockStore` implementation, loading at open, removal and its sweep.
 //! - `rewrite`: a compaction or merge output, installed in one batch.
+//! - `ttl`: how long a block row lives (`USING TTL` from its series' storage period).
+//! - `cluster`: many sensordb nodes on one keyspace: node-scoped ids, published series, and
+//!   reading the other nodes' flushed blocks.
+//! - `databases`: database definitions shared by those nodes.
 //!
 //! # Data model
 //! One row per sealed block, partitioned by `(series, time bucket)` with the block start as
@@ -48,9 +53,11 @@
 //! The `blocks` table uses TimeWindowCompactionStrategy with 1-day windows: sensor data arrives
 //! in time order, so each SSTable holds one day's writes and, once every row in it has expired by
 //! TTL, Cassandra drops it whole without reading it: the paper's planing mode, done by Cassandra.
-//! Per-database TTLs (`USING TTL` on the block rows) are not wired yet; until then removing a
-//! segment deletes its rows one by one, which writes tombstones (gc_grace_seconds keeps them 10
-//! days) and mixes windows; the TTL path is meant to replace those deletes for expiry.
+//! Block rows are written `USING TTL` = the storage period of their series (from the engine,
+//! `BlockStore::set_series_directory`) past their newest point, plus a slack; removing a segment of
+//! expired rows leaves them to Cassandra instead of deleting them (see `ttl` and `store`).
+//! Rows still alive are deleted when their segment goes (compaction inputs, deleted series,
+//! series without a period): those deletes are tombstones.
 //!
 //! # Crash consistency
 //! Rows are written before the row that lists them, so a crash leaves at worst rows nothing
@@ -58,13 +65,18 @@
 //! commit uses up its positions and its sequence, as it may have landed.
 
 mod client;
+mod cluster;
+mod databases;
 mod error;
 mod options;
 mod rewrite;
 mod schema;
 mod segment;
 mod store;
+mod ttl;
 
+pub use cluster::{Refreshed, NODE_ID_MAX};
+pub use databases::{DatabaseSync, DatabasesMerged};
 pub use error::CassandraError;
 pub use options::{consistency_from_name, CassandraOptions, Consistency};
 pub use store::CassandraStore;

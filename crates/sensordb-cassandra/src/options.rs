@@ -1,8 +1,10 @@
 //! What a Cassandra store is opened with: where the cluster is, the keyspace and its
-//! replication, the consistency of every request, and the sizes that shape rows and partitions.
+//! replication, the consistency of every request, the sizes that shape rows and partitions, and
+//! the node's place among the sensordb nodes sharing the keyspace.
 
 use crate::error::CassandraError;
 pub use scylla::statement::Consistency;
+use std::time::Duration;
 
 /// Nanoseconds in a day and a minute, for bucket sizes.
 const DAY_NS: i64 = 86_400_000_000_000;
@@ -13,7 +15,7 @@ const MINUTE_NS: i64 = 60_000_000_000;
 pub struct CassandraOptions {
     /// `host:port` of nodes to connect to first; the driver finds the rest of the cluster.
     pub contact_points: Vec<String>,
-    /// One store per keyspace: the keyspace holds its blocks and its segment list.
+    /// The keyspace: one store's alone, or shared by the stores of several nodes (`node_id`).
     pub keyspace: String,
     /// The CQL replication map the keyspace is created with (ignored when it exists).
     pub replication: String,
@@ -30,6 +32,21 @@ pub struct CassandraOptions {
     pub bucket_ns: i64,
     /// Partition bucket of payload (bytes) series, ns (fixed when the keyspace is made).
     pub payload_bucket_ns: i64,
+    /// Added to every block row's TTL beyond its series' storage period: Cassandra counts a
+    /// TTL by its own clock, and one running ahead of sensordb's would drop rows the engine
+    /// still reads. Rows whose TTL runs out within it are no longer listed.
+    pub ttl_slack: Duration,
+    /// This process's number among the sensordb nodes sharing the keyspace (unique among
+    /// them): its segment ids are `node_id << 48 | n`, its segments and series are published
+    /// under it, and it reads the other nodes' flushed data (see `cluster`). `None`: the
+    /// keyspace belongs to this process alone (its segments are node 0's, nothing is polled).
+    pub node_id: Option<u16>,
+    /// With `node_id`: how often the other nodes' segments are polled, so their flushed points
+    /// are readable here at most this long (plus one poll) after their flush.
+    pub visibility: Duration,
+    /// With `node_id`: how long a removed segment's rows outlive its removal, so that a read
+    /// on another node that listed the segment before its next poll can finish.
+    pub removal_grace: Duration,
 }
 
 impl Default for CassandraOptions {
@@ -44,6 +61,10 @@ impl Default for CassandraOptions {
             segment_bytes_max: 64 << 20,
             bucket_ns: DAY_NS,
             payload_bucket_ns: MINUTE_NS,
+            ttl_slack: Duration::from_secs(60),
+            node_id: None,
+            visibility: Duration::from_secs(1),
+            removal_grace: Duration::from_secs(60),
         }
     }
 }
@@ -79,6 +100,12 @@ impl CassandraOptions {
         }
         if self.requests_in_flight_per_node == 0 {
             return invalid("requests_in_flight_per_node must be positive".to_string());
+        }
+        if self.node_id.is_some_and(|n| n > crate::cluster::NODE_ID_MAX) {
+            return invalid(format!("node_id must be at most {}", crate::cluster::NODE_ID_MAX));
+        }
+        if self.visibility.is_zero() {
+            return invalid("visibility must be positive".to_string());
         }
         Ok(())
     }

@@ -33,12 +33,15 @@ impl SegmentRewrite for CassandraRewrite<'_> {
         let before = self.end_position;
         let id = self.segment.summary.id;
         for part in parts {
-            let placed = place_group(part, id, self.end_position, self.sequence, self.wal_checkpoint, &self.store.buckets)
+            let (base, sequence, wal_checkpoint) = (self.end_position, self.sequence, self.wal_checkpoint);
+            let placed = self
+                .store
+                .with_lifetimes(|lifetimes| place_group(part, id, base, sequence, wal_checkpoint, &self.store.buckets, lifetimes))
                 .map_err(|e| self.store.engine_error(e))?;
-            let PlacedGroup { rows, group, entries, end_position } = placed;
+            let PlacedGroup { rows, group, entries, expiries, end_position } = placed;
             self.end_position = end_position;
-            self.store.commit(rows, group)?;
-            self.segment.add(&entries, end_position, self.wal_checkpoint);
+            self.store.commit(rows, group, &entries)?;
+            self.segment.add(&entries, &expiries, end_position, self.wal_checkpoint);
         }
         Ok(self.end_position - before)
     }
@@ -63,7 +66,8 @@ impl Drop for CassandraRewrite<'_> {
     fn drop(&mut self) {
         if !self.installed {
             // Nothing reads an uninstalled segment: its rows go at the next sweep.
-            let removed = Removed { id: self.segment.summary.id, keys: self.segment.keys(), pin: Weak::new() };
+            // Never live: no other node lists it, so no grace either.
+            let removed = Removed { id: self.segment.summary.id, not_before: None, keys: self.segment.keys(), pin: Weak::new() };
             self.store.state.write().graveyard.push(removed);
         }
     }

@@ -4,9 +4,13 @@
 //! blocks    PRIMARY KEY ((series, bucket), block_start, segment, position)
 //!           block blob, shared_timestamps blob                  TWCS, 1-day windows
 //! groups    PRIMARY KEY (segment, position)
-//!           end_position, wal_checkpoint bigint, index_entries blob (the segment's "footer")
-//! segments  PRIMARY KEY (scope, id)   state tinyint              one partition: scope = 0
+//!           end_position, wal_checkpoint bigint, index_entries blob (the segment's "footer"),
+//!           expiries blob (each block row's expiry, see `ttl`; unset when none has one)
+//! segments  PRIMARY KEY (scope, id)   state tinyint, sealed boolean   one partition per node
 //! settings  PRIMARY KEY (name)        value bigint               bucket sizes, fixed at creation
+//! nodes     PRIMARY KEY (scope, id)                              the sensordb nodes sharing it
+//! series    PRIMARY KEY ((node, bucket), id)   key text, kind tinyint   each node's series ids
+//! databases PRIMARY KEY (name)        definition text            shared database definitions
 //! ```
 //!
 //! A block row's partition is its series and the time bucket of its first point; the block
@@ -15,8 +19,14 @@
 //! record a block of a row refers to (absent for inline timestamps): copied into each block's
 //! row so a read is one request. A group row commits a flush group: its block rows are written
 //! first, so a crash in between leaves rows nothing lists (see the crate documentation).
-//! `segments` keeps every segment's row in one partition so that installing a rewrite (new
-//! segment live, replaced ones being removed) is one atomic, isolated single-partition batch.
+//! `segments` keeps every segment of a node in one partition (`scope` = the node id, 0 for a
+//! keyspace of one process) so that installing a rewrite (new segment live, replaced ones being
+//! removed) is one atomic, isolated single-partition batch; `sealed` tells other nodes that a
+//! segment takes no more groups. `series` maps a node's series ids to their keys
+//! (`bucket` = id >> 16 bounds a partition to 65 536 series), so other nodes can read its blocks.
+//!
+//! Block rows are written `USING TTL` (0, no TTL, for series without a storage period; see
+//! `ttl`).
 //!
 //! Absent values are bound as *unset*, never as null: a null written by an INSERT is a
 //! tombstone.
@@ -67,8 +77,13 @@ impl SegmentState {
     }
 }
 
-/// The one partition of the `segments` table.
-pub(crate) const SEGMENTS_SCOPE: i32 = 0;
+/// The one partition of the `nodes` table.
+const NODES_SCOPE: i32 = 0;
+
+/// The `series` partition of a series id.
+pub(crate) fn series_bucket(id: u32) -> i32 {
+    (id >> 16) as i32
+}
 
 /// Creates the keyspace and tables if missing (schema agreement is awaited by the driver).
 pub(crate) async fn create(session: &Session, options: &CassandraOptions) -> Result<(), CassandraError> {
@@ -83,10 +98,18 @@ pub(crate) async fn create(session: &Session, options: &CassandraOptions) -> Res
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {keyspace}.groups (segment bigint, position bigint, end_position bigint, \
-             wal_checkpoint bigint, index_entries blob, PRIMARY KEY (segment, position))"
+             wal_checkpoint bigint, index_entries blob, expiries blob, PRIMARY KEY (segment, position))"
         ),
-        format!("CREATE TABLE IF NOT EXISTS {keyspace}.segments (scope int, id bigint, state tinyint, PRIMARY KEY (scope, id))"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {keyspace}.segments (scope int, id bigint, state tinyint, sealed boolean, PRIMARY KEY (scope, id))"
+        ),
         format!("CREATE TABLE IF NOT EXISTS {keyspace}.settings (name text PRIMARY KEY, value bigint)"),
+        format!("CREATE TABLE IF NOT EXISTS {keyspace}.nodes (scope int, id int, PRIMARY KEY (scope, id))"),
+        format!("CREATE TABLE IF NOT EXISTS {keyspace}.databases (name text PRIMARY KEY, definition text)"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {keyspace}.series (node int, bucket int, id bigint, key text, kind tinyint, \
+             PRIMARY KEY ((node, bucket), id))"
+        ),
     ];
     for statement in statements {
         session.query_unpaged(statement, ()).await.map_err(|e| CassandraError::Request { what: "create schema", source: boxed(e) })?;
@@ -130,12 +153,21 @@ pub(crate) struct Statements {
     pub select_groups: PreparedStatement,
     pub delete_groups: PreparedStatement,
     pub set_segment_state: PreparedStatement,
+    pub seal_segment: PreparedStatement,
     pub select_segments: PreparedStatement,
     pub delete_segment: PreparedStatement,
+    pub insert_node: PreparedStatement,
+    pub select_nodes: PreparedStatement,
+    pub insert_series: PreparedStatement,
+    pub select_series: PreparedStatement,
+    pub upsert_database: PreparedStatement,
+    pub select_databases: PreparedStatement,
+    /// This node's partition of `segments` (its node id; 0 for a keyspace of one process).
+    pub scope: i32,
 }
 
 impl Statements {
-    pub async fn prepare(session: &Session, keyspace: &str, consistency: Consistency) -> Result<Statements, CassandraError> {
+    pub async fn prepare(session: &Session, keyspace: &str, consistency: Consistency, scope: i32) -> Result<Statements, CassandraError> {
         let prepare = |cql: String| async move {
             let mut statement = session.prepare(cql).await.map_err(|e| CassandraError::Request { what: "prepare", source: boxed(e) })?;
             statement.set_consistency(consistency);
@@ -148,24 +180,32 @@ impl Statements {
         Ok(Statements {
             insert_block: prepare(format!(
                 "INSERT INTO {keyspace}.blocks (series, bucket, block_start, segment, position, block, shared_timestamps) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?)"
+                 VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?"
             ))
             .await?,
             select_block: prepare(format!("SELECT block, shared_timestamps FROM {keyspace}.blocks WHERE {block_key}")).await?,
             delete_block: prepare(format!("DELETE FROM {keyspace}.blocks WHERE {block_key}")).await?,
             insert_group: prepare(format!(
-                "INSERT INTO {keyspace}.groups (segment, position, end_position, wal_checkpoint, index_entries) VALUES (?, ?, ?, ?, ?)"
+                "INSERT INTO {keyspace}.groups (segment, position, end_position, wal_checkpoint, index_entries, expiries) \
+                 VALUES (?, ?, ?, ?, ?, ?)"
             ))
             .await?,
             select_groups: prepare(format!(
-                "SELECT position, end_position, wal_checkpoint, index_entries FROM {keyspace}.groups WHERE segment = ?"
+                "SELECT position, end_position, wal_checkpoint, index_entries, expiries FROM {keyspace}.groups WHERE segment = ?"
             ))
             .await?,
             delete_groups: prepare(format!("DELETE FROM {keyspace}.groups WHERE segment = ?")).await?,
-            set_segment_state: prepare(format!("UPDATE {keyspace}.segments SET state = ? WHERE scope = {SEGMENTS_SCOPE} AND id = ?"))
-                .await?,
-            select_segments: prepare(format!("SELECT id, state FROM {keyspace}.segments WHERE scope = {SEGMENTS_SCOPE}")).await?,
-            delete_segment: prepare(format!("DELETE FROM {keyspace}.segments WHERE scope = {SEGMENTS_SCOPE} AND id = ?")).await?,
+            set_segment_state: prepare(format!("UPDATE {keyspace}.segments SET state = ? WHERE scope = ? AND id = ?")).await?,
+            seal_segment: prepare(format!("UPDATE {keyspace}.segments SET sealed = true WHERE scope = ? AND id = ?")).await?,
+            select_segments: prepare(format!("SELECT id, state, sealed FROM {keyspace}.segments WHERE scope = ?")).await?,
+            delete_segment: prepare(format!("DELETE FROM {keyspace}.segments WHERE scope = ? AND id = ?")).await?,
+            insert_node: prepare(format!("INSERT INTO {keyspace}.nodes (scope, id) VALUES ({NODES_SCOPE}, ?)")).await?,
+            select_nodes: prepare(format!("SELECT id FROM {keyspace}.nodes WHERE scope = {NODES_SCOPE}")).await?,
+            insert_series: prepare(format!("INSERT INTO {keyspace}.series (node, bucket, id, key, kind) VALUES (?, ?, ?, ?, ?)")).await?,
+            select_series: prepare(format!("SELECT id, key, kind FROM {keyspace}.series WHERE node = ? AND bucket = ?")).await?,
+            upsert_database: prepare(format!("INSERT INTO {keyspace}.databases (name, definition) VALUES (?, ?)")).await?,
+            select_databases: prepare(format!("SELECT name, definition FROM {keyspace}.databases")).await?,
+            scope,
         })
     }
 }

@@ -12,11 +12,13 @@
 use crate::client::{BlockKey, BlockRow, Bridge, GroupRow};
 use crate::error::CassandraError;
 use crate::schema::Buckets;
+use crate::ttl::{encode_expiries, ttl_seconds};
+use parking_lot::RwLock;
 use sensordb_engine::store::{
     decode_shared_timestamps, decode_with_shared, shared_reference, verify_shared_record, Block, BlockError, BlockHeader, BlockLife,
     BlockSource, GroupBuilder, IndexEntry, RawBlock, SegmentSummary,
 };
-use sensordb_engine::{Error, Result};
+use sensordb_engine::{Error, Result, SeriesId};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,11 +34,22 @@ pub(crate) struct SegmentSource {
     pub bridge: Bridge,
     pub buckets: Buckets,
     pub keyspace: Arc<str>,
+    /// For another node's segment: the writer's series id of each block, by offset, as the
+    /// index lists the blocks under this node's ids (see `cluster`).
+    pub origin: Option<RwLock<Vec<(u64, SeriesId)>>>,
 }
 
 impl SegmentSource {
+    /// The series id the block's row and header carry: the writer's.
+    fn stored_series(&self, entry: &IndexEntry) -> SeriesId {
+        let Some(origin) = &self.origin else { return entry.series };
+        let origin = origin.read();
+        let index = origin.partition_point(|(offset, _)| *offset < entry.offset);
+        origin.get(index).filter(|(offset, _)| *offset == entry.offset).map_or(entry.series, |(_, series)| *series)
+    }
+
     pub fn key(&self, entry: &IndexEntry) -> BlockKey {
-        block_key(self.id, &self.buckets, entry)
+        block_key(self.id, &self.buckets, &IndexEntry { series: self.stored_series(entry), ..*entry })
     }
 
     /// A name for error reports, in place of a file.
@@ -60,7 +73,7 @@ impl SegmentSource {
     }
 
     fn check_header(&self, header: &BlockHeader, entry: &IndexEntry) -> Result<()> {
-        if header.series != entry.series
+        if header.series != self.stored_series(entry)
             || header.count != entry.count
             || header.min_timestamp != entry.min_timestamp
             || header.max_timestamp != entry.max_timestamp
@@ -113,8 +126,10 @@ impl BlockSource for SegmentSource {
             }
             decode_shared_timestamps(record)
         };
-        let block = decode_with_shared(&bytes, &mut load_shared).map_err(|e| self.corrupt(entry.offset, e.to_string()))?;
+        let mut block = decode_with_shared(&bytes, &mut load_shared).map_err(|e| self.corrupt(entry.offset, e.to_string()))?;
         self.check_header(&block.header, entry)?;
+        // Another node's block is read under this node's id of its series.
+        block.header.series = entry.series;
         Ok(block)
     }
 }
@@ -134,26 +149,38 @@ pub(crate) fn block_key(segment: u64, buckets: &Buckets, entry: &IndexEntry) -> 
 pub(crate) struct StoredSegment {
     pub summary: SegmentSummary,
     pub lives: Vec<BlockLife>,
-    /// Every block, for maintenance and for deleting the rows when the segment goes.
+    /// Every block, for maintenance and for deleting the rows when the segment goes; by
+    /// position (groups are placed at the segment's growing end).
     pub entries: Vec<IndexEntry>,
+    /// When each block's row expires (seconds since the epoch, see `ttl`), beside `entries`.
+    pub expiries: Vec<Option<i64>>,
     pub source: Arc<SegmentSource>,
 }
 
 impl StoredSegment {
     pub fn new(source: SegmentSource, sealed: bool) -> StoredSegment {
         let summary = SegmentSummary::of(source.id, sealed, 0, &[], 0);
-        StoredSegment { summary, lives: Vec::new(), entries: Vec::new(), source: Arc::new(source) }
+        StoredSegment { summary, lives: Vec::new(), entries: Vec::new(), expiries: Vec::new(), source: Arc::new(source) }
     }
 
-    /// Records a committed group.
-    pub fn add(&mut self, entries: &[IndexEntry], end_position: u64, wal_checkpoint: u64) {
+    /// Records a committed group; `expiries` are its blocks' row expiries, in order.
+    pub fn add(&mut self, entries: &[IndexEntry], expiries: &[Option<i64>], end_position: u64, wal_checkpoint: u64) {
+        debug_assert_eq!(entries.len(), expiries.len());
         self.summary.add(entries, end_position, wal_checkpoint);
         self.lives.extend(entries.iter().map(BlockLife::of));
         self.entries.extend_from_slice(entries);
+        self.expiries.extend_from_slice(expiries);
     }
 
-    pub fn keys(&self) -> Vec<BlockKey> {
-        self.entries.iter().map(|e| self.source.key(e)).collect()
+    /// The key of every block row, with its expiry.
+    pub fn keys(&self) -> Vec<(BlockKey, Option<i64>)> {
+        self.entries.iter().zip(&self.expiries).map(|(e, &expiry)| (self.source.key(e), expiry)).collect()
+    }
+
+    /// The expiry of the row of the block at `offset`.
+    pub fn expiry_at(&self, offset: u64) -> Option<i64> {
+        let index = self.entries.partition_point(|e| e.offset < offset);
+        self.entries.get(index).filter(|e| e.offset == offset).and_then(|_| self.expiries.get(index).copied().flatten())
     }
 }
 
@@ -162,11 +189,19 @@ pub(crate) struct PlacedGroup {
     pub rows: Vec<BlockRow>,
     pub group: GroupRow,
     pub entries: Vec<IndexEntry>,
+    pub expiries: Vec<Option<i64>>,
     pub end_position: u64,
 }
 
+/// How long the rows of a group live: each block's row expiry (see `ttl`), and the clock the
+/// TTLs count from.
+pub(crate) struct Lifetimes<'a> {
+    pub expiry: &'a dyn Fn(&IndexEntry) -> Option<i64>,
+    pub now: i64,
+}
+
 /// Places `group` at `base` in segment `segment`: every block gets `sequence`, a row of its
-/// own and a copy of the shared timestamp record it refers to.
+/// own (with the TTL of its expiry) and a copy of the shared timestamp record it refers to.
 pub(crate) fn place_group(
     group: GroupBuilder,
     segment: u64,
@@ -174,10 +209,12 @@ pub(crate) fn place_group(
     sequence: u64,
     wal_checkpoint: u64,
     buckets: &Buckets,
+    lifetimes: &Lifetimes<'_>,
 ) -> Result<PlacedGroup, CassandraError> {
     let (bytes, mut entries) = group.into_blocks();
     let mut records: HashMap<usize, Arc<[u8]>> = HashMap::new();
     let mut rows = Vec::with_capacity(entries.len());
+    let mut expiries = Vec::with_capacity(entries.len());
     let bad = |detail: String| CassandraError::MalformedGroup(detail);
     for entry in &mut entries {
         let start = usize::try_from(entry.offset).map_err(|e| bad(e.to_string()))?;
@@ -203,7 +240,13 @@ pub(crate) fn place_group(
         };
         entry.offset += base;
         entry.sequence = sequence;
-        rows.push(BlockRow { key: block_key(segment, buckets, entry), block: block.to_vec(), shared_timestamps });
+        // A lifetime Cassandra would refuse is no lifetime: the row is kept until deleted.
+        let (expiry, ttl) = match (lifetimes.expiry)(entry).and_then(|e| Some((e, ttl_seconds(e, lifetimes.now)?))) {
+            Some((expiry, ttl)) => (Some(expiry), ttl),
+            None => (None, 0),
+        };
+        expiries.push(expiry);
+        rows.push(BlockRow { key: block_key(segment, buckets, entry), block: block.to_vec(), shared_timestamps, ttl });
     }
     let end_position = base + bytes.len() as u64;
     let mut encoded = Vec::new();
@@ -214,6 +257,7 @@ pub(crate) fn place_group(
         end_position: bigint(end_position),
         wal_checkpoint: bigint(wal_checkpoint),
         entries: encoded,
+        expiries: encode_expiries(&expiries),
     };
-    Ok(PlacedGroup { rows, group, entries, end_position })
+    Ok(PlacedGroup { rows, group, entries, expiries, end_position })
 }

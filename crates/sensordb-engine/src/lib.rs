@@ -95,7 +95,7 @@ pub use query::{Chunk, ChunkView, Points, RangeRead};
 pub use compaction::CompactionReport;
 pub use engine::{EngineStats, RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT};
 pub use reclaim::{ReclaimStats, Usage};
-pub use store::StoreStats;
+pub use store::{SeriesDirectory, StoreStats};
 // Throttling as the disk fills.
 pub use reclaim::throttle::Admission;
 // Databases and retention.

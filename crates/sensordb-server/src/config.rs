@@ -36,6 +36,8 @@
 //! replication = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
 //! consistency = "quorum"          # one | two | three | quorum | all | local_quorum | each_quorum | local_one
 //! requests_in_flight_per_node = 32
+//! node_id = 1                     # several sensordb nodes on one keyspace: unique, 0-32767 (unset: this process alone)
+//! visibility_ms = 1000            # with node_id: other nodes' flushed points are readable here this long after their flush
 //! ```
 //! With no `[[tokens]]` the server accepts every request (a local development default, logged
 //! as a warning at start). Without `[cassandra]` sealed blocks stay in segment files under
@@ -159,7 +161,15 @@ pub struct CassandraConfig {
     /// Consistency of every read and write, by its CQL name (case-insensitive).
     pub consistency: String,
     pub requests_in_flight_per_node: usize,
+    /// This node among the sensordb nodes sharing the keyspace (unique, at most
+    /// [`CASSANDRA_NODE_ID_MAX`]); unset, the keyspace belongs to this process alone.
+    pub node_id: Option<u16>,
+    /// With `node_id`: how often the other nodes' segments are read (ms).
+    pub visibility_ms: u64,
 }
+
+/// The largest `[cassandra] node_id` (segment ids carry it in their top bits).
+pub const CASSANDRA_NODE_ID_MAX: u16 = 32_767;
 
 impl Default for CassandraConfig {
     fn default() -> Self {
@@ -169,6 +179,8 @@ impl Default for CassandraConfig {
             replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".to_string(),
             consistency: "quorum".to_string(),
             requests_in_flight_per_node: 32,
+            node_id: None,
+            visibility_ms: 1_000,
         }
     }
 }
@@ -191,6 +203,12 @@ impl CassandraConfig {
         }
         if self.requests_in_flight_per_node == 0 {
             return invalid("requests_in_flight_per_node must be at least 1".into());
+        }
+        if self.node_id.is_some_and(|n| n > CASSANDRA_NODE_ID_MAX) {
+            return invalid(format!("node_id must be at most {CASSANDRA_NODE_ID_MAX}"));
+        }
+        if self.visibility_ms == 0 {
+            return invalid("visibility_ms must be at least 1".into());
         }
         Ok(())
     }
@@ -482,6 +500,11 @@ mod tests {
         assert!(ServerConfig::from_toml("[cassandra]\nkeyspace = \"Bad-Name\"\n").is_err());
         assert!(ServerConfig::from_toml("[cassandra]\ncontact_points = []\n").is_err());
         assert!(ServerConfig::from_toml("[cassandra]\nkeyspaces = \"x\"\n").is_err(), "typo caught");
+        assert_eq!((cassandra.node_id, cassandra.visibility_ms), (None, 1_000), "one process alone unless told");
+        let shared = ServerConfig::from_toml("[cassandra]\nnode_id = 3\nvisibility_ms = 250\n").expect("valid").cassandra.expect("section");
+        assert_eq!((shared.node_id, shared.visibility_ms), (Some(3), 250));
+        assert!(ServerConfig::from_toml("[cassandra]\nnode_id = 40000\n").is_err());
+        assert!(ServerConfig::from_toml("[cassandra]\nvisibility_ms = 0\n").is_err());
     }
 
     #[test]

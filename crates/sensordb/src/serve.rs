@@ -89,10 +89,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let started = Instant::now();
     let options = config.engine_options();
+    let mut cassandra_store = None;
     let engine = match &config.cassandra {
         None => Engine::open(&config.data_dir, options),
         Some(cassandra) => {
             let store = open_cassandra(cassandra)?;
+            cassandra_store = Some(store.clone());
             Engine::open_with_store(&config.data_dir, options, store)
         }
     };
@@ -100,6 +102,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     for database in &config.databases {
         let policy = database.policy()?;
         engine.set_database_policy(&database.name, policy).with_context(|| format!("applying database {:?}", database.name))?;
+    }
+    if let (Some(store), Some(_)) = (&cassandra_store, config.cassandra.as_ref().and_then(|c| c.node_id)) {
+        // Nodes sharing the keyspace apply the same database definitions (the keyspace's win
+        // over this node's [[databases]] at start; docs/CASSANDRA.md).
+        sensordb_cassandra::CassandraStore::share_databases(store, &engine).context("starting the database definition merge")?;
     }
     let disk_bytes = sensordb_engine::FileSystem::space(&sensordb_engine::RealFs, &config.data_dir).ok().map(|s| s.total_bytes);
     if let Some(warning) = config.capacity_warning(disk_bytes) {
@@ -151,7 +158,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// The Cassandra store `[cassandra]` asks for (connects, and creates the keyspace if missing).
-fn open_cassandra(config: &sensordb_server::config::CassandraConfig) -> anyhow::Result<Arc<dyn sensordb_engine::store::BlockStore>> {
+fn open_cassandra(config: &sensordb_server::config::CassandraConfig) -> anyhow::Result<Arc<sensordb_cassandra::CassandraStore>> {
     let consistency = sensordb_cassandra::consistency_from_name(&config.consistency)
         .with_context(|| format!("[cassandra] consistency {:?}", config.consistency))?;
     let options = sensordb_cassandra::CassandraOptions {
@@ -160,12 +167,19 @@ fn open_cassandra(config: &sensordb_server::config::CassandraConfig) -> anyhow::
         replication: config.replication.clone(),
         consistency,
         requests_in_flight_per_node: config.requests_in_flight_per_node,
+        node_id: config.node_id,
+        visibility: std::time::Duration::from_millis(config.visibility_ms),
         ..sensordb_cassandra::CassandraOptions::default()
     };
     let store = sensordb_cassandra::CassandraStore::open(options)
         .with_context(|| format!("opening keyspace {:?} at {}", config.keyspace, config.contact_points.join(",")))?;
-    tracing::info!(keyspace = %config.keyspace, contact_points = %config.contact_points.join(","), "sealed blocks go to Cassandra");
-    Ok(Arc::new(store))
+    let store = Arc::new(store);
+    if config.node_id.is_some() {
+        // Reads here cover the other nodes' flushed data from the first poll on.
+        sensordb_cassandra::CassandraStore::watch_other_nodes(&store).context("starting the thread that reads other nodes' segments")?;
+    }
+    tracing::info!(keyspace = %config.keyspace, contact_points = %config.contact_points.join(","), node_id = ?config.node_id, "sealed blocks go to Cassandra");
+    Ok(store)
 }
 
 async fn shutdown_signal() {

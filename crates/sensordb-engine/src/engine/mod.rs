@@ -66,15 +66,15 @@ use crate::memtable::Memtable;
 use crate::model::{SeriesId, SeriesKey, Timestamp, ValueKind};
 use crate::query::RangeRead;
 use crate::reclaim::Reclaimer;
-use crate::store::{BlockStore, StoreStats};
+use crate::store::{BlockStore, SeriesDirectory, StoreStats};
 use crate::wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
 use recovery::DirectoryLock;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Sizes and counters.
 #[derive(Clone, Debug, Default)]
@@ -197,6 +197,33 @@ struct Inner {
     mark_sink: Mutex<Option<Arc<dyn MarkSink>>>,
 }
 
+/// What the engine tells its store about series: the catalog, and each series' period under
+/// the reclaimer's current policies.
+struct Directory(Weak<Inner>);
+
+impl SeriesDirectory for Directory {
+    fn period(&self, series: SeriesId) -> Option<Duration> {
+        let inner = self.0.upgrade()?;
+        let entry = inner.catalog.get(series)?;
+        inner.maintenance.reclaimer.period_of(&entry.key)
+    }
+
+    fn series(&self, series: SeriesId) -> Option<(Arc<SeriesKey>, ValueKind)> {
+        let entry = self.0.upgrade()?.catalog.get(series)?;
+        Some((entry.key, entry.kind))
+    }
+
+    fn register(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesId> {
+        self.0.upgrade().ok_or(Error::Closed)?.catalog.get_or_create(key, kind)
+    }
+
+    fn blocks_changed(&self, series: &[SeriesId]) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.last_points.forget(series.iter().copied());
+        }
+    }
+}
+
 /// The background threads, joined at close.
 #[derive(Default)]
 struct Workers {
@@ -297,6 +324,8 @@ impl Engine {
             mark_sink: Mutex::new(None),
             options,
         });
+        // A weak reference: the store is part of `Inner`, which must not keep itself alive.
+        inner.store.set_series_directory(Arc::new(Directory(Arc::downgrade(&inner))));
         let workers = Workers::default();
         inner.start_workers(dir, &workers)?;
         report.duration = started.elapsed();

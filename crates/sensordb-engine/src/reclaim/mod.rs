@@ -264,6 +264,13 @@ impl Reclaimer {
         self.databases.read().0.clone()
     }
 
+    /// The storage period of `key` under the current policies (see [`DatabasePolicy::period_of`]).
+    ///
+    /// [`DatabasePolicy::period_of`]: policy::DatabasePolicy::period_of
+    pub fn period_of(&self, key: &crate::model::SeriesKey) -> Option<Duration> {
+        self.databases.read().0.policies.get(key.database()).and_then(|p| p.period_of(key))
+    }
+
     /// Changes the databases (durably) with `change`; the next cycle applies them.
     pub fn update_databases(&self, fs: &dyn FileSystem, change: impl FnOnce(&mut Databases)) -> Result<()> {
         let mut guard = self.databases.write();

@@ -29,6 +29,11 @@
 //!   blocks of a quiet server reach compaction without a restart.
 //! - **Recovery.** After opening, the store names the series it holds blocks of and the WAL
 //!   checkpoint its groups cover, so the engine replays only newer WAL files.
+//! - **Series.** The engine hands the store a [`SeriesDirectory`] at open
+//!   ([`BlockStore::set_series_directory`]): the storage period of each series, for a backend
+//!   that can expire data by itself (Cassandra's TTLs; reclaim still decides what is dead), and
+//!   the catalog's keys, for a backend shared by several engines that publishes its series and
+//!   registers those of the others. A store that ignores it (the segment store) loses nothing.
 
 mod memory;
 mod segments;
@@ -47,7 +52,7 @@ pub use crate::block::{decode_shared_timestamps, decode_with_shared, shared_refe
 pub use crate::index::BlockIndex;
 
 use crate::error::Result;
-use crate::model::{SeriesId, Timestamp, ValueKind};
+use crate::model::{SeriesId, SeriesKey, Timestamp, ValueKind};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,6 +98,23 @@ impl ListedBlock {
     }
 }
 
+/// What the engine tells its store about series: see [`BlockStore::set_series_directory`].
+pub trait SeriesDirectory: Send + Sync {
+    /// The storage period of `series`, as its database's retention policy sets it now (see
+    /// [`crate::DatabasePolicy::period_of`]); `None` when the data is kept until capacity runs
+    /// out, or the series is unknown.
+    fn period(&self, series: SeriesId) -> Option<Duration>;
+    /// The key and value kind of `series` (deleted or not), if the catalog has it.
+    fn series(&self, series: SeriesId) -> Option<(Arc<SeriesKey>, ValueKind)>;
+    /// The id of `key`, registered with `kind` when new, as [`crate::Engine::series_id`] does:
+    /// for a store that reads blocks other engines wrote, under this engine's ids.
+    fn register(&self, key: &SeriesKey, kind: ValueKind) -> Result<SeriesId>;
+    /// Tells the engine that blocks of `series` appeared in or left the store other than by
+    /// its own flushes and rewrites (another engine's, say), after the store lists them: caches
+    /// of what the blocks hold (each series' newest point) are dropped.
+    fn blocks_changed(&self, series: &[SeriesId]);
+}
+
 /// A segment being written by a rewrite (compaction, reclaim merge): invisible to reads until
 /// [`SegmentRewrite::install`]. Dropping it unfinished leaves the replaced segments as they are.
 pub trait SegmentRewrite {
@@ -128,6 +150,15 @@ pub trait BlockStore: Send + Sync {
     fn seal_if_older_than(&self, age: Duration) -> Result<bool> {
         let _ = age;
         Ok(false)
+    }
+
+    /// Takes the engine's series directory, once, before the engine's first flush. A store
+    /// that expires rows by itself may take their lifetime from it (the engine keeps deciding
+    /// what is dead, in reads and reclaim), and a store shared by several engines may publish
+    /// its series' keys and register the others'. Ignoring it (the default) is correct for a
+    /// store of one engine.
+    fn set_series_directory(&self, directory: Arc<dyn SeriesDirectory>) {
+        let _ = directory;
     }
 
     // Read path.
