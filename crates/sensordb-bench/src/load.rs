@@ -287,9 +287,14 @@ mod tests {
         let pid = std::process::id();
         let before = cpu_time_of(pid).expect("own /proc stat");
         let mut x = 0u64;
-        let spin = std::time::Instant::now();
-        while spin.elapsed() < Duration::from_millis(60) {
-            x = x.wrapping_add(std::hint::black_box(1));
+        // Spin until 60 ms of CPU time are used (not 60 ms of wall time, which a loaded machine
+        // may give less than one 10 ms tick of CPU), bounded by 20 s of wall time.
+        let (spin, used_before) = (std::time::Instant::now(), crate::engine_bench::process_cpu_time());
+        while crate::engine_bench::process_cpu_time() < used_before + Duration::from_millis(60) && spin.elapsed() < Duration::from_secs(20)
+        {
+            for _ in 0..10_000 {
+                x = x.wrapping_add(std::hint::black_box(1));
+            }
         }
         std::hint::black_box(x);
         let after = cpu_time_of(pid).expect("own /proc stat");
