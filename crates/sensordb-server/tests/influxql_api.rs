@@ -171,6 +171,7 @@ async fn a_graph_gets_m4_points_per_pixel_and_keeps_spikes() {
         let series = json["series"].as_array().expect("series");
         assert_eq!(series.len(), 1);
         assert_eq!(series[0]["tags"], json!({"line": "a"}));
+        assert_eq!(series[0]["key"], json!("p plant,line=a temp"));
         let points = series[0]["points"].as_array().expect("points");
         assert!(points.len() <= 40, "at most 4 points per pixel, got {}", points.len());
         assert!(points.contains(&json!([1_700_000_437_000i64, 1e6])), "the spike survives");

@@ -183,13 +183,8 @@ fn series_name(series: &StoredSeries) -> String {
     format!("{name} {}", series.field)
 }
 
-/// Hands `values` to `f` as a query column; byte values become strings (lossily, in `strings`,
-/// reused between calls).
-pub fn with_slice<T>(values: &ValueColumn, strings: &mut Vec<String>, f: impl FnOnce(ColumnSlice<'_>) -> T) -> T {
-    with_slice_of(values, 0..values.len(), strings, f)
-}
-
-/// [`with_slice`] of the values in `window` only.
+/// `f` over the values in `window` of `values` as a column slice (payloads as strings, in
+/// `strings`).
 pub fn with_slice_of<T>(
     values: &ValueColumn,
     window: std::ops::Range<usize>,
