@@ -19,8 +19,12 @@ pub struct SharedTimestamps {
 
 /// The blocks of one flush, encoded into one buffer ready to be appended.
 pub struct GroupBuilder {
+    /// `buffer[base..]` holds the blocks. A builder made by [`GroupBuilder::with_capacity`] puts
+    /// them on a page boundary, and while the buffer keeps its first allocation
+    /// [`GroupBuilder::into_part`] hands it on for the direct write without copying it.
     buffer: Vec<u8>,
-    /// Entries with offsets relative to the start of the group.
+    base: usize,
+    /// Entries with offsets relative to the start of the group (its header comes first).
     entries: Vec<IndexEntry>,
 }
 
@@ -32,7 +36,22 @@ impl Default for GroupBuilder {
 
 impl GroupBuilder {
     pub fn new() -> Self {
-        GroupBuilder { buffer: vec![0; GROUP_HEADER_BYTES], entries: Vec::new() }
+        GroupBuilder { buffer: Vec::new(), base: 0, entries: Vec::new() }
+    }
+
+    /// A builder whose blocks start on a page boundary, with room for `bytes` of blocks (and
+    /// their page padding) without moving: a group that stays within it reaches the disk with
+    /// no copy after encoding.
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut buffer: Vec<u8> = Vec::with_capacity(bytes + 2 * PAGE_BYTES as usize);
+        let base = buffer.as_ptr().align_offset(PAGE_BYTES as usize);
+        buffer.resize(base, 0);
+        GroupBuilder { buffer, base, entries: Vec::new() }
+    }
+
+    /// Offset relative to the start of the group of the buffer position `at`.
+    fn group_offset(&self, at: usize) -> u64 {
+        (at - self.base + GROUP_HEADER_BYTES) as u64
     }
 
     /// Encodes one block with inline timestamps; points sorted by timestamp without repeats.
@@ -68,7 +87,7 @@ impl GroupBuilder {
             kind: values.kind(),
             count: timestamps.len() as u32,
             length: u32::try_from(self.buffer.len() - start).expect("BUG: block over 4 GiB"),
-            offset: start as u64,
+            offset: self.group_offset(start),
             min_timestamp: timestamps[0],
             max_timestamp: timestamps[timestamps.len() - 1],
             sequence: 0,
@@ -92,7 +111,8 @@ impl GroupBuilder {
         }
         let start = self.buffer.len();
         self.buffer.extend_from_slice(&bytes);
-        self.entries.push(IndexEntry { offset: start as u64, sequence: 0, ..entry });
+        let offset = self.group_offset(start);
+        self.entries.push(IndexEntry { offset, sequence: 0, ..entry });
     }
 
     pub fn is_empty(&self) -> bool {
@@ -101,7 +121,7 @@ impl GroupBuilder {
 
     /// Bytes of blocks and shared records so far.
     pub fn bytes(&self) -> usize {
-        self.buffer.len() - GROUP_HEADER_BYTES
+        self.buffer.len() - self.base
     }
 
     pub fn block_count(&self) -> usize {
@@ -111,20 +131,29 @@ impl GroupBuilder {
     /// The encoded blocks and shared timestamp records, and the blocks' entries with offsets
     /// into those bytes (sequence 0): for stores that keep blocks elsewhere than in segment files.
     pub fn into_blocks(mut self) -> (Vec<u8>, Vec<IndexEntry>) {
-        let blocks = self.buffer.split_off(GROUP_HEADER_BYTES);
+        self.buffer.drain(..self.base);
+        let blocks = self.buffer;
         for entry in &mut self.entries {
             entry.offset -= GROUP_HEADER_BYTES as u64;
         }
         (blocks, self.entries)
     }
 
-    /// Copies the blocks into a page-aligned part, ready for `SegmentWriter::append_parts`.
+    /// The blocks as a page-aligned part, ready for `SegmentWriter::append_parts`: the buffer
+    /// itself when its blocks start on a page boundary with room for the padding, else a copy.
     /// Done by each writer before group commit, so the committing thread only does I/O.
-    pub fn into_part(self) -> GroupPart {
-        let blocks = &self.buffer[GROUP_HEADER_BYTES..];
-        let padded = align_up(blocks.len() as u64, PAGE_BYTES) as usize;
-        let mut buffer = AlignedBuffer::default();
-        buffer.zeroed(padded)[..blocks.len()].copy_from_slice(blocks);
+    pub fn into_part(mut self) -> GroupPart {
+        let blocks_len = self.buffer.len() - self.base;
+        let padded = align_up(blocks_len as u64, PAGE_BYTES) as usize;
+        let aligned = (self.buffer.as_ptr() as usize + self.base).is_multiple_of(PAGE_BYTES as usize);
+        let buffer = if aligned && self.base + padded <= self.buffer.capacity() {
+            self.buffer.resize(self.base + padded, 0);
+            AlignedBuffer::from_aligned_vec(self.buffer, self.base, padded)
+        } else {
+            let mut buffer = AlignedBuffer::default();
+            buffer.zeroed(padded)[..blocks_len].copy_from_slice(&self.buffer[self.base..]);
+            buffer
+        };
         let entries = self
             .entries
             .into_iter()
@@ -140,7 +169,10 @@ impl GroupBuilder {
     /// padding, and returns the page-aligned bytes with the entries' absolute offsets.
     #[cfg(test)]
     pub(super) fn finish(mut self, sequence: u64, wal_checkpoint: u64, group_offset: u64) -> (Vec<u8>, Vec<IndexEntry>) {
-        let blocks_bytes = (self.buffer.len() - GROUP_HEADER_BYTES) as u64;
+        let blocks_bytes = (self.buffer.len() - self.base) as u64;
+        let mut group = vec![0u8; GROUP_HEADER_BYTES];
+        group.extend_from_slice(&self.buffer[self.base..]);
+        self.buffer = group;
         for entry in &mut self.entries {
             entry.offset += group_offset;
             entry.sequence = sequence;
