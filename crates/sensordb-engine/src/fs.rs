@@ -366,13 +366,6 @@ impl AlignedBuffer {
         contents.fill(0);
         contents
     }
-
-    /// Frees the memory when the buffer has grown past `bytes_max`.
-    pub fn shrink(&mut self, bytes_max: usize) {
-        if self.storage.len() > bytes_max {
-            *self = AlignedBuffer::default();
-        }
-    }
 }
 
 /// What [`FaultyFs`] does to writes.
