@@ -260,10 +260,16 @@ pub fn disk_bandwidth(dir: &Path, mib: u64) -> Result<f64, String> {
     Ok((mib << 20) as f64 / elapsed.as_secs_f64())
 }
 
+/// The data directory of the payload part for `portion_bytes`-byte portions (recreated by
+/// [`payload`]).
+pub fn payload_dir(config: &EngineBenchConfig, portion_bytes: usize) -> PathBuf {
+    config.dir.join(format!("payload-{portion_bytes}"))
+}
+
 /// Payload ingest: `portion_bytes`-byte portions from 64 sensors written by `payload_writers`
 /// concurrent sources, each write carrying about 1 MiB (at least one portion). Returns bytes/s.
 pub fn payload(config: &EngineBenchConfig, portion_bytes: usize) -> Result<f64, String> {
-    let dir = config.dir.join(format!("payload-{portion_bytes}"));
+    let dir = payload_dir(config, portion_bytes);
     fresh_dir(&dir).map_err(|e| e.to_string())?;
     let engine = Engine::open(&dir, engine_options(config)).map_err(|e| e.to_string())?;
     let sensors = 64u32;

@@ -345,6 +345,14 @@ impl AlignedBuffer {
         &self.storage[self.start..self.start + self.len]
     }
 
+    /// Takes `storage` as it is: its `len` bytes from `start` must sit on a
+    /// [`DIRECT_IO_ALIGNMENT`] boundary (so a buffer encoded in place needs no copy).
+    pub fn from_aligned_vec(storage: Vec<u8>, start: usize, len: usize) -> Self {
+        assert!(start + len <= storage.len(), "BUG: aligned contents past the buffer");
+        assert!((storage.as_ptr() as usize + start).is_multiple_of(DIRECT_IO_ALIGNMENT), "BUG: contents not aligned");
+        AlignedBuffer { storage, start, len }
+    }
+
     /// Replaces the contents with `len` zero bytes and returns them for filling in.
     pub fn zeroed(&mut self, len: usize) -> &mut [u8] {
         let needed = len + DIRECT_IO_ALIGNMENT;
@@ -357,13 +365,6 @@ impl AlignedBuffer {
         let contents = &mut self.storage[self.start..self.start + len];
         contents.fill(0);
         contents
-    }
-
-    /// Frees the memory when the buffer has grown past `bytes_max`.
-    pub fn shrink(&mut self, bytes_max: usize) {
-        if self.storage.len() > bytes_max {
-            *self = AlignedBuffer::default();
-        }
     }
 }
 

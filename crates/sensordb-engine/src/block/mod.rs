@@ -158,7 +158,9 @@ pub fn encode(series: SeriesId, timestamps: &[Timestamp], values: &ValueColumn, 
         }
     };
     let timestamp_column_bytes = columns.len();
-    codec::encode_values(values, &mut columns);
+    // Uncompressed payloads go from the caller's buffers straight into `out`.
+    let payloads = codec::encode_values_leaving_payloads(values, &mut columns);
+    let payload_bytes: usize = payloads.map_or(0, |p| p.iter().map(|v| v.len()).sum());
     let header = BlockHeader {
         kind: values.kind(),
         flags,
@@ -168,13 +170,17 @@ pub fn encode(series: SeriesId, timestamps: &[Timestamp], values: &ValueColumn, 
         max_timestamp: timestamps[timestamps.len() - 1],
         stats: ValueStats::of(values),
         timestamp_column_bytes: u32::try_from(timestamp_column_bytes).expect("BUG: column over 4 GiB"),
-        value_column_bytes: u32::try_from(columns.len() - timestamp_column_bytes).expect("BUG: column over 4 GiB"),
+        value_column_bytes: u32::try_from(columns.len() - timestamp_column_bytes + payload_bytes).expect("BUG: column over 4 GiB"),
         // Only meaningful for parsed headers; `write` derives the layout itself.
         header_bytes: 0,
     };
     let start = out.len();
+    out.reserve(64 + columns.len() + payload_bytes + CHECKSUM_BYTES);
     header.write(out);
     out.extend_from_slice(&columns);
+    for payload in payloads.unwrap_or_default() {
+        out.extend_from_slice(payload);
+    }
     let checksum = crc32c(&out[start..]);
     out.extend_from_slice(&checksum.to_le_bytes());
 }

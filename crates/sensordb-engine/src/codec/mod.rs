@@ -85,6 +85,18 @@ pub fn encode_values(values: &ValueColumn, out: &mut Vec<u8>) {
     }
 }
 
+/// Like [`encode_values`], but uncompressed byte payloads are left out: when it returns them,
+/// the caller appends them, concatenated, right after the column written so far.
+pub fn encode_values_leaving_payloads<'a>(values: &'a ValueColumn, out: &mut Vec<u8>) -> Option<&'a [bytes::Bytes]> {
+    match values {
+        ValueColumn::Bytes(v) => payload::encode_leaving_raw(v, out).then_some(v.as_slice()),
+        other => {
+            encode_values(other, out);
+            None
+        }
+    }
+}
+
 /// Decodes `count` values of `kind` written by [`encode_values`]; `input` is exactly the column.
 pub fn decode_values(kind: ValueKind, input: &[u8], count: usize) -> Result<ValueColumn, CodecError> {
     Ok(match kind {

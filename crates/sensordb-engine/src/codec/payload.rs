@@ -20,6 +20,17 @@ const LZ4_MAX_TENTHS: usize = 9;
 const LZ4_MAX_RATIO: usize = 256;
 
 pub(crate) fn encode(values: &[Bytes], out: &mut Vec<u8>) {
+    if encode_leaving_raw(values, out) {
+        out.reserve(values.iter().map(Bytes::len).sum());
+        values.iter().for_each(|v| out.extend_from_slice(v));
+    }
+}
+
+/// Writes the column like [`encode`], except that when the payloads stay uncompressed their
+/// concatenation is left out and `true` returned: the caller appends every payload right after
+/// what was written. Block encoding does, straight into the group's page-aligned buffer, so a
+/// payload is copied once on its way to the disk instead of through a column buffer.
+pub(crate) fn encode_leaving_raw(values: &[Bytes], out: &mut Vec<u8>) -> bool {
     let start = out.len();
     out.push(tag::PAYLOAD_RAW);
     let lengths: Vec<u64> = values.iter().map(|v| v.len() as u64).collect();
@@ -31,23 +42,28 @@ pub(crate) fn encode(values: &[Bytes], out: &mut Vec<u8>) {
 
     let raw_len: usize = values.iter().map(Bytes::len).sum();
     if raw_len >= 32 && lz4_may_pay(values, raw_len) {
-        let mut raw = Vec::with_capacity(raw_len);
-        values.iter().for_each(|v| raw.extend_from_slice(v));
+        // One payload is compressed where it is; several are concatenated first.
+        let concatenated;
+        let raw: &[u8] = if let [only] = values {
+            only
+        } else {
+            let mut all = Vec::with_capacity(raw_len);
+            values.iter().for_each(|v| all.extend_from_slice(v));
+            concatenated = all;
+            &concatenated
+        };
         let data_at = out.len();
         out.resize(data_at + lz4_flex::block::get_maximum_output_size(raw_len), 0);
-        if let Ok(n) = lz4_flex::block::compress_into(&raw, &mut out[data_at..]) {
+        if let Ok(n) = lz4_flex::block::compress_into(raw, &mut out[data_at..]) {
             if n * 10 < raw_len * LZ4_MAX_TENTHS {
                 out.truncate(data_at + n);
                 out[start] = tag::PAYLOAD_LZ4;
-                return;
+                return false;
             }
         }
         out.truncate(data_at);
-        out.extend_from_slice(&raw);
-        return;
     }
-    out.reserve(raw_len);
-    values.iter().for_each(|v| out.extend_from_slice(v));
+    true
 }
 
 /// Bytes of the sample that decides whether a large column is worth compressing at all.

@@ -158,7 +158,7 @@ impl Inner {
 
     /// Encodes `batch` into blocks and commits them straight into the store.
     fn write_direct(&self, batch: &WriteBatch) -> Result<()> {
-        let mut group = GroupBuilder::new();
+        let mut group = GroupBuilder::with_capacity(direct_group_bytes_max(batch, self.options.block_bytes_max));
         for entry in batch.entries() {
             let resolved = resolve(entry);
             add_inline(&mut group, &resolved, self.options.block_points_max, self.options.block_bytes_max);
@@ -214,6 +214,16 @@ impl Inner {
             self.signals.changed.notify_all();
         }
     }
+}
+
+/// An upper bound of the encoded size of `batch` as a direct group, so its builder never moves
+/// (a moved buffer loses its page alignment and costs a copy): the payloads, an LZ4 attempt's
+/// worst-case expansion, and per block and per point more than a header, timestamps and lengths
+/// take.
+fn direct_group_bytes_max(batch: &WriteBatch, block_bytes_max: usize) -> usize {
+    let points: usize = batch.entries().iter().map(|e| e.timestamps.len()).sum();
+    let blocks = batch.entries().len() + batch.value_bytes() / block_bytes_max.max(1) + points.min(1);
+    batch.value_bytes() + batch.value_bytes() / 128 + blocks * 512 + points * 32
 }
 
 /// The points of one batch entry sorted by timestamp, a repeated timestamp keeping the value

@@ -1,13 +1,16 @@
 //! Segments: append-only files of blocks, written in 4 KiB-aligned flush groups and sealed with
 //! a footer index.
 //!
-//! Each memtable flush appends one *flush group* to the open segment with a single aligned
-//! write followed by fdatasync: a group header, the group's blocks, and the group's index. A
-//! segment is sealed once it reaches its size limit (or at shutdown and recovery): the sealed
-//! segment ends with a footer (the index of all its blocks) and a fixed-size trailer. Start-up
-//! reads only trailers and footers, never blocks. A segment without a valid trailer (the engine
-//! stopped while it was open) is recovered by walking its group headers, which sit at known
-//! 4 KiB boundaries, and then sealed.
+//! Each memtable flush (and each direct payload write) appends one *flush group* to the open
+//! segment: a group header, the group's blocks, and the group's index, in page-aligned writes
+//! followed by fdatasync. The store pipelines them ([`SegmentWriter::stage_parts`]): a group is
+//! written behind a zero header page while the group before it syncs, and its header is written
+//! only once that group is durable, so a group header on disk always proves the group before it
+//! synced. A segment is sealed once it reaches its size limit (or at shutdown and recovery):
+//! the sealed segment ends with a footer (the index of all its blocks) and a fixed-size
+//! trailer. Start-up reads only trailers and footers, never blocks. A segment without a valid
+//! trailer (the engine stopped while it was open) is recovered by walking its group headers,
+//! which sit at known 4 KiB boundaries, and then sealed.
 //!
 //! ```text
 //! file header, 4096 bytes (32 used, rest zero)
@@ -72,7 +75,7 @@ mod reader;
 mod writer;
 
 pub use reader::{read_block, read_raw_block, scan_segment, RawBlock, SegmentScan};
-pub use writer::{GroupBuilder, GroupPart, SegmentWriter, SharedTimestamps};
+pub use writer::{GroupBuilder, GroupPart, SegmentWriter, SharedTimestamps, StagedGroup};
 
 use crate::checksum::{get_varint, put_varint, unzigzag, zigzag};
 use crate::model::{SeriesId, Timestamp, ValueKind};

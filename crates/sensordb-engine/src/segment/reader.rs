@@ -36,12 +36,15 @@ pub struct SegmentScan {
 /// Builds the index of the segment at `path` without reading its blocks. An unsealed segment's
 /// torn last group is left out (and reported in `problems`).
 ///
-/// Bytes past the last complete group are cut off only when they are all zero. Any other byte
-/// there was written after that group's fdatasync returned (a group is written only once the
-/// one before it is durable), so it proves the group acknowledged: kept, it stops a later scan
-/// (after a crash, or when a full disk keeps the seal from being written) from taking damage in
-/// that group for a torn write and dropping the group. A torn group that is left out gets its
-/// header overwritten by a torn mark for the same reason; the writer continues past it all.
+/// Bytes past the last complete group are kept only when the page right after it, where the
+/// next group's header goes, holds a non-zero byte. A group's header is written only once the
+/// group before it is durable (its blocks may be written earlier, while that group syncs, behind
+/// a zero header page: see `store::segments::commit`), so such a byte proves the last group
+/// acknowledged: kept, it stops a later scan (after a crash, or when a full disk keeps the seal
+/// from being written) from taking damage in that group for a torn write and dropping the
+/// group. Without it the last group may be torn, and the bytes after it (a group staged without
+/// its header, or nothing) are cut off. A torn group that is left out gets its header
+/// overwritten by a torn mark for the same reason; the writer continues past it all.
 pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
     let io = |e| Error::io(path, e);
     let id = parse_numbered_file(path, SEGMENT_EXTENSION).ok_or_else(|| Error::corruption(path, 0, "segment file name is not <id>.seg"))?;
@@ -97,16 +100,16 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
     // Read once: it decides both whether the last group can be torn and whether the tail goes.
     // A group left out as torn covers the bytes up to where the tail began, so the tail after
     // its mark is the same.
-    let tail_zero = tail_is_zero(&scan, scan.append_at, len).map_err(io)?;
-    if let (true, Some(last)) = (tail_zero, last_group) {
-        // Only a group nothing was written after can be torn.
+    let unproven = next_header_is_zero(&scan, scan.append_at, len).map_err(io)?;
+    if let (true, Some(last)) = (unproven, last_group) {
+        // Only a group no header was written after can be torn.
         cut_torn_last_group(&mut scan, last).map_err(io)?;
     }
     let kept = scan.append_at;
     if len > kept {
-        if tail_zero {
+        if unproven {
             if scan.problems.is_empty() {
-                scan.problems.push((kept, format!("cut off {} zero bytes past the last flush group", len - kept)));
+                scan.problems.push((kept, format!("cut off {} bytes past the last flush group (no group header)", len - kept)));
             }
             scan.file.set_len(kept).map_err(io)?;
             scan.file.sync_data().map_err(io)?;
@@ -121,20 +124,13 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
     Ok(scan)
 }
 
-/// Whether every byte of the file in `[from, len)` is zero (read a piece at a time: the tail is
-/// at most one flush group).
-fn tail_is_zero(scan: &SegmentScan, from: u64, len: u64) -> std::io::Result<bool> {
-    let mut buffer = vec![0u8; 1 << 16];
-    let mut at = from;
-    while at < len {
-        let n = (len - at).min(buffer.len() as u64) as usize;
-        scan.file.read_exact_at(&mut buffer[..n], at)?;
-        if buffer[..n].iter().any(|&b| b != 0) {
-            return Ok(false);
-        }
-        at += n as u64;
-    }
-    Ok(true)
+/// Whether every byte of the page at `from` (where a group after the last would have its
+/// header), up to `len`, is zero.
+fn next_header_is_zero(scan: &SegmentScan, from: u64, len: u64) -> std::io::Result<bool> {
+    let n = len.saturating_sub(from).min(PAGE_BYTES) as usize;
+    let mut page = vec![0u8; n];
+    scan.file.read_exact_at(&mut page, from)?;
+    Ok(page.iter().all(|&b| b == 0))
 }
 
 fn check_file_header(scan: &SegmentScan, path: &Path) -> Result<()> {
@@ -279,8 +275,8 @@ fn parse_torn_mark(header: &[u8; GROUP_HEADER_BYTES], offset: u64, limit: u64) -
 /// without all of its block pages (the page cache writes pages back in any order), and the sync
 /// never returned, so nothing in the group was acknowledged: its points are still in the WAL,
 /// which its WAL checkpoint must then not let recovery delete. Groups before the last were
-/// synced before it was written, so only the last one can be torn this way; damage there is
-/// taken for a torn write, not for decay of acknowledged data.
+/// synced before its header was written, so only the last one can be torn this way; damage
+/// there is taken for a torn write, not for decay of acknowledged data.
 ///
 /// The group's bytes stay, its header overwritten by a torn mark (synced): they show that the
 /// group before it was synced, so a later scan never takes that group for torn too.

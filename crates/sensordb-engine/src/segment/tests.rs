@@ -393,3 +393,69 @@ mod index_list {
         assert!(bytes.len() < 100 * 20, "{} bytes for 100 entries", bytes.len());
     }
 }
+
+/// Pipelined group commit stages a group (everything but its header, behind a zero page) while
+/// the group before it is still syncing. Until its header is written, a staged group proves
+/// nothing about that group: damage there is still a torn write, and the staged bytes are cut
+/// off. Once the header is written, the group before is proven synced and its damage is decay.
+#[test]
+fn a_group_staged_without_its_header_does_not_prove_the_group_before_it_synced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = segment_path(dir.path());
+    let lose_a_page_of_the_second_group = |written: &[IndexEntry]| {
+        let mut bytes = std::fs::read(&path).expect("read");
+        let lost_page = written[5].offset as usize;
+        bytes[lost_page..lost_page + PAGE_BYTES as usize].fill(0);
+        std::fs::write(&path, &bytes).expect("write");
+    };
+    let (mut writer, written) = write_segment(dir.path(), 2);
+    let staged = writer.stage_parts(vec![group(1, 9_000_000).into_part()], 3, 12).expect("stage");
+    let second_group_end = staged.entries()[0].offset - PAGE_BYTES;
+    assert!(std::fs::metadata(&path).expect("meta").len() > second_group_end, "the staged group is on disk");
+    drop(staged);
+    drop(writer);
+    lose_a_page_of_the_second_group(&written);
+    let scan = scan_segment(&RealFs, &path).expect("scan");
+    assert_eq!(scan.entries, written[..5], "the second group may be torn: left out ({:?})", scan.problems);
+    assert_eq!(scan.wal_checkpoint, 10);
+    assert_eq!(scan.append_at, second_group_end, "the torn group stays under its mark");
+    assert_eq!(std::fs::metadata(&path).expect("meta").len(), second_group_end, "the staged group without a header is cut off");
+    drop(scan);
+
+    std::fs::remove_file(&path).expect("remove");
+    let (mut writer, written) = write_segment(dir.path(), 2);
+    let staged = writer.stage_parts(vec![group(1, 9_000_000).into_part()], 3, 12).expect("stage");
+    staged.commit(true).expect("commit");
+    writer.record(&staged);
+    drop(writer);
+    lose_a_page_of_the_second_group(&written);
+    let expected: Vec<IndexEntry> = written.iter().chain(staged.entries()).copied().collect();
+    let scan = scan_segment(&RealFs, &path).expect("scan");
+    assert_eq!(scan.entries, expected, "with the third header written, the second group is decayed, not torn");
+    assert_eq!(scan.wal_checkpoint, 12);
+}
+
+/// A staged group's header goes where its zero page was; after a failed commit, `unstage`
+/// cuts every staged byte off and the next group takes its place.
+#[test]
+fn unstaging_cuts_the_staged_groups_and_the_next_group_takes_their_place() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = segment_path(dir.path());
+    let (mut writer, written) = write_segment(dir.path(), 1);
+    let end = writer.bytes();
+    let first = writer.stage_parts(vec![group(1, 2_000_000).into_part()], 2, 11).expect("stage");
+    let second = writer.stage_parts(vec![group(1, 3_000_000).into_part()], 3, 11).expect("stage");
+    assert!(second.entries()[0].offset > first.entries()[4].offset, "staged one after the other");
+    assert_eq!(writer.bytes(), end, "nothing recorded yet");
+    writer.unstage().expect("unstage");
+    assert_eq!(std::fs::metadata(&path).expect("meta").len(), end);
+    let again = writer.stage_parts(vec![group(1, 4_000_000).into_part()], 2, 11).expect("stage");
+    assert_eq!(again.entries()[0].offset, first.entries()[0].offset, "the next group starts where the cut ones did");
+    again.commit(true).expect("commit");
+    writer.record(&again);
+    writer.seal().expect("seal");
+    let expected: Vec<IndexEntry> = written.iter().chain(again.entries()).copied().collect();
+    let scan = scan_segment(&RealFs, &path).expect("scan");
+    assert!(scan.sealed && scan.problems.is_empty(), "{:?}", scan.problems);
+    assert_eq!(scan.entries, expected);
+}

@@ -19,8 +19,12 @@ pub struct SharedTimestamps {
 
 /// The blocks of one flush, encoded into one buffer ready to be appended.
 pub struct GroupBuilder {
+    /// `buffer[base..]` holds the blocks. A builder made by [`GroupBuilder::with_capacity`] puts
+    /// them on a page boundary, and while the buffer keeps its first allocation
+    /// [`GroupBuilder::into_part`] hands it on for the direct write without copying it.
     buffer: Vec<u8>,
-    /// Entries with offsets relative to the start of the group.
+    base: usize,
+    /// Entries with offsets relative to the start of the group (its header comes first).
     entries: Vec<IndexEntry>,
 }
 
@@ -32,7 +36,22 @@ impl Default for GroupBuilder {
 
 impl GroupBuilder {
     pub fn new() -> Self {
-        GroupBuilder { buffer: vec![0; GROUP_HEADER_BYTES], entries: Vec::new() }
+        GroupBuilder { buffer: Vec::new(), base: 0, entries: Vec::new() }
+    }
+
+    /// A builder whose blocks start on a page boundary, with room for `bytes` of blocks (and
+    /// their page padding) without moving: a group that stays within it reaches the disk with
+    /// no copy after encoding.
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut buffer: Vec<u8> = Vec::with_capacity(bytes + 2 * PAGE_BYTES as usize);
+        let base = buffer.as_ptr().align_offset(PAGE_BYTES as usize);
+        buffer.resize(base, 0);
+        GroupBuilder { buffer, base, entries: Vec::new() }
+    }
+
+    /// Offset relative to the start of the group of the buffer position `at`.
+    fn group_offset(&self, at: usize) -> u64 {
+        (at - self.base + GROUP_HEADER_BYTES) as u64
     }
 
     /// Encodes one block with inline timestamps; points sorted by timestamp without repeats.
@@ -68,7 +87,7 @@ impl GroupBuilder {
             kind: values.kind(),
             count: timestamps.len() as u32,
             length: u32::try_from(self.buffer.len() - start).expect("BUG: block over 4 GiB"),
-            offset: start as u64,
+            offset: self.group_offset(start),
             min_timestamp: timestamps[0],
             max_timestamp: timestamps[timestamps.len() - 1],
             sequence: 0,
@@ -92,7 +111,8 @@ impl GroupBuilder {
         }
         let start = self.buffer.len();
         self.buffer.extend_from_slice(&bytes);
-        self.entries.push(IndexEntry { offset: start as u64, sequence: 0, ..entry });
+        let offset = self.group_offset(start);
+        self.entries.push(IndexEntry { offset, sequence: 0, ..entry });
     }
 
     pub fn is_empty(&self) -> bool {
@@ -101,7 +121,7 @@ impl GroupBuilder {
 
     /// Bytes of blocks and shared records so far.
     pub fn bytes(&self) -> usize {
-        self.buffer.len() - GROUP_HEADER_BYTES
+        self.buffer.len() - self.base
     }
 
     pub fn block_count(&self) -> usize {
@@ -111,20 +131,29 @@ impl GroupBuilder {
     /// The encoded blocks and shared timestamp records, and the blocks' entries with offsets
     /// into those bytes (sequence 0): for stores that keep blocks elsewhere than in segment files.
     pub fn into_blocks(mut self) -> (Vec<u8>, Vec<IndexEntry>) {
-        let blocks = self.buffer.split_off(GROUP_HEADER_BYTES);
+        self.buffer.drain(..self.base);
+        let blocks = self.buffer;
         for entry in &mut self.entries {
             entry.offset -= GROUP_HEADER_BYTES as u64;
         }
         (blocks, self.entries)
     }
 
-    /// Copies the blocks into a page-aligned part, ready for `SegmentWriter::append_parts`.
+    /// The blocks as a page-aligned part, ready for `SegmentWriter::append_parts`: the buffer
+    /// itself when its blocks start on a page boundary with room for the padding, else a copy.
     /// Done by each writer before group commit, so the committing thread only does I/O.
-    pub fn into_part(self) -> GroupPart {
-        let blocks = &self.buffer[GROUP_HEADER_BYTES..];
-        let padded = align_up(blocks.len() as u64, PAGE_BYTES) as usize;
-        let mut buffer = AlignedBuffer::default();
-        buffer.zeroed(padded)[..blocks.len()].copy_from_slice(blocks);
+    pub fn into_part(mut self) -> GroupPart {
+        let blocks_len = self.buffer.len() - self.base;
+        let padded = align_up(blocks_len as u64, PAGE_BYTES) as usize;
+        let aligned = (self.buffer.as_ptr() as usize + self.base).is_multiple_of(PAGE_BYTES as usize);
+        let buffer = if aligned && self.base + padded <= self.buffer.capacity() {
+            self.buffer.resize(self.base + padded, 0);
+            AlignedBuffer::from_aligned_vec(self.buffer, self.base, padded)
+        } else {
+            let mut buffer = AlignedBuffer::default();
+            buffer.zeroed(padded)[..blocks_len].copy_from_slice(&self.buffer[self.base..]);
+            buffer
+        };
         let entries = self
             .entries
             .into_iter()
@@ -140,7 +169,10 @@ impl GroupBuilder {
     /// padding, and returns the page-aligned bytes with the entries' absolute offsets.
     #[cfg(test)]
     pub(super) fn finish(mut self, sequence: u64, wal_checkpoint: u64, group_offset: u64) -> (Vec<u8>, Vec<IndexEntry>) {
-        let blocks_bytes = (self.buffer.len() - GROUP_HEADER_BYTES) as u64;
+        let blocks_bytes = (self.buffer.len() - self.base) as u64;
+        let mut group = vec![0u8; GROUP_HEADER_BYTES];
+        group.extend_from_slice(&self.buffer[self.base..]);
+        self.buffer = group;
         for entry in &mut self.entries {
             entry.offset += group_offset;
             entry.sequence = sequence;
@@ -178,6 +210,55 @@ impl GroupPart {
     }
 }
 
+/// A group written but for its header ([`SegmentWriter::stage_parts`]): a zero page stands
+/// where the header goes. [`StagedGroup::commit`] writes the header and syncs once every group
+/// before it is durable; until then a crash leaves a group without a header, which recovery
+/// does not take for a group (and a zero page after a group proves nothing about that group's
+/// sync, see `scan_segment`).
+pub struct StagedGroup {
+    segment: u64,
+    path: PathBuf,
+    file: Arc<dyn StorageFile>,
+    offset: u64,
+    end: u64,
+    sequence: u64,
+    wal_checkpoint: u64,
+    header_page: AlignedBuffer,
+    entries: Vec<IndexEntry>,
+}
+
+impl StagedGroup {
+    /// The segment the group was written into.
+    pub fn segment(&self) -> u64 {
+        self.segment
+    }
+
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    pub fn wal_checkpoint(&self) -> u64 {
+        self.wal_checkpoint
+    }
+
+    /// The group's blocks with their offsets in the segment.
+    pub fn entries(&self) -> &[IndexEntry] {
+        &self.entries
+    }
+
+    /// Writes the header over the zero page that held its place and, with `sync`, makes the
+    /// group durable. Call only once every group staged before this one is durable: the header
+    /// is what tells recovery that the group before it was synced. On failure nothing is undone
+    /// here: the writer's [`SegmentWriter::unstage`] cuts the file back.
+    pub fn commit(&self, sync: bool) -> Result<()> {
+        let written =
+            self.file
+                .write_all_at(self.header_page.as_slice(), self.offset)
+                .and_then(|()| if sync { self.file.sync_data() } else { Ok(()) });
+        written.map_err(|e| Error::io(&self.path, e))
+    }
+}
+
 /// The open segment: takes flush groups until it is sealed.
 pub struct SegmentWriter {
     id: u64,
@@ -185,15 +266,13 @@ pub struct SegmentWriter {
     file: Arc<dyn StorageFile>,
     /// End of the last complete group: the next group starts here.
     end: u64,
+    /// End of the last group staged (written but for its header, see [`StagedGroup`]); `end`
+    /// when none is.
+    staged_end: u64,
     entries: Vec<IndexEntry>,
     wal_checkpoint: u64,
     sync: bool,
-    /// Page-aligned buffer for group indexes, kept between groups.
-    aligned: AlignedBuffer,
 }
-
-/// The aligned buffer is kept between groups up to this size.
-const ALIGNED_BUFFER_KEPT_BYTES: usize = 64 << 20;
 
 impl SegmentWriter {
     /// Creates segment `id` in `dir`. With `sync`, every group and the seal are fdatasynced.
@@ -226,10 +305,10 @@ impl SegmentWriter {
             path,
             file,
             end: FILE_HEADER_BYTES,
+            staged_end: FILE_HEADER_BYTES,
             entries: Vec::new(),
             wal_checkpoint: 0,
             sync,
-            aligned: AlignedBuffer::default(),
         })
     }
 
@@ -243,10 +322,10 @@ impl SegmentWriter {
             path: scan.path.clone(),
             file: scan.file.clone(),
             end: scan.append_at,
+            staged_end: scan.append_at,
             entries: scan.entries.clone(),
             wal_checkpoint: scan.wal_checkpoint,
             sync,
-            aligned: AlignedBuffer::default(),
         }
     }
 
@@ -266,6 +345,11 @@ impl SegmentWriter {
     /// Bytes written so far.
     pub fn bytes(&self) -> u64 {
         self.end
+    }
+
+    /// Bytes written so far, staged groups included.
+    pub fn staged_bytes(&self) -> u64 {
+        self.staged_end
     }
 
     /// Index entries of every block written so far.
@@ -289,50 +373,24 @@ impl SegmentWriter {
     /// and the group can be retried (for example once a full disk has room again).
     pub fn append_parts(&mut self, parts: Vec<GroupPart>, sequence: u64, wal_checkpoint: u64) -> Result<Vec<IndexEntry>> {
         assert!(parts.iter().any(|p| !p.is_empty()), "BUG: empty flush group");
+        assert_eq!(self.staged_end, self.end, "BUG: appending behind staged groups");
         let group_offset = self.end;
-        let first_part = group_offset + PAGE_BYTES;
-        let mut entries = Vec::with_capacity(parts.iter().map(|p| p.entries.len()).sum());
-        let mut part_offset = first_part;
-        for part in &parts {
-            entries.extend(part.entries.iter().map(|entry| IndexEntry { offset: entry.offset + part_offset, sequence, ..*entry }));
-            part_offset += part.buffer.as_slice().len() as u64;
-        }
-        let blocks_bytes = part_offset - group_offset - GROUP_HEADER_BYTES as u64;
-        let mut index = Vec::with_capacity(entries.len() * 16);
-        IndexEntry::encode_list(&entries, &mut index);
-        let index_checksum = crc32c(&index);
-
-        let mut header_page = AlignedBuffer::default();
-        let header = header_page.zeroed(PAGE_BYTES as usize);
-        header[0..8].copy_from_slice(GROUP_MAGIC);
-        header[8..16].copy_from_slice(&sequence.to_le_bytes());
-        header[16..24].copy_from_slice(&wal_checkpoint.to_le_bytes());
-        header[24..32].copy_from_slice(&blocks_bytes.to_le_bytes());
-        header[32..36].copy_from_slice(&(entries.len() as u32).to_le_bytes());
-        header[36..40].copy_from_slice(&index_checksum.to_le_bytes());
-        header[40..48].copy_from_slice(&(index.len() as u64).to_le_bytes());
-        let header_checksum = crc32c(&header[..60]);
-        header[60..64].copy_from_slice(&header_checksum.to_le_bytes());
-        let index_padded = align_up(index.len() as u64, PAGE_BYTES) as usize;
-        self.aligned.zeroed(index_padded)[..index.len()].copy_from_slice(&index);
-
-        let write = || -> std::io::Result<u64> {
+        let (header_page, index_page, entries, len) = lay_out(&parts, group_offset, sequence, wal_checkpoint);
+        let write = || -> std::io::Result<()> {
             let mut pieces: Vec<&[u8]> = Vec::with_capacity(parts.len() + 2);
             pieces.push(header_page.as_slice());
             pieces.extend(parts.iter().map(|part| part.buffer.as_slice()));
-            pieces.push(self.aligned.as_slice());
-            let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+            pieces.push(index_page.as_slice());
             self.file.write_all_vectored_at(&pieces, group_offset)?;
             if self.sync {
                 self.file.sync_data()?;
             }
-            Ok(group_offset + len)
+            Ok(())
         };
-        let written = write();
-        self.aligned.shrink(ALIGNED_BUFFER_KEPT_BYTES);
-        match written {
-            Ok(end) => {
-                self.end = end;
+        match write() {
+            Ok(()) => {
+                self.end = group_offset + len;
+                self.staged_end = self.end;
                 self.entries.extend_from_slice(&entries);
                 self.wal_checkpoint = wal_checkpoint;
                 Ok(entries)
@@ -342,6 +400,57 @@ impl SegmentWriter {
                 Err(Error::io(&self.path, e))
             }
         }
+    }
+
+    /// Writes one flush group made of `parts` after every group written or staged so far, all
+    /// of it but its header page (a zero page, so the header's later write allocates nothing):
+    /// the first half of a pipelined group commit, which may run while the group before is
+    /// still syncing. [`StagedGroup::commit`] finishes it, then [`SegmentWriter::record`]. On
+    /// failure the file is cut back to where the group began.
+    pub fn stage_parts(&mut self, parts: Vec<GroupPart>, sequence: u64, wal_checkpoint: u64) -> Result<StagedGroup> {
+        assert!(parts.iter().any(|p| !p.is_empty()), "BUG: empty flush group");
+        let group_offset = self.staged_end;
+        let (header_page, index_page, entries, len) = lay_out(&parts, group_offset, sequence, wal_checkpoint);
+        let mut zero_page = AlignedBuffer::default();
+        zero_page.zeroed(PAGE_BYTES as usize);
+        let mut pieces: Vec<&[u8]> = Vec::with_capacity(parts.len() + 2);
+        pieces.push(zero_page.as_slice());
+        pieces.extend(parts.iter().map(|part| part.buffer.as_slice()));
+        pieces.push(index_page.as_slice());
+        if let Err(e) = self.file.write_all_vectored_at(&pieces, group_offset) {
+            let _ = self.file.set_len(group_offset);
+            return Err(Error::io(&self.path, e));
+        }
+        self.staged_end = group_offset + len;
+        Ok(StagedGroup {
+            segment: self.id,
+            path: self.path.clone(),
+            file: self.file.clone(),
+            offset: group_offset,
+            end: group_offset + len,
+            sequence,
+            wal_checkpoint,
+            header_page,
+            entries,
+        })
+    }
+
+    /// Takes a committed group (the oldest staged one) into the segment.
+    pub fn record(&mut self, group: &StagedGroup) {
+        assert!(group.segment == self.id && group.offset == self.end, "BUG: staged groups recorded out of order");
+        self.end = group.end;
+        self.entries.extend_from_slice(&group.entries);
+        self.wal_checkpoint = group.wal_checkpoint;
+    }
+
+    /// Forgets every staged group and cuts the file back to the end of the last complete one,
+    /// after a group failed to commit (the groups staged after it must not follow it either).
+    pub fn unstage(&mut self) -> Result<()> {
+        if self.staged_end != self.end {
+            self.staged_end = self.end;
+            self.file.set_len(self.end).map_err(|e| Error::io(&self.path, e))?;
+        }
+        Ok(())
     }
 
     /// Writes the footer and trailer. The segment is complete afterwards.
@@ -403,4 +512,43 @@ impl SegmentWriter {
         }
         Ok(())
     }
+}
+
+/// Where `parts` go as one group starting at `group_offset`: a page holding the group header,
+/// the parts back to back (each padded to whole pages, so the blocks region has zero gaps),
+/// then the group index padded to whole pages. Returns the header page, the index pages, the
+/// entries with their offsets in the segment, and the group's length.
+fn lay_out(
+    parts: &[GroupPart],
+    group_offset: u64,
+    sequence: u64,
+    wal_checkpoint: u64,
+) -> (AlignedBuffer, AlignedBuffer, Vec<IndexEntry>, u64) {
+    let mut entries = Vec::with_capacity(parts.iter().map(|p| p.entries.len()).sum());
+    let mut part_offset = group_offset + PAGE_BYTES;
+    for part in parts {
+        entries.extend(part.entries.iter().map(|entry| IndexEntry { offset: entry.offset + part_offset, sequence, ..*entry }));
+        part_offset += part.buffer.as_slice().len() as u64;
+    }
+    let blocks_bytes = part_offset - group_offset - GROUP_HEADER_BYTES as u64;
+    let mut index = Vec::with_capacity(entries.len() * 16);
+    IndexEntry::encode_list(&entries, &mut index);
+    let index_checksum = crc32c(&index);
+
+    let mut header_page = AlignedBuffer::default();
+    let header = header_page.zeroed(PAGE_BYTES as usize);
+    header[0..8].copy_from_slice(GROUP_MAGIC);
+    header[8..16].copy_from_slice(&sequence.to_le_bytes());
+    header[16..24].copy_from_slice(&wal_checkpoint.to_le_bytes());
+    header[24..32].copy_from_slice(&blocks_bytes.to_le_bytes());
+    header[32..36].copy_from_slice(&(entries.len() as u32).to_le_bytes());
+    header[36..40].copy_from_slice(&index_checksum.to_le_bytes());
+    header[40..48].copy_from_slice(&(index.len() as u64).to_le_bytes());
+    let header_checksum = crc32c(&header[..60]);
+    header[60..64].copy_from_slice(&header_checksum.to_le_bytes());
+    let index_padded = align_up(index.len() as u64, PAGE_BYTES) as usize;
+    let mut index_pages = AlignedBuffer::default();
+    index_pages.zeroed(index_padded)[..index.len()].copy_from_slice(&index);
+    let len = part_offset - group_offset + index_padded as u64;
+    (header_page, index_pages, entries, len)
 }

@@ -3,9 +3,13 @@
 //! One segment is open for appends at a time; it is sealed once it reaches
 //! `segment_bytes_max`, or when the engine asks because it has been open too long
 //! ([`BlockStore::seal_if_older_than`]). Segments left unsealed by a crash are repaired and
-//! sealed at open. The rewrite protocol (compaction and merge outputs) is in [`rewrite`].
+//! sealed at open. The pipelined group commit of new groups is in [`commit`], the rewrite
+//! protocol (compaction and merge outputs) in [`rewrite`].
 
+mod commit;
 mod rewrite;
+
+use commit::{GroupCommit, OpenSegment};
 
 use super::{BlockLife, BlockPin, BlockSource, BlockStore, ListedBlock, SegmentRewrite, SegmentSummary, StoreStats};
 use crate::block::Block;
@@ -14,7 +18,7 @@ use crate::filenames::{parse_numbered_file, SEGMENT_EXTENSION};
 use crate::fs::{create_dir_all_durably, FileSystem, StorageFile};
 use crate::index::{BlockIndex, BlockRef};
 use crate::model::{SeriesId, Timestamp, ValueKind};
-use crate::segment::{read_block, read_raw_block, scan_segment, GroupBuilder, GroupPart, RawBlock, SegmentWriter};
+use crate::segment::{read_block, read_raw_block, scan_segment, GroupBuilder, RawBlock, SegmentWriter};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -88,48 +92,11 @@ pub struct SegmentStore {
     files: RwLock<BTreeMap<u64, SegmentFile>>,
     open: Mutex<OpenSegment>,
     /// When the open segment took its first group (`None`: nothing open). Kept beside `open`,
-    /// whose lock a group commit holds through its write and fsync, so the flusher's check of
+    /// whose lock a group commit holds through its staging write, so the flusher's check of
     /// the age never waits for one.
     open_since: Mutex<Option<Instant>>,
     commit: Mutex<GroupCommit>,
     committed: Condvar,
-}
-
-struct OpenSegment {
-    writer: Option<SegmentWriter>,
-    next_id: u64,
-    /// Sequence of the last group written.
-    sequence: u64,
-}
-
-/// Group commit of concurrent `put_group` calls: the first caller to find no commit under way
-/// becomes the leader, merges every pending group into one and writes it with one write and one
-/// fsync; the others wait for their ticket. Tickets are handed out in order, so the pending
-/// groups always hold the tickets `[done_before, next_ticket)`.
-#[derive(Default)]
-struct GroupCommit {
-    pending: Vec<(GroupPart, u64)>,
-    next_ticket: u64,
-    /// Every ticket below this is finished.
-    done_before: u64,
-    leader_active: bool,
-    /// Outcomes of commits whose writers have not all read them: tickets `[start, end)` got
-    /// `sequence` or an error, and `unread` of them are still to read it (the entry goes with the
-    /// last). Bounded by the writers waiting, however late one of them wakes.
-    outcomes: std::collections::VecDeque<CommitOutcome>,
-}
-
-struct CommitOutcome {
-    start: u64,
-    end: u64,
-    outcome: std::result::Result<u64, CommitError>,
-    unread: u64,
-}
-
-#[derive(Clone, Debug)]
-enum CommitError {
-    NoSpace(PathBuf),
-    Other(String),
 }
 
 impl SegmentStore {
@@ -211,7 +178,7 @@ impl SegmentStore {
             options,
             index: RwLock::new(index),
             files: RwLock::new(files),
-            open: Mutex::new(OpenSegment { writer: None, next_id, sequence: recovery.max_sequence }),
+            open: Mutex::new(OpenSegment::new(next_id, recovery.max_sequence)),
             open_since: Mutex::new(None),
             commit: Mutex::new(GroupCommit::default()),
             committed: Condvar::new(),
@@ -256,52 +223,7 @@ impl SegmentStore {
 
 impl BlockStore for SegmentStore {
     fn put_group(&self, group: GroupBuilder, wal_checkpoint: u64) -> Result<u64> {
-        // The copy into page-aligned memory happens here, in the caller's thread, so that
-        // concurrent writers copy in parallel and the committing thread only does I/O.
-        let part = group.into_part();
-        let mut commit = self.commit.lock();
-        let ticket = commit.next_ticket;
-        commit.next_ticket += 1;
-        commit.pending.push((part, wal_checkpoint));
-        loop {
-            if ticket < commit.done_before {
-                let index = commit
-                    .outcomes
-                    .iter()
-                    .position(|o| (o.start..o.end).contains(&ticket))
-                    .expect("BUG: a group commit's outcome went before all its writers read it");
-                let entry = &mut commit.outcomes[index];
-                entry.unread -= 1;
-                let outcome = entry.outcome.clone();
-                if entry.unread == 0 {
-                    commit.outcomes.remove(index);
-                }
-                return outcome.map_err(|e| match e {
-                    CommitError::NoSpace(path) => Error::NoSpace { path },
-                    CommitError::Other(reason) => Error::Poisoned(reason),
-                });
-            }
-            if commit.leader_active {
-                self.committed.wait(&mut commit);
-                continue;
-            }
-            commit.leader_active = true;
-            let start = commit.done_before;
-            let end = commit.next_ticket;
-            let batch = std::mem::take(&mut commit.pending);
-            drop(commit);
-            let checkpoint = batch.iter().map(|(_, c)| *c).max().expect("BUG: leader without a pending group");
-            let parts = batch.into_iter().map(|(part, _)| part).collect();
-            let outcome = self.write_group(parts, checkpoint).map_err(|e| match e {
-                Error::NoSpace { path } => CommitError::NoSpace(path),
-                other => CommitError::Other(other.to_string()),
-            });
-            commit = self.commit.lock();
-            commit.outcomes.push_back(CommitOutcome { start, end, outcome, unread: end - start });
-            commit.done_before = end;
-            commit.leader_active = false;
-            self.committed.notify_all();
-        }
+        self.commit_group(group, wal_checkpoint)
     }
 
     fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock> {
@@ -331,8 +253,7 @@ impl BlockStore for SegmentStore {
     }
 
     fn seal(&self) -> Result<()> {
-        let mut open = self.open.lock();
-        self.seal_open(&mut open)
+        self.with_no_group_in_flight(|open| self.seal_open(open))
     }
 
     fn open_segment_age(&self) -> Option<Duration> {
@@ -340,12 +261,18 @@ impl BlockStore for SegmentStore {
     }
 
     fn seal_if_older_than(&self, age: Duration) -> Result<bool> {
-        let mut open = self.open.lock();
-        let due = open.writer.is_some() && self.open_since.lock().is_some_and(|since| since.elapsed() >= age);
-        if due {
-            self.seal_open(&mut open)?;
+        let due = || self.open_since.lock().is_some_and(|since| since.elapsed() >= age);
+        // Checked first without waiting for the groups in flight, as the flusher asks often.
+        if !due() {
+            return Ok(false);
         }
-        Ok(due)
+        self.with_no_group_in_flight(|open| {
+            let due = open.writer.is_some() && due();
+            if due {
+                self.seal_open(open)?;
+            }
+            Ok(due)
+        })
     }
 
     fn series_kinds(&self) -> Vec<(SeriesId, ValueKind)> {
@@ -383,11 +310,10 @@ impl BlockStore for SegmentStore {
     /// is never removed.
     fn remove_segments(&self, ids: &[u64]) -> Result<u64> {
         let open = self.open.lock();
-        let open_id = open.writer.as_ref().map(|w| w.id());
         let removed: Vec<SegmentFile> = {
             let mut index = self.index.write();
             let mut files = self.files.write();
-            let removed: Vec<SegmentFile> = ids.iter().filter(|id| Some(**id) != open_id).filter_map(|id| files.remove(id)).collect();
+            let removed: Vec<SegmentFile> = ids.iter().filter(|id| !open.is_open(**id)).filter_map(|id| files.remove(id)).collect();
             for old in &removed {
                 index.remove_blocks(old.handle.id, old.lives.iter().map(|l| l.series));
             }
@@ -415,56 +341,6 @@ impl BlockStore for SegmentStore {
 }
 
 impl SegmentStore {
-    /// Seals the open segment, if any; under the `open` lock.
-    fn seal_open(&self, open: &mut OpenSegment) -> Result<()> {
-        if let Some(writer) = open.writer.take() {
-            *self.open_since.lock() = None;
-            let id = writer.id();
-            writer.seal()?;
-            self.refresh_size(id);
-        }
-        Ok(())
-    }
-
-    /// Appends one group to the open segment (creating or sealing segments as needed) and
-    /// publishes its blocks; returns the group's sequence.
-    fn write_group(&self, parts: Vec<GroupPart>, wal_checkpoint: u64) -> Result<u64> {
-        let mut open = self.open.lock();
-        if open.writer.is_none() {
-            let id = open.next_id;
-            let writer = SegmentWriter::create(self.fs.as_ref(), &self.dir, id, self.options.sync)?;
-            open.next_id += 1;
-            let summary = SegmentSummary::of(id, false, writer.bytes(), &[], 0);
-            let handle = SegmentHandle { id, path: writer.path().to_path_buf(), file: writer.file() };
-            self.files.write().insert(id, SegmentFile::new(handle, writer.bytes(), summary, &[]));
-            open.writer = Some(writer);
-            *self.open_since.lock() = Some(Instant::now());
-        }
-        let sequence = open.sequence + 1;
-        let writer = open.writer.as_mut().expect("BUG: open segment vanished");
-        let entries = writer.append_parts(parts, sequence, wal_checkpoint)?;
-        open.sequence = sequence;
-        let writer = open.writer.as_ref().expect("BUG: open segment vanished");
-        let (id, bytes) = (writer.id(), writer.bytes());
-        if let Some(file) = self.files.write().get_mut(&id) {
-            file.bytes = bytes;
-            file.summary.add(&entries, bytes, wal_checkpoint);
-            file.lives.extend(entries.iter().map(BlockLife::of));
-        }
-        self.index.write().insert(id, &entries);
-        if bytes >= self.options.segment_bytes_max {
-            let writer = open.writer.take().expect("BUG: open segment vanished");
-            *self.open_since.lock() = None;
-            // The group is durable and published whatever happens here: an unsealed segment is
-            // complete, only slower to open (recovery walks its groups and seals it).
-            if let Err(e) = writer.seal() {
-                tracing::warn!(error = %e, segment = id, "sealing failed; the segment stays unsealed until the next start");
-            }
-            self.refresh_size(id);
-        }
-        Ok(sequence)
-    }
-
     /// Records that segment `id` was sealed and its final size.
     fn refresh_size(&self, id: u64) {
         if let Some(file) = self.files.write().get_mut(&id) {

@@ -97,6 +97,13 @@ impl OpenTransaction {
                             message: format!("short series id {short_id} is not defined"),
                         });
                     };
+                    if last && self.partial.is_none() {
+                        // A value in one part: its bytes as received (a slice of the SEND frame),
+                        // not a copy; the block encoder copies them once, into aligned memory.
+                        self.batch.push(id, timestamp, Value::Bytes(bytes)).map_err(|e| malformed(e.to_string()))?;
+                        self.points += 1;
+                        continue;
+                    }
                     let partial = self.partial.get_or_insert_with(|| Partial { short_id, series: id, timestamp, bytes: BytesMut::new() });
                     if partial.short_id != short_id || partial.timestamp != timestamp {
                         return Err(malformed("payload parts of two values interleaved".into()));
