@@ -31,9 +31,10 @@ pub mod block {
     };
 }
 
-/// Column codecs (fuzz targets, codec benchmarks).
+/// Column codecs (fuzz targets, codec benchmarks), and the quick encoding flushes use (the
+/// large-store builder encodes its short blocks as a flush would).
 pub mod codec {
-    pub use crate::codec::{decode_timestamps, decode_values, encode_timestamps, encode_values};
+    pub use crate::codec::{decode_timestamps, decode_values, encode_timestamps, encode_values, with_quick_encoding};
 }
 
 /// Segment files read alone (fuzz targets), and written directly by the large-store builder

@@ -252,7 +252,8 @@ fn large_store(args: LargeStoreArgs) -> anyhow::Result<()> {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|");
     let last = shapes.len() - 1;
     for (i, (name, config)) in shapes.into_iter().enumerate() {
-        let built = large_store::build(&config).map_err(|e| anyhow!(e))?;
+        let built = if args.reuse { large_store::build_or_reuse(&config) } else { large_store::build(&config) };
+        let built = built.map_err(|e| anyhow!(e))?;
         let measured = large_store::measure(&config, args.opens, args.reads, args.read_blocks).map_err(|e| anyhow!(e))?;
         let opens: Vec<String> = measured.opens.iter().map(|d| format!("{:.0}", d.as_secs_f64() * 1e3)).collect();
         println!(
@@ -272,7 +273,8 @@ fn large_store(args: LargeStoreArgs) -> anyhow::Result<()> {
             measured.reads.median.as_secs_f64() * 1e6,
             measured.reads.p99.as_secs_f64() * 1e6,
         );
-        if !(args.keep && i == last) {
+        let keep = args.reuse || (args.keep && i == last);
+        if !keep {
             std::fs::remove_dir_all(&config.dir)?;
         }
     }

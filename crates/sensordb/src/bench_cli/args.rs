@@ -307,6 +307,10 @@ pub struct LargeStoreArgs {
     /// Keep the last store built instead of removing it.
     #[arg(long)]
     pub(super) keep: bool,
+    /// Measure a store of the same shape already in the directory (built with --keep or
+    /// --reuse) instead of building it again; keeps every store.
+    #[arg(long)]
+    pub(super) reuse: bool,
 }
 
 #[derive(clap::Args)]
