@@ -10,12 +10,15 @@
 //! - [`tx_bench`]: the site-to-site style transaction load test (`sensordb bench tx`).
 //! - [`ingest_bench`]: maximum sustained ingest over native or HTTP (`sensordb bench ingest`).
 //! - [`reclaim_bench`]: sustained ingest with the store kept full (`sensordb bench reclaim`).
+//! - [`large_store`]: stores of many series and blocks over years, built directly as segment
+//!   files, for start-up and memory figures (`sensordb bench large-store`).
 //! - [`load`]: what the network load tests share (open-file limit, in-process server).
 //!
 //! Real TSBS data comes from `scripts/tsbs-data`.
 
 pub mod engine_bench;
 pub mod ingest_bench;
+pub mod large_store;
 pub mod line_protocol;
 pub mod load;
 pub mod reclaim_bench;

@@ -1,4 +1,4 @@
-//! **Not API.** Internals that the fuzz targets (`fuzz/`), the benchmarks (`benches/`) and the
+//! **Not API.** Internals that the fuzz targets (`fuzz/`), the benchmarks (`benches/`, `sensordb-bench`) and the
 //! integration tests (`tests/`) drive directly: file formats decoded from arbitrary bytes, the
 //! codecs and the memtable measured alone, fault injection. Hidden from the documentation and
 //! free to change with any release; applications use the items at the crate root, [`crate::store`]
@@ -31,14 +31,17 @@ pub mod block {
     };
 }
 
-/// Column codecs (fuzz targets, codec benchmarks).
+/// Column codecs (fuzz targets, codec benchmarks), and the quick encoding flushes use (the
+/// large-store builder encodes its short blocks as a flush would).
 pub mod codec {
-    pub use crate::codec::{decode_timestamps, decode_values, encode_timestamps, encode_values};
+    pub use crate::codec::{decode_timestamps, decode_values, encode_timestamps, encode_values, with_quick_encoding};
 }
 
-/// Segment files read alone (fuzz targets).
+/// Segment files read alone (fuzz targets), and written directly by the large-store builder
+/// (`sensordb bench large-store`), which makes sealed segments without the write path.
 pub mod segment {
-    pub use crate::segment::{read_block, scan_segment, IndexEntry};
+    pub use crate::filenames::segment_dir;
+    pub use crate::segment::{read_block, scan_segment, GroupBuilder, IndexEntry, SegmentWriter};
 }
 
 /// The write-ahead log opened alone, and its record format (fuzz target, corruption tests).

@@ -10,7 +10,7 @@ mod server;
 pub use args::BenchCommand;
 
 use anyhow::anyhow;
-use args::{EngineArgs, IngestArgs, ReclaimArgs, ServerProcessArgs, TlsArgs, TxArgs};
+use args::{EngineArgs, IngestArgs, LargeStoreArgs, ReclaimArgs, ServerProcessArgs, TlsArgs, TxArgs};
 use sensordb_bench::engine_bench::{self, EngineBenchConfig};
 use sensordb_bench::ingest_bench::{self, IngestBenchConfig, IngestProtocol};
 use sensordb_bench::load::{raise_open_file_limit, InProcessServer, SelfSignedCert};
@@ -28,6 +28,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Reclaim(args) => reclaim(args),
         BenchCommand::Tx(args) => tx(args),
         BenchCommand::Ingest(args) => ingest(args),
+        BenchCommand::LargeStore(args) => large_store(args),
         BenchCommand::ServerProcess(args) => server_process(args),
     }
 }
@@ -213,6 +214,71 @@ fn tls_files(cert: Option<&SelfSignedCert>) -> TlsFiles {
 
 fn describe_tls(tls: Option<&ClientTls>) -> String {
     tls.map_or(String::new(), |t| format!(" over TLS (server name {})", t.server_name))
+}
+
+/// Builds each store, measures it beside a small store of the same shape, prints a table.
+fn large_store(args: LargeStoreArgs) -> anyhow::Result<()> {
+    use sensordb_bench::large_store::{self, LargeStoreConfig};
+    let command_line: Vec<String> = std::env::args().collect();
+    println!("# {}", command_line.join(" "));
+    let base = LargeStoreConfig {
+        dir: args.dir.clone(),
+        series: args.series,
+        points_per_block: args.points_per_block,
+        years: args.years,
+        blocks_per_segment: args.blocks_per_segment,
+        threads: args.threads,
+        seed: args.seed,
+        ..LargeStoreConfig::default()
+    };
+    let small = LargeStoreConfig {
+        dir: args.dir.join("small"),
+        series: args.small_series,
+        blocks_per_series: args.read_blocks.saturating_mul(2).max(1),
+        ..base.clone()
+    };
+    let mut shapes = vec![("small", small)];
+    for &blocks_per_series in &args.blocks_per_series {
+        shapes.push((
+            "large",
+            LargeStoreConfig { dir: args.dir.join(format!("large-{blocks_per_series}")), blocks_per_series, ..base.clone() },
+        ));
+    }
+    let mib = |bytes: u64| bytes as f64 / f64::from(1u32 << 20);
+    println!(
+        "| store | series | blocks | points | segments | GiB on disk | build s | open ms (median of {}) | opens ms | RSS before MiB | RSS after open MiB | peak MiB | RSS per block B | read µs median / p99 ({} blocks) |",
+        args.opens, args.read_blocks
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|");
+    let last = shapes.len() - 1;
+    for (i, (name, config)) in shapes.into_iter().enumerate() {
+        let built = if args.reuse { large_store::build_or_reuse(&config) } else { large_store::build(&config) };
+        let built = built.map_err(|e| anyhow!(e))?;
+        let measured = large_store::measure(&config, args.opens, args.reads, args.read_blocks).map_err(|e| anyhow!(e))?;
+        let opens: Vec<String> = measured.opens.iter().map(|d| format!("{:.0}", d.as_secs_f64() * 1e3)).collect();
+        println!(
+            "| {name} | {} | {} | {} | {} | {:.2} | {:.1} | {:.0} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} / {:.1} |",
+            built.series,
+            measured.blocks,
+            built.points,
+            measured.segments,
+            built.bytes as f64 / f64::from(1u32 << 30),
+            built.took.as_secs_f64(),
+            measured.open_median().as_secs_f64() * 1e3,
+            opens.join(", "),
+            mib(measured.rss_before),
+            mib(measured.rss_open),
+            mib(measured.peak),
+            measured.rss_open.saturating_sub(measured.rss_before) as f64 / measured.blocks.max(1) as f64,
+            measured.reads.median.as_secs_f64() * 1e6,
+            measured.reads.p99.as_secs_f64() * 1e6,
+        );
+        let keep = args.reuse || (args.keep && i == last);
+        if !keep {
+            std::fs::remove_dir_all(&config.dir)?;
+        }
+    }
+    Ok(())
 }
 
 fn engine(args: EngineArgs) -> anyhow::Result<()> {

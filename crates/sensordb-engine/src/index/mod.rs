@@ -29,9 +29,14 @@ impl BlockIndex {
         for entry in entries {
             let list = self.series.entry(entry.series).or_default();
             let block = BlockRef { segment, entry: *entry };
-            // Flushes arrive in time order, so the new block almost always goes at the end.
+            // Flushes arrive in time order, so the new block almost always goes at the end:
+            // checked first, since a binary search over each of millions of lists at start-up
+            // costs a cache miss a step (78% of opening 1 M blocks, `sensordb bench large-store`).
             let key = |b: &BlockRef| (b.entry.min_timestamp, b.entry.sequence);
-            let position = list.partition_point(|b| key(b) <= key(&block));
+            let position = match list.last() {
+                Some(last) if key(last) > key(&block) => list.partition_point(|b| key(b) <= key(&block)),
+                _ => list.len(),
+            };
             list.insert(position, block);
             self.blocks += 1;
             self.points += u64::from(entry.count);

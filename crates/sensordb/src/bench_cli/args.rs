@@ -22,6 +22,10 @@ pub enum BenchCommand {
     /// Maximum sustained ingest over the network (native transactions or HTTP line protocol)
     /// for a bounded time.
     Ingest(IngestArgs),
+    /// Builds stores of many series and blocks over years of simulated time (segment files
+    /// written directly) and measures open time, resident memory after open and one-series
+    /// range reads beside a small store (issue 14).
+    LargeStore(LargeStoreArgs),
     /// Internal: the server side of `bench tx`/`bench ingest` in a process of its own (used when
     /// one process cannot hold both ends' descriptors). Prints its addresses, serves until its
     /// standard input closes, then prints the points stored.
@@ -262,6 +266,51 @@ pub struct EngineArgs {
     /// GiB of data for the start-up measurement.
     #[arg(long, default_value_t = 10.0)]
     pub(super) startup_gib: f64,
+}
+
+#[derive(clap::Args)]
+pub struct LargeStoreArgs {
+    /// Scratch directory: holds the store being measured, removed after each size unless --keep.
+    #[arg(long, default_value = "target/bench-large-store")]
+    pub(super) dir: PathBuf,
+    #[arg(long, default_value_t = 10_000)]
+    pub(super) series: u32,
+    /// Blocks per series, comma separated: one store per value, measured in turn.
+    #[arg(long, default_value = "100", value_delimiter = ',')]
+    pub(super) blocks_per_series: Vec<u32>,
+    #[arg(long, default_value_t = 32)]
+    pub(super) points_per_block: u32,
+    /// Simulated years the blocks of a series cover.
+    #[arg(long, default_value_t = 3.0)]
+    pub(super) years: f64,
+    /// Blocks per segment file at most.
+    #[arg(long, default_value_t = 500_000)]
+    pub(super) blocks_per_segment: u64,
+    /// Threads writing segments.
+    #[arg(long, default_value_t = 2)]
+    pub(super) threads: usize,
+    /// Opens per store (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub(super) opens: usize,
+    /// One-series range reads per store.
+    #[arg(long, default_value_t = 1000)]
+    pub(super) reads: usize,
+    /// Consecutive blocks each read covers.
+    #[arg(long, default_value_t = 8)]
+    pub(super) read_blocks: u32,
+    /// Series of the small store the reads are compared with (its blocks per series: twice
+    /// --read-blocks).
+    #[arg(long, default_value_t = 1000)]
+    pub(super) small_series: u32,
+    #[arg(long, default_value_t = 123)]
+    pub(super) seed: u64,
+    /// Keep the last store built instead of removing it.
+    #[arg(long)]
+    pub(super) keep: bool,
+    /// Measure a store of the same shape already in the directory (built with --keep or
+    /// --reuse) instead of building it again; keeps every store.
+    #[arg(long)]
+    pub(super) reuse: bool,
 }
 
 #[derive(clap::Args)]
