@@ -12,10 +12,7 @@
 //! - `sensordb plan`: the capacity planner: live data, segment size and throttling room for a
 //!   number of sensors, a rate, a storage period and a disk.
 
-/// mimalloc instead of glibc's malloc, for the whole process. See docs/BENCHMARKS.md.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
+mod allocator;
 mod bench_cli;
 mod inspect_cli;
 mod plan;
@@ -47,6 +44,7 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    allocator::tune();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
