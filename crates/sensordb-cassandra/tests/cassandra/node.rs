@@ -9,6 +9,8 @@
 //! Without Java or the jars the tests say they are skipped, or fail under `CI=true`.
 
 use sensordb_cassandra::CassandraOptions;
+use sensordb_engine::store::GroupBuilder;
+use sensordb_engine::{SeriesId, ValueColumn};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -94,4 +96,13 @@ pub fn store_options(name: &str) -> Option<CassandraOptions> {
         segment_bytes_max: 4096,
         ..CassandraOptions::default()
     })
+}
+
+/// One block of `series`: `points` integer points at `start, start + 1, ...`, each valued its
+/// own timestamp.
+pub fn group(series: u32, start: i64, points: i64) -> GroupBuilder {
+    let mut group = GroupBuilder::new();
+    let timestamps: Vec<i64> = (start..start + points).collect();
+    group.add_block(SeriesId(series), &timestamps, &ValueColumn::I64(timestamps.clone()));
+    group
 }

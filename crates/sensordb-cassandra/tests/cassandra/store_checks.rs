@@ -1,18 +1,11 @@
 //! The `BlockStore` contract over Cassandra: groups written and listed by series and range,
 //! shared timestamps, sequences, rewrites, removal with pins, and reopening the keyspace.
 
-use crate::node::store_options;
+use crate::node::{group, store_options};
 use sensordb_cassandra::CassandraStore;
 use sensordb_engine::store::{BlockStore, GroupBuilder};
 use sensordb_engine::{SeriesId, ValueColumn, ValueKind};
 use std::collections::HashMap;
-
-fn group(series: u32, start: i64, points: i64) -> GroupBuilder {
-    let mut group = GroupBuilder::new();
-    let timestamps: Vec<i64> = (start..start + points).collect();
-    group.add_block(SeriesId(series), &timestamps, &ValueColumn::I64(timestamps.clone()));
-    group
-}
 
 /// Two fields (series 1 and 2) of one row sharing a timestamp record, as flushes write them.
 fn row_group(start: i64, points: i64) -> GroupBuilder {

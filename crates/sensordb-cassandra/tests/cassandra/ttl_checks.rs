@@ -2,11 +2,11 @@
 //! storage period, Cassandra drops them by itself, and removing a segment of expired rows
 //! writes no tombstone.
 
-use crate::node::store_options;
+use crate::node::{group, store_options};
 use sensordb_cassandra::{CassandraOptions, CassandraStore};
-use sensordb_engine::store::{BlockStore, GroupBuilder, SeriesDirectory};
+use sensordb_engine::store::{BlockStore, SeriesDirectory};
 use sensordb_engine::{
-    DatabasePolicy, Durability, Engine, EngineOptions, ReclaimOptions, SeriesId, SeriesKey, Value, ValueColumn, ValueKind, WriteBatch,
+    DatabasePolicy, Durability, Engine, EngineOptions, ReclaimOptions, SeriesId, SeriesKey, Value, ValueKind, WriteBatch,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -32,13 +32,6 @@ impl SeriesDirectory for FirstSeriesPeriod {
 
 fn now_ns() -> i64 {
     i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_nanos()).expect("ns")
-}
-
-fn group(series: u32, start: i64, points: i64) -> GroupBuilder {
-    let mut group = GroupBuilder::new();
-    let timestamps: Vec<i64> = (start..start + points).collect();
-    group.add_block(SeriesId(series), &timestamps, &ValueColumn::I64(timestamps.clone()));
-    group
 }
 
 /// `(series, TTL(block))` of every block row, read straight from Cassandra.

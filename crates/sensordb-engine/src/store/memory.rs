@@ -358,13 +358,7 @@ impl SegmentRewrite for MemoryRewrite<'_> {
 mod tests {
     use super::*;
     use crate::model::ValueColumn;
-
-    fn group(series: u32, start: i64, points: i64) -> GroupBuilder {
-        let mut group = GroupBuilder::new();
-        let timestamps: Vec<i64> = (start..start + points).collect();
-        group.add_block(SeriesId(series), &timestamps, &ValueColumn::I64(timestamps.clone()));
-        group
-    }
+    use crate::store::test_groups::group;
 
     /// A group of two fields of one row sharing a timestamp record, as flushes write them.
     fn row_group(start: i64, points: i64) -> GroupBuilder {

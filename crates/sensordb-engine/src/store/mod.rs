@@ -202,3 +202,19 @@ pub trait BlockStore: Send + Sync {
     /// `sequence` and it covers the WAL up to `wal_checkpoint`.
     fn begin_rewrite(&self, replaced: &[u64], sequence: u64, wal_checkpoint: u64) -> Result<Box<dyn SegmentRewrite + '_>>;
 }
+
+/// Groups the stores' unit tests write.
+#[cfg(test)]
+pub(crate) mod test_groups {
+    use crate::model::{SeriesId, ValueColumn};
+    use crate::segment::GroupBuilder;
+
+    /// One block of `series`: `points` integer points at `start, start + 1, ...`, each valued
+    /// its own timestamp.
+    pub(crate) fn group(series: u32, start: i64, points: i64) -> GroupBuilder {
+        let mut group = GroupBuilder::new();
+        let timestamps: Vec<i64> = (start..start + points).collect();
+        group.add_block(SeriesId(series), &timestamps, &ValueColumn::I64(timestamps.clone()));
+        group
+    }
+}

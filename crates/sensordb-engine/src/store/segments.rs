@@ -357,14 +357,7 @@ impl SegmentStore {
 mod tests {
     use super::*;
     use crate::fs::RealFs;
-    use crate::model::ValueColumn;
-
-    fn group(series: u32, start: i64, points: i64) -> GroupBuilder {
-        let mut group = GroupBuilder::new();
-        let timestamps: Vec<i64> = (start..start + points).collect();
-        group.add_block(SeriesId(series), &timestamps, &ValueColumn::I64(timestamps.clone()));
-        group
-    }
+    use crate::store::test_groups::group;
 
     /// Descriptors this process holds on files that were unlinked under `dir`.
     fn deleted_descriptors(dir: &Path) -> usize {

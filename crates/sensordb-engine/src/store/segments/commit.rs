@@ -319,21 +319,14 @@ impl SegmentStore {
 mod tests {
     use super::super::{SegmentStore, SegmentStoreOptions};
     use crate::fs::{CrashFs, CrashMode, DiskSpace, FileSystem, RealFs, StorageFile};
-    use crate::model::{SeriesId, ValueColumn};
-    use crate::segment::GroupBuilder;
+    use crate::model::SeriesId;
+    use crate::store::test_groups::group;
     use crate::store::BlockStore;
     use parking_lot::Mutex;
     use std::io;
     use std::path::{Path, PathBuf};
     use std::sync::Arc;
     use std::time::Duration;
-
-    fn group(series: u32, start: i64, points: i64) -> GroupBuilder {
-        let mut group = GroupBuilder::new();
-        let timestamps: Vec<i64> = (start..start + points).collect();
-        group.add_block(SeriesId(series), &timestamps, &ValueColumn::I64(timestamps.clone()));
-        group
-    }
 
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     enum Event {
