@@ -32,6 +32,10 @@ pub struct Metrics {
     pub throttle_delay_us: AtomicU64,
     /// Damaged blocks left out of read answers (each named in its answer).
     pub damaged_blocks_skipped: AtomicU64,
+    /// `/query` requests run on the thread that took them (small queries).
+    pub queries_inline: AtomicU64,
+    /// Of those, the ones that outgrew the inline bounds and ran again on a blocking thread.
+    pub queries_inline_retried: AtomicU64,
 }
 
 impl Metrics {
@@ -162,6 +166,18 @@ impl Metrics {
             "counter",
             "Damaged blocks left out of read answers (each answer names what it left out).",
             load(&self.damaged_blocks_skipped),
+        );
+        metric(
+            "sensordb_queries_inline_total",
+            "counter",
+            "Queries run on the thread that took their request (small ones: no hand-over to a blocking thread).",
+            load(&self.queries_inline),
+        );
+        metric(
+            "sensordb_queries_inline_retried_total",
+            "counter",
+            "Queries run inline that outgrew its bounds and ran again on a blocking thread.",
+            load(&self.queries_inline_retried),
         );
         let reclaim = engine.reclaim_stats();
         let f = |x: f64| if x.is_finite() { format!("{x:.6}") } else { "+Inf".to_string() };

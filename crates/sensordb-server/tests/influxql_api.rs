@@ -229,3 +229,56 @@ async fn tz_writes_times_in_the_zone() {
     })
     .await;
 }
+
+/// Small queries run on the thread that took the request, within bounds (points read, series,
+/// rows answered); one that outgrows them runs again on a blocking thread and answers in full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_beyond_the_inline_bounds_answer_in_full() {
+    bounded(async {
+        let server = TestServer::start(|_| {}).await;
+        let lines: String = (0..20_000).map(|i| format!("big,host=a v={i} {}\n", 1_700_000_000 + i)).collect();
+        let reply = post(server.addr, "/write?db=telegraf&precision=s", &lines).await;
+        assert_eq!(reply.status, 204, "{}", reply.text());
+        // The first query builds the measurement's series list; the later ones run inline first.
+        for _ in 0..3 {
+            let reply = get(server.addr, &url("telegraf", "SELECT count(v), sum(v) FROM big", "")).await;
+            assert_eq!(reply.status, 200, "{}", reply.text());
+            assert_eq!(reply.json()["results"][0]["series"][0]["values"][0][1], json!(20_000), "{}", reply.text());
+            assert_eq!(reply.json()["results"][0]["series"][0]["values"][0][2], json!(199_990_000), "{}", reply.text());
+            // A condition on the field: every point is read, beyond the inline bound.
+            let reply = get(server.addr, &url("telegraf", "SELECT max(v) FROM big WHERE v < 19999", "")).await;
+            assert_eq!(reply.json()["results"][0]["series"][0]["values"][0][1], json!(19_998), "{}", reply.text());
+            // Many rows: read inline, written on a blocking thread.
+            let reply = get(server.addr, &url("telegraf", "SELECT v FROM big WHERE time >= 1700005000s LIMIT 6000", "&epoch=s")).await;
+            assert_eq!(reply.status, 200, "{}", reply.text());
+            let values = reply.json()["results"][0]["series"][0]["values"].as_array().cloned().unwrap_or_default();
+            assert_eq!(values.len(), 6_000);
+            assert_eq!(values[5_999], json!([1_700_010_999i64, 10_999]));
+            // Few points, a short answer: all inline.
+            let reply = get(server.addr, &url("telegraf", "SELECT count(v) FROM big WHERE time >= 1700019000s", "")).await;
+            assert_eq!(reply.json()["results"][0]["series"][0]["values"][0][1], json!(1_000), "{}", reply.text());
+        }
+        let metrics = get(server.addr, "/metrics").await.text();
+        let counter = |name: &str| -> u64 {
+            let line = metrics.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name} in {metrics}"));
+            line[name.len() + 1..].parse().expect("a count")
+        };
+        // The first query built the series list on a blocking thread; the other 11 ran inline
+        // first, and the 5 that read all 20,000 points ran again.
+        assert_eq!(counter("sensordb_queries_inline_total"), 11, "{metrics}");
+        assert_eq!(counter("sensordb_queries_inline_retried_total"), 5, "{metrics}");
+        server.stop().await;
+        // A server's own limit below the inline bound is reported as before.
+        let server = TestServer::start(|config| config.query_points_scanned_max = 1_000).await;
+        let lines: String = (0..2_000).map(|i| format!("big,host=a v={i} {}\n", 1_700_000_000 + i)).collect();
+        let reply = post(server.addr, "/write?db=telegraf&precision=s", &lines).await;
+        assert_eq!(reply.status, 204, "{}", reply.text());
+        for _ in 0..2 {
+            let reply = get(server.addr, &url("telegraf", "SELECT count(v) FROM big", "")).await;
+            let error = reply.json()["results"][0]["error"].as_str().unwrap_or_default().to_string();
+            assert!(error.contains("max_points_scanned"), "{}", reply.text());
+        }
+        server.stop().await;
+    })
+    .await;
+}

@@ -44,6 +44,16 @@ type SeriesListMap = HashMap<(String, Option<String>), (u64, Arc<Vec<StoredSerie
 const SERIES_LISTS_MAX: usize = 256;
 
 impl SeriesLists {
+    /// The length of the list of `database`/`measurement` if it is kept and current, without
+    /// building it (building one walks the catalog).
+    pub fn current_len(&self, engine: &Engine, database: &str, measurement: &str) -> Option<usize> {
+        let generation = engine.series_generation();
+        let lists = self.lists.lock();
+        // The key is owned; one lookup a query is cheaper than a borrowed-key map.
+        let (seen, list) = lists.get(&(database.to_string(), Some(measurement.to_string())))?;
+        (*seen == generation).then_some(list.len())
+    }
+
     fn get(&self, engine: &Engine, database: &str, measurement: Option<&str>) -> Arc<Vec<StoredSeries>> {
         let generation = engine.series_generation();
         let key = (database.to_string(), measurement.map(str::to_string));

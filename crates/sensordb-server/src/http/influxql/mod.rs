@@ -10,7 +10,9 @@
 //! Bounds: at most `query_concurrency` queries run at once (others wait); a query longer than
 //! `query_timeout_ms`, reading more than `query_points_scanned_max` points or making more than
 //! `query_buckets_max` buckets per series ends with an error in its statement's result. Queries
-//! run on blocking threads, never on the ones that accept writes.
+//! run on blocking threads, except small ones (a few named measurements of few series, a few
+//! blocks read, a short answer; see [`runs_inline`]): a dashboard's lookup costs less than the
+//! hand-over to another thread, so it runs on the thread that took its request.
 
 mod admin;
 pub(super) mod engine_storage;
@@ -23,7 +25,7 @@ use crate::auth::Scope;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use engine_storage::EngineStorage;
 use render::Epoch;
 use sensordb_influxql::Statement;
@@ -87,33 +89,85 @@ pub async fn query(
     let timeout = Duration::from_millis(config.query_timeout_ms);
     let turn = http.queries.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("server is shutting down"))?;
     let limits = Limits { max_points_scanned: config.query_points_scanned_max, max_buckets: config.query_buckets_max };
+    // A small query runs where its request arrived: handing it to a blocking thread and back
+    // cost more than the query (80-140 µs of CPU a lookup). Its bounds keep a worker's turn
+    // short; a query that outgrows them runs again on a blocking thread.
+    if runs_inline(&http, &parsed.statements, &database) {
+        let inline_limits = Limits { max_points_scanned: limits.max_points_scanned.min(INLINE_POINTS_MAX), ..limits };
+        let ran = run_statements(&http, &parsed.statements, &database, inline_limits, timeout);
+        let metrics = &http.server.metrics;
+        crate::metrics::Metrics::add(&metrics.queries_inline, 1);
+        if ran.iter().any(|r| r.limited) {
+            crate::metrics::Metrics::add(&metrics.queries_inline_retried, 1);
+        } else {
+            let results: Vec<StatementResult> = ran.into_iter().map(|r| r.result).collect();
+            let rows: usize = results.iter().flat_map(|r| &r.series).map(|s| s.rows.len()).sum();
+            if rows <= INLINE_ROWS_MAX {
+                drop(turn);
+                let mut out = String::new();
+                render_results(&mut out, &results, epoch, chunk_size, &mut |_| true);
+                return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], axum::body::Body::from(out)).into_response());
+            }
+            // A long answer is written on a blocking thread, like any other.
+            let answer = stream::streamed(move |out, flush| {
+                let _turn = turn;
+                render_results(out, &results, epoch, chunk_size, flush)
+            });
+            return finish_answer(answer, timeout).await;
+        }
+    }
     let worker_http = http.clone();
     // The statements run and their answer is written on one blocking thread; the query's turn
     // lasts until the answer is written.
     let answer = stream::streamed(move |out, flush| {
         let _turn = turn;
-        let results = run_statements(&worker_http, &parsed.statements, &database, limits, timeout);
-        if results.iter().any(|r| r.1) {
+        let ran = run_statements(&worker_http, &parsed.statements, &database, limits, timeout);
+        if ran.iter().any(|r| r.deletes) {
             worker_http.clear_caches();
         }
-        let results: Vec<StatementResult> = results.into_iter().map(|r| r.0).collect();
-        match chunk_size {
-            None => {
-                out.push_str("{\"results\":[");
-                for (id, result) in results.iter().enumerate() {
-                    if id > 0 {
-                        out.push(',');
-                    }
-                    if !render::statement_flushing(out, id, result, epoch, flush) {
-                        return false;
-                    }
-                }
-                out.push_str("]}");
-                true
-            }
-            Some(size) => chunked(out, &results, epoch, size, flush),
-        }
+        let results: Vec<StatementResult> = ran.into_iter().map(|r| r.result).collect();
+        render_results(out, &results, epoch, chunk_size, flush)
     });
+    finish_answer(answer, timeout).await
+}
+
+/// Points a query run inline may read at most (a few blocks of each of a few series); beyond
+/// it, it runs again on a blocking thread.
+const INLINE_POINTS_MAX: u64 = 16_384;
+/// Series a measurement read by a query run inline may hold at most.
+const INLINE_SERIES_MAX: usize = 1_024;
+/// Rows an answer written inline may hold at most.
+const INLINE_ROWS_MAX: usize = 4_096;
+
+/// Whether `statements` may run on the thread that took the request: read-only SELECTs whose
+/// measurements are named and hold few series (their series lists kept and current: building
+/// one walks the catalog), and the SHOWs that list databases and policies.
+fn runs_inline(http: &HttpState, statements: &[Statement], database: &str) -> bool {
+    fn small(http: &HttpState, select: &sensordb_influxql::SelectStatement, database: &str) -> bool {
+        select.into.is_none()
+            && select.sources.iter().all(|source| match source {
+                sensordb_influxql::Source::Subquery(inner) => small(http, inner, database),
+                sensordb_influxql::Source::Measurement(m) => match &m.name {
+                    sensordb_influxql::MeasurementName::Name(name) => {
+                        let database = m.database.as_deref().unwrap_or(database);
+                        http.series_lists.current_len(&http.server.engine, database, name).is_some_and(|n| n <= INLINE_SERIES_MAX)
+                    }
+                    sensordb_influxql::MeasurementName::Regex(_) => false,
+                },
+            })
+    }
+    statements.iter().all(|statement| match statement {
+        Statement::Select(select) => !database.is_empty() && small(http, select, database),
+        Statement::ShowDatabases | Statement::ShowRetentionPolicies(_) => true,
+        _ => false,
+    })
+}
+
+/// The response of a streamed answer, or the error that ended it.
+async fn finish_answer(
+    answer: impl std::future::Future<Output = Result<Response, stream::WriterFailed>>,
+    timeout: Duration,
+) -> Result<Response, ApiError> {
     match tokio::time::timeout(timeout + Duration::from_millis(100), answer).await {
         Ok(Ok(response)) => Ok(response),
         Ok(Err(stream::WriterFailed)) => Err(ApiError::internal("the query failed (see the server's log)")),
@@ -121,15 +175,44 @@ pub async fn query(
     }
 }
 
-/// Runs each statement in turn, stopping after the first that fails (as InfluxDB does). The
-/// flag says the statement deleted series (so cached series ids must go).
-fn run_statements(
-    http: &HttpState,
-    statements: &[Statement],
-    database: &str,
-    limits: Limits,
-    timeout: Duration,
-) -> Vec<(StatementResult, bool)> {
+/// Writes the answer of `results`: one JSON object, or with `chunk_size` one per chunk. False
+/// when `flush` stopped it.
+fn render_results(
+    out: &mut String,
+    results: &[StatementResult],
+    epoch: Epoch,
+    chunk_size: Option<usize>,
+    flush: &mut render::Flush<'_>,
+) -> bool {
+    match chunk_size {
+        None => {
+            out.push_str("{\"results\":[");
+            for (id, result) in results.iter().enumerate() {
+                if id > 0 {
+                    out.push(',');
+                }
+                if !render::statement_flushing(out, id, result, epoch, flush) {
+                    return false;
+                }
+            }
+            out.push_str("]}");
+            true
+        }
+        Some(size) => chunked(out, results, epoch, size, flush),
+    }
+}
+
+/// One statement's outcome.
+struct Ran {
+    result: StatementResult,
+    /// The statement may have deleted series (cached series ids must go).
+    deletes: bool,
+    /// It failed on a limit of the server.
+    limited: bool,
+}
+
+/// Runs each statement in turn, stopping after the first that fails (as InfluxDB does).
+fn run_statements(http: &HttpState, statements: &[Statement], database: &str, limits: Limits, timeout: Duration) -> Vec<Ran> {
     let storage = EngineStorage::new(&http.server.engine, Instant::now() + timeout, &http.series_lists);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
     let context = Context { storage: &storage, database, now, limits };
@@ -138,6 +221,7 @@ fn run_statements(
         let deletes = deletes(statement);
         let outcome = run_one(http, &context, statement);
         let failed = outcome.is_err();
+        let limited = matches!(outcome, Err(QueryError::Limit(_)));
         let warnings = storage.take_damage();
         crate::metrics::Metrics::add(&http.server.metrics.damaged_blocks_skipped, warnings.len() as u64);
         results.push(match outcome {
@@ -146,9 +230,11 @@ fn run_statements(
                     Statement::Select(select) => sensordb_query::time::zone_of(select).ok().flatten(),
                     _ => None,
                 };
-                (StatementResult { series, warnings, time_zone, ..StatementResult::default() }, deletes)
+                Ran { result: StatementResult { series, warnings, time_zone, ..StatementResult::default() }, deletes, limited }
             }
-            Err(e) => (StatementResult { error: Some(e.to_string()), warnings, ..StatementResult::default() }, deletes),
+            Err(e) => {
+                Ran { result: StatementResult { error: Some(e.to_string()), warnings, ..StatementResult::default() }, deletes, limited }
+            }
         });
         if failed {
             break;
