@@ -71,6 +71,8 @@ pub struct HttpState {
     queries: Arc<tokio::sync::Semaphore>,
     /// Series lists of recent queries.
     series_lists: influxql::engine_storage::SeriesLists,
+    /// Shapes of queries too large to run inline.
+    inline_misses: influxql::inline::Misses,
 }
 
 impl HttpState {
@@ -82,6 +84,7 @@ impl HttpState {
             memos: write::MemoPool::default(),
             queries: Arc::new(tokio::sync::Semaphore::new(server.config.query_concurrency)),
             series_lists: Default::default(),
+            inline_misses: Default::default(),
             server,
         }
     }

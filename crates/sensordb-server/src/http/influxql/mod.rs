@@ -11,11 +11,12 @@
 //! `query_timeout_ms`, reading more than `query_points_scanned_max` points or making more than
 //! `query_buckets_max` buckets per series ends with an error in its statement's result. Queries
 //! run on blocking threads, except small ones (a few named measurements of few series, a few
-//! blocks read, a short answer; see [`runs_inline`]): a dashboard's lookup costs less than the
+//! blocks read, a short answer; see `inline.rs`): a dashboard's lookup costs less than the
 //! hand-over to another thread, so it runs on the thread that took its request.
 
 mod admin;
 pub(super) mod engine_storage;
+pub(super) mod inline;
 mod into;
 pub mod render;
 mod stream;
@@ -92,17 +93,19 @@ pub async fn query(
     // A small query runs where its request arrived: handing it to a blocking thread and back
     // cost more than the query (80-140 µs of CPU a lookup). Its bounds keep a worker's turn
     // short; a query that outgrows them runs again on a blocking thread.
-    if runs_inline(&http, &parsed.statements, &database) {
-        let inline_limits = Limits { max_points_scanned: limits.max_points_scanned.min(INLINE_POINTS_MAX), ..limits };
+    let shape = inline::Shape::of(&text, &database);
+    if inline::runs_inline(&http, &parsed.statements, &database) && !http.inline_misses.contains(shape) {
+        let inline_limits = Limits { max_points_scanned: limits.max_points_scanned.min(inline::POINTS_MAX), ..limits };
         let ran = run_statements(&http, &parsed.statements, &database, inline_limits, timeout);
         let metrics = &http.server.metrics;
         crate::metrics::Metrics::add(&metrics.queries_inline, 1);
         if ran.iter().any(|r| r.limited) {
             crate::metrics::Metrics::add(&metrics.queries_inline_retried, 1);
+            http.inline_misses.insert(shape);
         } else {
             let results: Vec<StatementResult> = ran.into_iter().map(|r| r.result).collect();
             let rows: usize = results.iter().flat_map(|r| &r.series).map(|s| s.rows.len()).sum();
-            if rows <= INLINE_ROWS_MAX {
+            if rows <= inline::ROWS_MAX {
                 drop(turn);
                 let mut out = String::new();
                 render_results(&mut out, &results, epoch, chunk_size, &mut |_| true);
@@ -129,38 +132,6 @@ pub async fn query(
         render_results(out, &results, epoch, chunk_size, flush)
     });
     finish_answer(answer, timeout).await
-}
-
-/// Points a query run inline may read at most (a few blocks of each of a few series); beyond
-/// it, it runs again on a blocking thread.
-const INLINE_POINTS_MAX: u64 = 16_384;
-/// Series a measurement read by a query run inline may hold at most.
-const INLINE_SERIES_MAX: usize = 1_024;
-/// Rows an answer written inline may hold at most.
-const INLINE_ROWS_MAX: usize = 4_096;
-
-/// Whether `statements` may run on the thread that took the request: read-only SELECTs whose
-/// measurements are named and hold few series (their series lists kept and current: building
-/// one walks the catalog), and the SHOWs that list databases and policies.
-fn runs_inline(http: &HttpState, statements: &[Statement], database: &str) -> bool {
-    fn small(http: &HttpState, select: &sensordb_influxql::SelectStatement, database: &str) -> bool {
-        select.into.is_none()
-            && select.sources.iter().all(|source| match source {
-                sensordb_influxql::Source::Subquery(inner) => small(http, inner, database),
-                sensordb_influxql::Source::Measurement(m) => match &m.name {
-                    sensordb_influxql::MeasurementName::Name(name) => {
-                        let database = m.database.as_deref().unwrap_or(database);
-                        http.series_lists.current_len(&http.server.engine, database, name).is_some_and(|n| n <= INLINE_SERIES_MAX)
-                    }
-                    sensordb_influxql::MeasurementName::Regex(_) => false,
-                },
-            })
-    }
-    statements.iter().all(|statement| match statement {
-        Statement::Select(select) => !database.is_empty() && small(http, select, database),
-        Statement::ShowDatabases | Statement::ShowRetentionPolicies(_) => true,
-        _ => false,
-    })
 }
 
 /// The response of a streamed answer, or the error that ended it.
