@@ -14,6 +14,7 @@
 //! - [`select`]: SELECT statements: sources, grouping, raw and aggregate queries, subqueries.
 //! - [`result`]: series of rows, InfluxDB's result model.
 
+pub(crate) mod bound;
 pub mod error;
 pub mod eval;
 pub mod fill;

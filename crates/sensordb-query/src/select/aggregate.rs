@@ -218,11 +218,21 @@ pub(super) fn bucket_edges(
 fn gather(rows: &Rows<'_>, field: &str) -> (Vec<i64>, Option<Column>) {
     let mut times = Vec::new();
     let mut values = Vec::new();
-    for (time, table, index) in rows {
-        if let Some(c) = table.column(field) {
-            let v = &table.rows[*index][c];
+    // The column of the table of the row before: rows of one table come in runs.
+    let mut last: Option<(&Table, Option<usize>)> = None;
+    for &(time, table, index) in rows {
+        let column = match last {
+            Some((seen, column)) if std::ptr::eq(seen, table) => column,
+            _ => {
+                let column = table.column(field);
+                last = Some((table, column));
+                column
+            }
+        };
+        if let Some(c) = column {
+            let v = &table.row(index)[c];
             if !v.is_null() {
-                times.push(*time);
+                times.push(time);
                 values.push(v.clone());
             }
         }

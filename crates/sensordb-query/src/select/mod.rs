@@ -12,15 +12,16 @@ mod raw;
 mod subquery;
 pub(crate) mod table;
 
+use crate::bound::Bound;
 use crate::error::QueryError;
-use crate::eval::{holds, Regexes};
+use crate::eval::Regexes;
 use crate::result::ResultSeries;
 use crate::storage::ScanOrder;
 use crate::storage::Storage;
 use crate::time::{split_condition, TimeRange};
 use sensordb_influxql::{Dimension, Expr, MeasurementName, SelectStatement, SortOrder, Source};
 use std::collections::BTreeMap;
-use table::{read_measurement, tables_of_result, Budget, RowLimit, Table, TableRow};
+use table::{read_measurement, tables_of_result, Budget, RowLimit, Table};
 
 /// Bounds on what one query may cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -345,25 +346,24 @@ fn keep_rows(table: &mut Table, condition: Option<&Expr>, regexes: &Regexes) {
         crate::eval::Verdict::True => return,
         crate::eval::Verdict::False => {
             table.times.clear();
-            table.rows.clear();
+            table.values.clear();
             return;
         }
         crate::eval::Verdict::Unknown => {}
     }
-    let keep: Vec<bool> = (0..table.times.len()).map(|i| holds(condition, &TableRow { table, index: i }, regexes)).collect();
+    let bound = Bound::new(condition, &table.scope(), regexes);
+    if let Some(constant) = bound.constant() {
+        if !matches!(constant, crate::value::FieldValue::Boolean(true)) {
+            table.times.clear();
+            table.values.clear();
+        }
+        return;
+    }
+    let keep: Vec<bool> = (0..table.times.len()).map(|i| bound.holds(table.times[i], table.row(i))).collect();
     if keep.iter().all(|&k| k) {
         return;
     }
-    let mut i = 0;
-    table.times.retain(|_| {
-        i += 1;
-        keep[i - 1]
-    });
-    let mut i = 0;
-    table.rows.retain(|_| {
-        i += 1;
-        keep[i - 1]
-    });
+    table.retain_rows(&keep);
 }
 
 type GroupKey = (String, Vec<(String, String)>);

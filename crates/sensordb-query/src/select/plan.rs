@@ -71,7 +71,7 @@ pub(crate) enum Math {
 }
 
 impl Math {
-    fn of(name: &str) -> Option<Math> {
+    pub(crate) fn of(name: &str) -> Option<Math> {
         Some(match name {
             "abs" => Math::Abs,
             "floor" => Math::Floor,

@@ -3,9 +3,10 @@
 
 use super::merged_rows;
 use super::plan::{column_name, dedupe_names};
-use super::table::{Table, TableRow};
+use super::table::Table;
+use crate::bound::Bound;
 use crate::error::QueryError;
-use crate::eval::{eval, holds, Regexes};
+use crate::eval::Regexes;
 use crate::result::{ResultRow, ResultSeries};
 use crate::value::FieldValue;
 use sensordb_influxql::{Dimension, Expr, SelectStatement, VarRef, WildcardType};
@@ -14,11 +15,11 @@ use std::collections::BTreeSet;
 pub(super) fn run(statement: &SelectStatement, members: &[&Table], regexes: &Regexes) -> Result<ResultSeries, QueryError> {
     let (exprs, mut names) = expand(statement, members);
     dedupe_names(&mut names);
+    let projections: Vec<Projection<'_>> = members.iter().map(|table| Projection::new(&exprs, table, regexes)).collect();
     let mut rows = Vec::new();
     for (time, table, index) in merged_rows(members) {
-        let row = TableRow { table, index };
-        let values: Vec<FieldValue> = exprs.iter().map(|e| eval(e, &row, regexes)).collect();
-        if gives_row(&exprs, &values, table, index) {
+        let member = members.iter().position(|m| std::ptr::eq(*m, table)).unwrap_or_default();
+        if let Some(values) = projections[member].row(table, index) {
             rows.push(ResultRow { time, values });
         }
     }
@@ -31,31 +32,66 @@ pub(super) fn run(statement: &SelectStatement, members: &[&Table], regexes: &Reg
 /// holds and the row gives an output row.
 pub(super) fn counted_rows(statement: &SelectStatement, table: &Table, condition: Option<&Expr>, regexes: &Regexes) -> Vec<bool> {
     let (exprs, _) = expand(statement, &[table]);
+    let projection = Projection::new(&exprs, table, regexes);
+    let condition = condition.map(|c| Bound::new(c, &table.scope(), regexes));
     (0..table.times.len())
         .map(|index| {
-            let row = TableRow { table, index };
-            if condition.is_some_and(|c| !holds(c, &row, regexes)) {
+            if condition.as_ref().is_some_and(|c| !c.holds(table.times[index], table.row(index))) {
                 return false;
             }
-            let values: Vec<FieldValue> = exprs.iter().map(|e| eval(e, &row, regexes)).collect();
-            gives_row(&exprs, &values, table, index)
+            projection.gives_row(table, index)
         })
         .collect()
 }
 
-/// A row exists where a selected field has a value; selecting only tags, where any field the
-/// query reads has one.
-fn gives_row(exprs: &[Expr], values: &[FieldValue], table: &Table, index: usize) -> bool {
-    let mut selects_field = false;
-    for (expr, value) in exprs.iter().zip(values) {
-        if refers_to_field(expr, table) {
-            selects_field = true;
-            if !value.is_null() {
-                return true;
-            }
+/// The SELECT fields bound to one table.
+struct Projection<'r> {
+    exprs: Vec<Bound<'r>>,
+    /// Which of them read a field column.
+    reads_field: Vec<bool>,
+}
+
+impl<'r> Projection<'r> {
+    fn new(exprs: &[Expr], table: &Table, regexes: &'r Regexes) -> Projection<'r> {
+        let scope = table.scope();
+        Projection {
+            exprs: exprs.iter().map(|e| Bound::new(e, &scope, regexes)).collect(),
+            reads_field: exprs.iter().map(|e| Bound::reads_field(e, &scope)).collect(),
         }
     }
-    !selects_field && table.rows[index].iter().any(|v| !v.is_null())
+
+    /// The output row of row `index`, if it gives one.
+    fn row(&self, table: &Table, index: usize) -> Option<Vec<FieldValue>> {
+        let (time, row) = (table.times[index], table.row(index));
+        let values: Vec<FieldValue> = self.exprs.iter().map(|e| e.value(time, row).into_owned()).collect();
+        self.gives(&values, row).then_some(values)
+    }
+
+    fn gives_row(&self, table: &Table, index: usize) -> bool {
+        let (time, row) = (table.times[index], table.row(index));
+        // The values are looked at, not kept: borrowed where they can be.
+        let values: Vec<std::borrow::Cow<'_, FieldValue>> = self.exprs.iter().map(|e| e.value(time, row)).collect();
+        self.gives_by(|i| values[i].is_null(), row)
+    }
+
+    fn gives(&self, values: &[FieldValue], row: &[FieldValue]) -> bool {
+        self.gives_by(|i| values[i].is_null(), row)
+    }
+
+    /// A row exists where a selected field has a value; selecting only tags, where any field
+    /// the query reads has one.
+    fn gives_by(&self, is_null: impl Fn(usize) -> bool, row: &[FieldValue]) -> bool {
+        let mut selects_field = false;
+        for (i, &reads) in self.reads_field.iter().enumerate() {
+            if reads {
+                selects_field = true;
+                if !is_null(i) {
+                    return true;
+                }
+            }
+        }
+        !selects_field && row.iter().any(|v| !v.is_null())
+    }
 }
 
 /// The SELECT fields with wildcards replaced by the fields and tags they stand for (sorted by
@@ -96,14 +132,4 @@ fn expand(statement: &SelectStatement, members: &[&Table]) -> (Vec<Expr>, Vec<St
         }
     }
     (exprs, names)
-}
-
-fn refers_to_field(expr: &Expr, table: &Table) -> bool {
-    match expr {
-        Expr::VarRef(v) => table.column(&v.name).is_some(),
-        Expr::Binary(b) => refers_to_field(&b.lhs, table) || refers_to_field(&b.rhs, table),
-        Expr::Paren(inner) | Expr::Negate(inner) => refers_to_field(inner, table),
-        Expr::Call(call) => call.args.iter().any(|a| refers_to_field(a, table)),
-        _ => false,
-    }
 }

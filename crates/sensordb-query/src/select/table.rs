@@ -1,8 +1,9 @@
 //! The rows a SELECT works on: one table per series of tags (a measurement's fields joined on
 //! time, or one series of a subquery's result), read from storage within the query's range.
 
+use crate::bound::Scope;
 use crate::error::QueryError;
-use crate::eval::{tag_condition, Regexes, Row, Verdict};
+use crate::eval::{tag_condition, Regexes, Verdict};
 use crate::result::ResultSeries;
 use crate::storage::{ScanOrder, Storage, StoredSeries};
 use crate::time::TimeRange;
@@ -19,8 +20,9 @@ pub(crate) struct Table {
     pub tags: Arc<[(String, String)]>,
     pub columns: Vec<Arc<str>>,
     pub times: Vec<i64>,
-    /// `rows[i][c]` is column `c` at `times[i]`.
-    pub rows: Vec<Vec<FieldValue>>,
+    /// The rows one after another: row `i` is `values[i * width..(i + 1) * width]`, its column
+    /// `c` at `times[i]` (one allocation a table, not one a row).
+    pub values: Vec<FieldValue>,
 }
 
 impl Table {
@@ -28,26 +30,36 @@ impl Table {
         self.columns.iter().position(|c| &**c == name)
     }
 
-    pub fn tag(&self, name: &str) -> Option<&str> {
-        self.tags.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    /// Values a row.
+    pub fn width(&self) -> usize {
+        self.columns.len()
     }
-}
 
-/// Row `index` of `table`, as expressions see it.
-pub(crate) struct TableRow<'a> {
-    pub table: &'a Table,
-    pub index: usize,
-}
+    /// The values of row `i`, by column.
+    pub fn row(&self, i: usize) -> &[FieldValue] {
+        let width = self.width();
+        &self.values[i * width..(i + 1) * width]
+    }
 
-impl Row for TableRow<'_> {
-    fn time(&self) -> i64 {
-        self.table.times[self.index]
+    /// What expressions see of this table.
+    pub fn scope(&self) -> Scope<'_> {
+        Scope { columns: &self.columns, tags: &self.tags }
     }
-    fn tag(&self, name: &str) -> Option<&str> {
-        self.table.tag(name)
-    }
-    fn field(&self, name: &str) -> Option<FieldValue> {
-        self.table.column(name).map(|c| self.table.rows[self.index][c].clone())
+
+    /// Keeps the rows `keep` says (one verdict a row).
+    pub fn retain_rows(&mut self, keep: &[bool]) {
+        assert_eq!(keep.len(), self.times.len(), "BUG: a verdict per row");
+        let width = self.width();
+        let mut times = keep.iter();
+        self.times.retain(|_| *times.next().unwrap_or(&false));
+        if width > 0 {
+            let mut i = 0;
+            self.values.retain(|_| {
+                i += 1;
+                keep[(i - 1) / width]
+            });
+        }
+        debug_assert_eq!(self.values.len(), self.times.len() * width);
     }
 }
 
@@ -157,7 +169,7 @@ pub(crate) fn read_measurement(
             Some(names) => field_names.iter().filter(|f| names.iter().any(|n| n.as_str() == &***f)).cloned().collect(),
         };
         let series: Vec<Option<&StoredSeries>> = columns.iter().map(|c| fields.get(c)).collect();
-        let table = Table { name: name.clone(), tags, columns, times: Vec::new(), rows: Vec::new() };
+        let table = Table { name: name.clone(), tags, columns, times: Vec::new(), values: Vec::new() };
         let table = match limit {
             _ if range.is_empty() => table,
             None => {
@@ -167,8 +179,8 @@ pub(crate) fn read_measurement(
                         s.map_or(Ok(ColumnPoints::default()), |s| read_column(storage, s, range, ScanOrder::OldestFirst, None, budget))
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                let (times, rows) = join_on_time(per_column.into_iter().map(|c| (c.times, c.values)).collect());
-                Table { times, rows, ..table }
+                let (times, values) = join_on_time(per_column.into_iter().map(|c| (c.times, c.values)).collect());
+                Table { times, values, ..table }
             }
             Some(limit) => {
                 let first_round = if rows_decide { limit.first_round } else { 16 };
@@ -252,10 +264,11 @@ fn read_limited(
 ) -> Result<Table, QueryError> {
     let newest_first = limit.order == ScanOrder::NewestFirst;
     let mut batch = limit.rows.max(first_round).clamp(1, 1 << 20);
-    // Counted rows in the limit's order.
-    let mut kept: Vec<(i64, Vec<FieldValue>)> = Vec::new();
+    // Counted rows in the limit's order: their times and values.
+    let mut kept_times: Vec<i64> = Vec::new();
+    let mut kept_values: Vec<FieldValue> = Vec::new();
     // Bounded: each round reads at least `batch` new points of some column, or ends the read.
-    while kept.len() < limit.rows && !range.is_empty() {
+    while kept_times.len() < limit.rows && !range.is_empty() {
         let mut per_column = Vec::with_capacity(series.len());
         // Where the complete rows end: the newest place a column stopped (newest first), the oldest (oldest first).
         let mut frontier: Option<i64> = None;
@@ -288,21 +301,22 @@ fn read_limited(
                 }
             }
         }
-        let (times, rows) = join_on_time(per_column.into_iter().map(|c| (c.times, c.values)).collect());
-        let round = Table { times, rows, ..table };
+        let (times, values) = join_on_time(per_column.into_iter().map(|c| (c.times, c.values)).collect());
+        let round = Table { times, values, ..table };
         let counted = (limit.counted)(&round);
         assert_eq!(counted.len(), round.times.len(), "BUG: a verdict per row");
         let order: Box<dyn Iterator<Item = usize>> =
             if newest_first { Box::new((0..round.times.len()).rev()) } else { Box::new(0..round.times.len()) };
         for i in order {
             if counted[i] {
-                kept.push((round.times[i], round.rows[i].clone()));
-                if kept.len() == limit.rows {
+                kept_times.push(round.times[i]);
+                kept_values.extend_from_slice(round.row(i));
+                if kept_times.len() == limit.rows {
                     break;
                 }
             }
         }
-        table = Table { times: Vec::new(), rows: Vec::new(), ..round };
+        table = Table { times: Vec::new(), values: Vec::new(), ..round };
         let Some(frontier) = frontier else { break };
         if newest_first {
             let Some(to) = frontier.checked_sub(1) else { break };
@@ -314,33 +328,57 @@ fn read_limited(
         batch = batch.saturating_mul(2);
     }
     if newest_first {
-        kept.reverse();
+        kept_times.reverse();
+        let width = table.width();
+        if width > 0 {
+            // Rows reversed, each row's columns in order.
+            kept_values = kept_values.chunks_exact(width).rev().flatten().cloned().collect();
+        }
     }
-    (table.times, table.rows) = kept.into_iter().unzip();
+    table.times = kept_times;
+    table.values = kept_values;
     Ok(table)
 }
 
-/// Joins per-column sorted points into rows, null where a column has no point at a time.
-fn join_on_time(columns: Vec<(Vec<i64>, Vec<FieldValue>)>) -> (Vec<i64>, Vec<Vec<FieldValue>>) {
+/// Joins per-column sorted points into rows (one after another, as [`Table::values`]), null
+/// where a column has no point at a time.
+fn join_on_time(mut columns: Vec<(Vec<i64>, Vec<FieldValue>)>) -> (Vec<i64>, Vec<FieldValue>) {
+    match columns.len() {
+        0 => return (Vec::new(), Vec::new()),
+        1 => return columns.pop().unwrap_or_default(),
+        _ => {}
+    }
+    // The fields of one line share their times: the rows are the columns interleaved.
+    if columns.iter().all(|(t, _)| *t == columns[0].0) {
+        let width = columns.len();
+        let length = columns[0].0.len();
+        let mut values = Vec::with_capacity(length * width);
+        let mut iterators: Vec<_> = columns.iter_mut().map(|(_, v)| std::mem::take(v).into_iter()).collect();
+        for _ in 0..length {
+            for column in &mut iterators {
+                values.push(column.next().unwrap_or(FieldValue::Null));
+            }
+        }
+        let times = std::mem::take(&mut columns[0].0);
+        return (times, values);
+    }
     let mut positions = vec![0usize; columns.len()];
     let mut times = Vec::new();
-    let mut rows = Vec::new();
+    let mut values = Vec::new();
     loop {
         let next = columns.iter().zip(&positions).filter_map(|((t, _), &p)| t.get(p).copied()).min();
         let Some(time) = next else { break };
-        let mut row = Vec::with_capacity(columns.len());
-        for ((t, v), p) in columns.iter().zip(positions.iter_mut()) {
+        for ((t, v), p) in columns.iter_mut().zip(positions.iter_mut()) {
             if t.get(*p) == Some(&time) {
-                row.push(v[*p].clone());
+                values.push(std::mem::replace(&mut v[*p], FieldValue::Null));
                 *p += 1;
             } else {
-                row.push(FieldValue::Null);
+                values.push(FieldValue::Null);
             }
         }
         times.push(time);
-        rows.push(row);
     }
-    (times, rows)
+    (times, values)
 }
 
 /// A subquery's result series as tables: their group tags become tags, their columns fields.
@@ -349,8 +387,15 @@ pub(crate) fn tables_of_result(series: Vec<ResultSeries>) -> Vec<Table> {
         .into_iter()
         .map(|s| {
             let columns: Vec<Arc<str>> = s.columns.iter().skip(usize::from(s.has_time)).map(|c| Arc::from(c.as_str())).collect();
-            let (times, rows) = s.rows.into_iter().map(|r| (r.time, r.values)).unzip();
-            Table { name: Arc::from(s.name.as_str()), tags: s.tags, columns, times, rows }
+            let width = columns.len();
+            let mut times = Vec::with_capacity(s.rows.len());
+            let mut values = Vec::with_capacity(s.rows.len() * width);
+            for row in s.rows {
+                assert_eq!(row.values.len(), width, "BUG: a result row has a value a column");
+                times.push(row.time);
+                values.extend(row.values);
+            }
+            Table { name: Arc::from(s.name.as_str()), tags: s.tags, columns, times, values }
         })
         .collect()
 }
@@ -363,10 +408,35 @@ mod tests {
     fn columns_join_on_time_with_nulls_for_missing_points() {
         let a = (vec![1, 2, 4], vec![FieldValue::Integer(1), FieldValue::Integer(2), FieldValue::Integer(4)]);
         let b = (vec![2, 3], vec![FieldValue::Float(2.5), FieldValue::Float(3.5)]);
-        let (times, rows) = join_on_time(vec![a, b]);
+        let (times, values) = join_on_time(vec![a, b]);
         assert_eq!(times, vec![1, 2, 3, 4]);
-        assert_eq!(rows[0], vec![FieldValue::Integer(1), FieldValue::Null]);
-        assert_eq!(rows[1], vec![FieldValue::Integer(2), FieldValue::Float(2.5)]);
-        assert_eq!(rows[2], vec![FieldValue::Null, FieldValue::Float(3.5)]);
+        assert_eq!(values[0..2], [FieldValue::Integer(1), FieldValue::Null]);
+        assert_eq!(values[2..4], [FieldValue::Integer(2), FieldValue::Float(2.5)]);
+        assert_eq!(values[4..6], [FieldValue::Null, FieldValue::Float(3.5)]);
+        assert_eq!(values[6..8], [FieldValue::Integer(4), FieldValue::Null]);
+        assert_eq!(values.len(), 8);
+    }
+
+    #[test]
+    fn columns_of_equal_times_interleave() {
+        let a = (vec![1, 2], vec![FieldValue::Integer(1), FieldValue::Integer(2)]);
+        let b = (vec![1, 2], vec![FieldValue::Float(1.5), FieldValue::Float(2.5)]);
+        let c = (vec![1, 2], vec![FieldValue::Boolean(true), FieldValue::Null]);
+        let (times, values) = join_on_time(vec![a, b, c]);
+        assert_eq!(times, vec![1, 2]);
+        assert_eq!(
+            values,
+            vec![
+                FieldValue::Integer(1),
+                FieldValue::Float(1.5),
+                FieldValue::Boolean(true),
+                FieldValue::Integer(2),
+                FieldValue::Float(2.5),
+                FieldValue::Null
+            ]
+        );
+        let single = (vec![5], vec![FieldValue::Integer(7)]);
+        assert_eq!(join_on_time(vec![single.clone()]), single);
+        assert_eq!(join_on_time(Vec::new()), (Vec::new(), Vec::new()));
     }
 }
