@@ -50,7 +50,14 @@ pub(super) fn run(
     let zone = crate::time::zone_of(statement)?;
     let buckets = buckets(&rows, range, interval, zone.as_ref(), context, first, last)?;
     let starts: Vec<i64> = buckets.iter().map(|b| b.start).collect();
-    assemble(statement, &projections, names, &starts, &RowSource { rows: &rows, buckets: &buckets }, interval.is_none())
+    assemble(
+        statement,
+        &projections,
+        names,
+        &starts,
+        &RowSource { rows: &rows, buckets: &buckets, gathered: Default::default() },
+        interval.is_none(),
+    )
 }
 
 /// Where an aggregate query's reducers find the points of a bucket: rows of tables on the
@@ -66,14 +73,79 @@ pub(super) trait BucketSource {
 struct RowSource<'r, 't> {
     rows: &'r Rows<'t>,
     buckets: &'r [Bucket],
+    /// Fields gathered over all rows, by name (`None`: of mixed types).
+    gathered: std::cell::RefCell<BTreeMap<String, Option<std::rc::Rc<Gathered>>>>,
+}
+
+/// The non-null values of one field over all rows, of one type, and where each row's begin.
+struct Gathered {
+    times: Vec<i64>,
+    column: Column,
+    /// `before[r]`: values of rows `..r`.
+    before: Vec<u32>,
+}
+
+impl RowSource<'_, '_> {
+    /// `field` gathered once for every bucket and reducer: a field is asked for once per bucket
+    /// and reducer (`sum(x)/count(x)` twice over), each a pass over the rows. Only a field of one
+    /// type: a bucket's values of a field of mixed types are typed by what that bucket holds.
+    fn gathered(&self, field: &str) -> Option<std::rc::Rc<Gathered>> {
+        if let Some(known) = self.gathered.borrow().get(field) {
+            return known.clone();
+        }
+        let mut times = Vec::new();
+        let mut values = Vec::new();
+        let mut before = Vec::with_capacity(self.rows.len() + 1);
+        let mut last: Option<(&Table, Option<usize>)> = None;
+        for &(time, table, index) in self.rows {
+            before.push(values.len() as u32);
+            let column = match last {
+                Some((seen, column)) if std::ptr::eq(seen, table) => column,
+                _ => {
+                    let column = table.column(field);
+                    last = Some((table, column));
+                    column
+                }
+            };
+            if let Some(c) = column {
+                let v = &table.row(index)[c];
+                if !v.is_null() {
+                    times.push(time);
+                    values.push(v.clone());
+                }
+            }
+        }
+        before.push(values.len() as u32);
+        let one_type = values.windows(2).all(|w| std::mem::discriminant(&w[0]) == std::mem::discriminant(&w[1]));
+        let gathered = match column_of(values) {
+            Some(column) if one_type && u32::try_from(self.rows.len()).is_ok() => {
+                Some(std::rc::Rc::new(Gathered { times, column, before }))
+            }
+            _ => None,
+        };
+        self.gathered.borrow_mut().insert(field.to_string(), gathered.clone());
+        gathered
+    }
 }
 
 impl BucketSource for RowSource<'_, '_> {
     fn reduce(&self, reducer: Reducer, field: &str, bucket: usize) -> Result<Option<Vec<Reduced>>, QueryError> {
         let Bucket { lo, hi, .. } = self.buckets[bucket];
-        let (times, column) = gather(&self.rows[lo..hi], field);
-        let Some(column) = column else { return Ok(None) };
-        Ok(Some(reduce(reducer, &times, column.as_slice()).map_err(|e| QueryError::invalid(e.to_string()))?))
+        let reduced = match self.gathered(field) {
+            Some(g) => {
+                let range = g.before[lo] as usize..g.before[hi] as usize;
+                if range.is_empty() {
+                    return Ok(None);
+                }
+                reduce(reducer, &g.times[range.clone()], g.column.slice(range))
+            }
+            None => {
+                let (times, column) = gather(&self.rows[lo..hi], field);
+                let Some(column) = column else { return Ok(None) };
+                reduce(reducer, &times, column.as_slice())
+            }
+        };
+        Ok(Some(reduced.map_err(|e| QueryError::invalid(e.to_string()))?))
     }
 
     fn points(&self, field: &str) -> (Vec<i64>, Option<Column>) {

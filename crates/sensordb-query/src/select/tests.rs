@@ -428,3 +428,16 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_field_of_mixed_types_is_typed_per_bucket() {
+    let mut storage = MemoryStorage::default();
+    storage.insert("iot", "m", &[("host", "a")], "v", vec![(0, I(1)), (10 * S, I(2))]);
+    storage.insert("iot", "m", &[("host", "b")], "v", vec![(20 * S, F(2.5)), (21 * S, F(0.5))]);
+    let parsed = parse("SELECT sum(v), count(v) FROM m WHERE time >= 0 AND time < 30s GROUP BY time(10s)").expect("parses");
+    let Statement::Select(statement) = &parsed.statements[0] else { panic!("a SELECT") };
+    let context = Context { storage: &storage, database: "iot", now: 1_000 * S, limits: Limits::default() };
+    let series = select(&context, statement).expect("runs");
+    let rows: Rows = series[0].rows.iter().map(|r| (r.time, r.values.clone())).collect();
+    assert_eq!(rows, vec![(0, vec![I(1), I(1)]), (10 * S, vec![I(2), I(1)]), (20 * S, vec![F(3.0), I(2)])]);
+}
