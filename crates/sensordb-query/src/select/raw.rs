@@ -64,18 +64,13 @@ impl<'r> Projection<'r> {
     fn row(&self, table: &Table, index: usize) -> Option<Vec<FieldValue>> {
         let (time, row) = (table.times[index], table.row(index));
         let values: Vec<FieldValue> = self.exprs.iter().map(|e| e.value(time, row).into_owned()).collect();
-        self.gives(&values, row).then_some(values)
+        self.gives_by(|i| values[i].is_null(), row).then_some(values)
     }
 
+    /// Whether row `index` gives an output row; only the fields that decide it are evaluated.
     fn gives_row(&self, table: &Table, index: usize) -> bool {
         let (time, row) = (table.times[index], table.row(index));
-        // The values are looked at, not kept: borrowed where they can be.
-        let values: Vec<std::borrow::Cow<'_, FieldValue>> = self.exprs.iter().map(|e| e.value(time, row)).collect();
-        self.gives_by(|i| values[i].is_null(), row)
-    }
-
-    fn gives(&self, values: &[FieldValue], row: &[FieldValue]) -> bool {
-        self.gives_by(|i| values[i].is_null(), row)
+        self.gives_by(|i| self.exprs[i].value(time, row).is_null(), row)
     }
 
     /// A row exists where a selected field has a value; selecting only tags, where any field

@@ -212,8 +212,10 @@ pub(crate) fn read_column(
     enough: Option<usize>,
     budget: &Budget,
 ) -> Result<ColumnPoints, QueryError> {
-    // Runs in the order they come; reversed at the end when newest came first.
-    let mut runs: Vec<(Vec<i64>, Vec<FieldValue>)> = Vec::new();
+    // Newest first, each run is appended backwards and the whole reversed at the end: one copy
+    // of each point, no vector a run.
+    let mut times: Vec<i64> = Vec::with_capacity(enough.unwrap_or(0).min(1 << 16));
+    let mut values: Vec<FieldValue> = Vec::with_capacity(times.capacity());
     let mut count = 0;
     let mut exhausted = true;
     let mut failed = Ok(());
@@ -225,11 +227,17 @@ pub(crate) fn read_column(
         // Of a run longer than what is still wanted, only the wanted end: a block of thousands
         // of points gives the one a `LIMIT 1` asks for.
         let wanted = enough.map_or(t.len(), |enough| (enough - count).min(t.len()));
-        let part = match order {
-            ScanOrder::OldestFirst => 0..wanted,
-            ScanOrder::NewestFirst => t.len() - wanted..t.len(),
-        };
-        runs.push((t[part.clone()].to_vec(), part.map(|i| v.get(i)).collect()));
+        match order {
+            ScanOrder::OldestFirst => {
+                times.extend_from_slice(&t[..wanted]);
+                values.extend((0..wanted).map(|i| v.get(i)));
+            }
+            ScanOrder::NewestFirst => {
+                let part = t.len() - wanted..t.len();
+                times.extend(t[part.clone()].iter().rev());
+                values.extend(part.rev().map(|i| v.get(i)));
+            }
+        }
         count += wanted;
         if enough.is_some_and(|enough| count >= enough) {
             exhausted = false;
@@ -239,14 +247,11 @@ pub(crate) fn read_column(
     })?;
     failed?;
     if order == ScanOrder::NewestFirst {
-        runs.reverse();
+        times.reverse();
+        values.reverse();
     }
-    let mut points = ColumnPoints { times: Vec::with_capacity(count), values: Vec::with_capacity(count), exhausted };
-    for (times, values) in runs {
-        points.times.extend(times);
-        points.values.extend(values);
-    }
-    Ok(points)
+    debug_assert_eq!(times.len(), count);
+    Ok(ColumnPoints { times, values, exhausted })
 }
 
 /// The first `limit.rows` counted rows of `table` in `limit.order`. Reads its columns in rounds
