@@ -1,7 +1,6 @@
 //! Raw queries: rows projected through the SELECT fields, one output row per stored row that has
 //! a value in at least one selected field.
 
-use super::merged_rows;
 use super::plan::{column_name, dedupe_names};
 use super::table::Table;
 use crate::bound::Bound;
@@ -16,10 +15,20 @@ pub(super) fn run(statement: &SelectStatement, members: &[&Table], regexes: &Reg
     let (exprs, mut names) = expand(statement, members);
     dedupe_names(&mut names);
     let projections: Vec<Projection<'_>> = members.iter().map(|table| Projection::new(&exprs, table, regexes)).collect();
-    let mut rows = Vec::new();
-    for (time, table, index) in merged_rows(members) {
-        let member = members.iter().position(|m| std::ptr::eq(*m, table)).unwrap_or_default();
-        if let Some(values) = projections[member].row(table, index) {
+    // The members' rows merged by time (a tie keeps the members' order), by member and row.
+    let mut order: Vec<(i64, u32, u32)> = Vec::with_capacity(members.iter().map(|t| t.times.len()).sum());
+    for (m, table) in members.iter().enumerate() {
+        assert!(u32::try_from(table.times.len()).is_ok(), "a table of more than 2^32 rows");
+        order.extend(table.times.iter().enumerate().map(|(i, &t)| (t, m as u32, i as u32)));
+    }
+    // A subquery's rows may come newest first.
+    if !order.is_sorted_by_key(|&(t, _, _)| t) {
+        order.sort_by_key(|&(t, _, _)| t);
+    }
+    let mut rows = Vec::with_capacity(order.len());
+    for (time, member, index) in order {
+        let member = member as usize;
+        if let Some(values) = projections[member].row(members[member], index as usize) {
             rows.push(ResultRow { time, values });
         }
     }
