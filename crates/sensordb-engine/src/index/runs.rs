@@ -271,7 +271,9 @@ mod tests {
         }
         assert!(cache.len() >= 8, "eviction keeps most of the limit: {} runs", cache.len());
         assert!(cache.get(1, SeriesId(2)).is_none(), "the oldest runs went");
-        cache.insert(1, SeriesId(1000), entries(1000));
+        // Over an eighth of the limit, under the whole of it.
+        assert!(cost(&entries(30)) > one * 2 && cost(&entries(30)) < one * 16);
+        cache.insert(1, SeriesId(1000), entries(30));
         assert!(cache.get(1, SeriesId(1000)).is_none(), "a run over an eighth of the limit is not kept");
         cache.insert(2, SeriesId(5), entries(10));
         cache.remove_segment(1);
