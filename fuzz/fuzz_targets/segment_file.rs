@@ -5,14 +5,15 @@
 //!
 //! Asserts: nothing panics (errors are fine); a block that reads matches its index entry's
 //! count and time range; and scanning the file again after the first scan repaired it finds the
-//! same entries and the same sealed state.
+//! same entries and the same sealed state, and that the runs of a version-2 footer, read one by one
+//! after `scan_segment_directory` (what start-up does), hold the same entries.
 //!
 //! Each input runs twice: as it is, and with every segment checksum that can be located recomputed
 //! (`sensordb_fuzz::fixup`), so mutations get past the checksums to the parsers behind them.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::test_support::segment::{read_block, scan_segment};
+use sensordb_engine::test_support::segment::{read_block, read_run, scan_segment, scan_segment_directory};
 use sensordb_engine::RealFs;
 use sensordb_fuzz::{fixup, scratch_dir, SEGMENT_NAME};
 
@@ -37,6 +38,18 @@ fn run(data: &[u8]) {
     let again = scan_segment(&RealFs, &path).expect("a scanned segment scans again");
     assert_eq!(again.entries, entries, "second scan found other blocks");
     assert_eq!(again.sealed, sealed, "second scan changed the sealed state");
+    drop(again);
+    // Start-up's scan reads the series directory alone; its runs, read one by one, hold the
+    // blocks the full scan found.
+    let lazy = scan_segment_directory(&RealFs, &path).expect("a scanned segment scans again");
+    if let (true, Some(directory)) = (sealed, &lazy.directory) {
+        let runs: Result<Vec<_>, _> = directory.iter().map(|run| read_run(&path, lazy.file.as_ref(), &run.shape())).collect();
+        if let Ok(runs) = runs {
+            let mut found: Vec<_> = runs.into_iter().flatten().collect();
+            found.sort_by_key(|e| e.offset);
+            assert_eq!(found, entries, "runs read one by one differ from the full scan");
+        }
+    }
 }
 
 fuzz_target!(|data: &[u8]| {

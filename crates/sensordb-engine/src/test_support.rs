@@ -41,7 +41,10 @@ pub mod codec {
 /// (`sensordb bench large-store`), which makes sealed segments without the write path.
 pub mod segment {
     pub use crate::filenames::segment_dir;
-    pub use crate::segment::{read_block, scan_segment, GroupBuilder, IndexEntry, SegmentWriter};
+    pub use crate::segment::{
+        decode_directory, decode_run, encode_footer, read_all_runs, read_block, read_run, scan_segment, scan_segment_directory,
+        GroupBuilder, IndexEntry, RunShape, SegmentWriter, SeriesRun,
+    };
 }
 
 /// The write-ahead log opened alone, and its record format (fuzz target, corruption tests).

@@ -159,7 +159,7 @@ pub fn compact_once(
 ) -> Result<Option<CompactionReport>> {
     let summaries = store.summaries();
     for run in candidate_runs(&summaries, options) {
-        let blocks = store.blocks_of_segments(&run);
+        let blocks = store.try_blocks_of_segments(&run)?;
         let mut series_count = 0usize;
         let mut previous = None;
         for block in &blocks {

@@ -75,8 +75,11 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<A
             store
         }
         None => {
-            let store_options =
-                SegmentStoreOptions { segment_bytes_max: options.segment_bytes_max, sync: options.durability != Durability::None };
+            let store_options = SegmentStoreOptions {
+                segment_bytes_max: options.segment_bytes_max,
+                sync: options.durability != Durability::None,
+                ..SegmentStoreOptions::default()
+            };
             let (store, store_recovery) = SegmentStore::open(fs.clone(), &segment_dir(dir), store_options)?;
             report.segments = store_recovery.segments;
             report.problems.extend(store_recovery.problems);

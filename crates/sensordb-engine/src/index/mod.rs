@@ -2,6 +2,11 @@
 //!
 //! Held in memory and rebuilt at start-up from segment footers (never from the blocks). Readers
 //! take a copy of the few references they need, so the index lock is held only briefly.
+//! [`BlockIndex`] holds every block (segments still taking groups, files of format version 1,
+//! the memory and Cassandra stores); [`runs::ExtentIndex`] holds one extent per series and
+//! sealed segment of version 2, whose blocks are read from the footer's runs when needed.
+
+pub mod runs;
 
 use crate::batch::IdHasher;
 use crate::model::{SeriesId, Timestamp};

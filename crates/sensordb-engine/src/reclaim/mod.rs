@@ -409,11 +409,15 @@ impl Reclaimer {
         while let Some(best) = state.fisherman.select(usage.share, &remaining).into_iter().next() {
             remaining.retain(|c| c.segment != best.segment);
             let rate = if usage.share >= self.options.throttle_high { 0 } else { self.options.merge_bytes_per_second };
-            let blocks: Vec<_> = store
-                .blocks_of_segments(&[best.segment])
-                .into_iter()
-                .filter(|b| b.entry.max_timestamp >= class_cutoff(&state.class_of, &cutoffs, b.entry.series))
-                .collect();
+            let blocks = match store.try_blocks_of_segments(&[best.segment]) {
+                Ok(blocks) => blocks,
+                Err(e) => {
+                    merge_error = Some(e);
+                    break;
+                }
+            };
+            let blocks: Vec<_> =
+                blocks.into_iter().filter(|b| b.entry.max_timestamp >= class_cutoff(&state.class_of, &cutoffs, b.entry.series)).collect();
             let report = match crate::compaction::rewrite(
                 store,
                 catalog,
@@ -555,7 +559,8 @@ impl Reclaimer {
             let Some(capacity) = databases.policies.get(name).and_then(|p| p.capacity_bytes) else { continue };
             // (newest point of this database in a segment, its live bytes there)
             let mut per_segment: Vec<(Timestamp, u64)> = Vec::new();
-            store.visit_segments(&mut |summary, lives| {
+            let cutoff_of = |series: SeriesId| class_cutoff(&state.class_of, &cutoffs, series);
+            store.visit_segments_against(&cutoff_of, &mut |summary, lives| {
                 let (mut newest, mut bytes, mut all) = (Timestamp::MIN, 0u64, 0u64);
                 for life in lives {
                     all += u64::from(life.bytes);
@@ -607,7 +612,8 @@ fn is_dead(class_of: &[u32], cutoffs: &[Timestamp], life: &BlockLife) -> bool {
 /// Dead share of every sealed segment that holds blocks.
 fn evaluate_segments(store: &dyn BlockStore, class_of: &[u32], cutoffs: &[Timestamp]) -> Vec<Candidate> {
     let mut out = Vec::new();
-    store.visit_segments(&mut |summary, lives| {
+    let cutoff_of = |series: SeriesId| class_cutoff(class_of, cutoffs, series);
+    store.visit_segments_against(&cutoff_of, &mut |summary, lives| {
         if !summary.sealed || lives.is_empty() {
             return;
         }
@@ -628,7 +634,8 @@ fn evaluate_segments(store: &dyn BlockStore, class_of: &[u32], cutoffs: &[Timest
 /// by the share of dead block bytes in it.
 fn dead_bytes(store: &dyn BlockStore, class_of: &[u32], cutoffs: &[Timestamp]) -> (u64, u64) {
     let (mut dead_total, mut all_total) = (0u64, 0u64);
-    store.visit_segments(&mut |summary, lives| {
+    let cutoff_of = |series: SeriesId| class_cutoff(class_of, cutoffs, series);
+    store.visit_segments_against(&cutoff_of, &mut |summary, lives| {
         let (mut dead, mut all) = (0u64, 0u64);
         for life in lives {
             all += u64::from(life.bytes);
@@ -648,7 +655,8 @@ fn dead_bytes(store: &dyn BlockStore, class_of: &[u32], cutoffs: &[Timestamp]) -
 /// segment (so whole segments die), with the bytes it makes dead; `None` when nothing is live.
 fn eviction_cutoff(store: &dyn BlockStore, class_of: &[u32], cutoffs: &[Timestamp], bytes: u64) -> Option<(Timestamp, u64)> {
     let mut per_segment: Vec<(Timestamp, u64)> = Vec::new();
-    store.visit_segments(&mut |summary, lives| {
+    let cutoff_of = |series: SeriesId| class_cutoff(class_of, cutoffs, series);
+    store.visit_segments_against(&cutoff_of, &mut |summary, lives| {
         if !summary.sealed {
             return;
         }

@@ -8,14 +8,16 @@
 //! only once that group is durable, so a group header on disk always proves the group before it
 //! synced. A segment is sealed once it reaches its size limit (or at shutdown and recovery):
 //! the sealed segment ends with a footer (the index of all its blocks) and a fixed-size
-//! trailer. Start-up reads only trailers and footers, never blocks. A segment without a valid
+//! trailer. Format version 2 groups the footer's entries by series into runs behind a series
+//! directory ([`directory`]); start-up reads only trailers and directories, never blocks, and
+//! a read fetches the run it needs. Version 1 (the flat list below) is still read. A segment without a valid
 //! trailer (the engine stopped while it was open) is recovered by walking its group headers,
 //! which sit at known 4 KiB boundaries, and then sealed.
 //!
 //! ```text
 //! file header, 4096 bytes (32 used, rest zero)
 //!    0  8  magic "SDBSEGMT"
-//!    8  2  format version (1)                 u16 LE
+//!    8  2  format version (2; 1 still read)   u16 LE
 //!   10  6  reserved (0)
 //!   16  8  segment id                         u64 LE
 //!   24  4  reserved (0)
@@ -40,7 +42,9 @@
 //!   24  8  length C of the region it covers (the torn group's bytes, from its header)
 //!   32 28  zero
 //!   60  4  CRC32C of [0, 60)
-//! footer, on a 4 KiB boundary, written when sealing
+//! footer of version 2: series directory and runs, see [`directory`]; the trailer's length and
+//! checksum cover the directory
+//! footer of version 1, on a 4 KiB boundary, written when sealing
 //!    0  F  index list of every block in the segment, in file order, then the replaced list:
 //!          varint count R, then R varints: ids of the segments this one replaces (a compaction
 //!          output names its inputs; recovery removes them if a crash left them behind),
@@ -71,16 +75,22 @@
 //! Every segment holds the points of the flushes that wrote it, and flushes happen in time
 //! order, so segments are ordered by time as data arrives: expiry can drop whole files.
 
+mod directory;
 mod reader;
 mod writer;
 
-pub use reader::{read_block, read_raw_block, scan_segment, RawBlock, SegmentScan};
+pub use directory::{decode_directory, decode_run, encode_footer, RunShape, SeriesRun};
+pub use reader::{
+    decode_run_at, read_all_runs, read_block, read_raw_block, read_run, scan_segment, scan_segment_directory, RawBlock, SegmentScan,
+};
 pub use writer::{GroupBuilder, GroupPart, SegmentWriter, SharedTimestamps, StagedGroup};
 
 use crate::checksum::{get_varint, put_varint, unzigzag, zigzag};
 use crate::model::{SeriesId, Timestamp, ValueKind};
 
-pub const SEGMENT_FORMAT_VERSION: u16 = 1;
+/// Version written by this build; version 1 (one flat footer list) is still read, and a file
+/// keeps its version when recovery resumes and seals it.
+pub const SEGMENT_FORMAT_VERSION: u16 = 2;
 pub const PAGE_BYTES: u64 = 4096;
 pub const FILE_HEADER_BYTES: u64 = PAGE_BYTES;
 pub const GROUP_HEADER_BYTES: usize = 64;

@@ -31,6 +31,11 @@ pub struct SegmentScan {
     pub problems: Vec<(u64, String)>,
     /// Segments this one replaces (a compaction output), from the footer.
     pub replaced: Vec<u64>,
+    /// The file's format version (1 or 2); a writer resuming the file keeps it.
+    pub version: u16,
+    /// The series directory of a sealed version-2 file. Filled by [`scan_segment_directory`],
+    /// which then leaves `entries` empty (the runs are read when needed, see [`read_run`]).
+    pub directory: Option<Vec<SeriesRun>>,
 }
 
 /// Builds the index of the segment at `path` without reading its blocks. An unsealed segment's
@@ -46,6 +51,17 @@ pub struct SegmentScan {
 /// its header, or nothing) are cut off. A torn group that is left out gets its header
 /// overwritten by a torn mark for the same reason; the writer continues past it all.
 pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
+    scan(fs, path, true)
+}
+
+/// As [`scan_segment`], but a sealed file of version 2 is indexed from its series directory
+/// alone: `directory` is set and `entries` stays empty, so the cost is per series, not per
+/// block. A run damaged behind an intact directory is found when it is read ([`read_run`]).
+pub fn scan_segment_directory(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
+    scan(fs, path, false)
+}
+
+fn scan(fs: &dyn FileSystem, path: &Path, load_runs: bool) -> Result<SegmentScan> {
     let io = |e| Error::io(path, e);
     let id = parse_numbered_file(path, SEGMENT_EXTENSION).ok_or_else(|| Error::corruption(path, 0, "segment file name is not <id>.seg"))?;
     let file = fs.open_rw(path).map_err(io)?;
@@ -61,6 +77,8 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
         wal_checkpoint: 0,
         problems: Vec::new(),
         replaced: Vec::new(),
+        version: SEGMENT_FORMAT_VERSION,
+        directory: None,
     };
     if len < FILE_HEADER_BYTES {
         // Crashed while creating the file: nothing in it was ever acknowledged.
@@ -69,13 +87,14 @@ pub fn scan_segment(fs: &dyn FileSystem, path: &Path) -> Result<SegmentScan> {
         scan.problems.push((0, format!("file of {len} bytes has no complete header")));
         return Ok(scan);
     }
-    check_file_header(&scan, path)?;
+    scan.version = check_file_header(&scan, path)?;
     let mut scan_limit = len;
     let mut has_trailer = false;
-    match read_footer(&scan, len) {
-        Ok(Some((footer_offset, entries, wal_checkpoint, replaced))) => {
+    match read_footer(&scan, len, load_runs) {
+        Ok(Some(Footer { footer_offset, entries, wal_checkpoint, replaced, directory })) => {
             scan.entries = entries;
             scan.replaced = replaced;
+            scan.directory = directory;
             scan.sealed = true;
             scan.end = footer_offset;
             scan.append_at = footer_offset;
@@ -133,7 +152,7 @@ fn next_header_is_zero(scan: &SegmentScan, from: u64, len: u64) -> std::io::Resu
     Ok(page.iter().all(|&b| b == 0))
 }
 
-fn check_file_header(scan: &SegmentScan, path: &Path) -> Result<()> {
+fn check_file_header(scan: &SegmentScan, path: &Path) -> Result<u16> {
     let mut header = [0u8; 32];
     scan.file.read_exact_at(&mut header, 0).map_err(|e| Error::io(path, e))?;
     if &header[0..8] != FILE_MAGIC {
@@ -146,22 +165,32 @@ fn check_file_header(scan: &SegmentScan, path: &Path) -> Result<()> {
         return Err(Error::corruption(path, 0, "segment header checksum mismatch"));
     }
     let version = u16::from_le_bytes([header[8], header[9]]);
-    if version != SEGMENT_FORMAT_VERSION {
+    if !(1..=SEGMENT_FORMAT_VERSION).contains(&version) {
         return Err(Error::UnsupportedVersion { path: path.into(), found: version, supported: SEGMENT_FORMAT_VERSION });
     }
     let id = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
     if id != scan.id {
         return Err(Error::corruption(path, 16, format!("header names segment {id}, file name {}", scan.id)));
     }
-    Ok(())
+    Ok(version)
 }
 
 type FooterError = (u64, String, u64);
-type Footer = (u64, Vec<IndexEntry>, u64, Vec<u64>);
+
+/// What a sealed file's footer says.
+struct Footer {
+    footer_offset: u64,
+    /// Every block in file order; empty for a version-2 footer read without its runs.
+    entries: Vec<IndexEntry>,
+    wal_checkpoint: u64,
+    replaced: Vec<u64>,
+    directory: Option<Vec<SeriesRun>>,
+}
 
 /// `Ok(None)` when there is no trailer (unsealed); `Err` when a trailer exists but the footer
-/// it points to is damaged (offset, reason, footer offset).
-fn read_footer(scan: &SegmentScan, len: u64) -> std::result::Result<Option<Footer>, FooterError> {
+/// it points to is damaged (offset, reason, footer offset). A version-2 footer's runs are read
+/// and checked only with `load_runs`.
+fn read_footer(scan: &SegmentScan, len: u64, load_runs: bool) -> std::result::Result<Option<Footer>, FooterError> {
     if len < FILE_HEADER_BYTES + TRAILER_BYTES as u64 || !len.is_multiple_of(PAGE_BYTES) {
         return Ok(None);
     }
@@ -189,12 +218,67 @@ fn read_footer(scan: &SegmentScan, len: u64) -> std::result::Result<Option<Foote
     if crc32c(&footer) != footer_checksum {
         return Err((footer_offset, "footer checksum mismatch".into(), footer_offset));
     }
+    if scan.version >= 2 {
+        // `footer` is the series directory; the runs follow it.
+        let runs_start = footer_offset + footer_len;
+        let damaged = |reason: String| (footer_offset, reason, footer_offset);
+        let (directory, replaced) = super::directory::decode_directory(&footer, runs_start).map_err(damaged)?;
+        let runs_end = directory.last().map_or(runs_start, |run| run.run_offset + u64::from(run.run_length));
+        if runs_end > trailer_offset {
+            return Err(damaged(format!("series runs end at {runs_end}, past the trailer at {trailer_offset}")));
+        }
+        let blocks: u64 = directory.iter().map(|run| u64::from(run.blocks)).sum();
+        if blocks != count as u64 {
+            return Err(damaged(format!("series directory lists {blocks} blocks, trailer says {count}")));
+        }
+        let mut entries = Vec::new();
+        if load_runs {
+            entries = read_all_runs(&scan.path, scan.file.as_ref(), &directory).map_err(|e| match e {
+                Error::Corruption { offset, detail, .. } => (offset, detail, footer_offset),
+                other => (footer_offset, other.to_string(), footer_offset),
+            })?;
+        }
+        return Ok(Some(Footer { footer_offset, entries, wal_checkpoint, replaced, directory: Some(directory) }));
+    }
     let (entries, used) = IndexEntry::decode_list_prefix(&footer).map_err(|reason| (footer_offset, reason, footer_offset))?;
     let replaced = super::decode_replaced(&footer[used..]).map_err(|reason| (footer_offset, reason, footer_offset))?;
     if entries.len() != count {
         return Err((footer_offset, format!("footer lists {} blocks, trailer says {count}", entries.len()), footer_offset));
     }
-    Ok(Some((footer_offset, entries, wal_checkpoint, replaced)))
+    Ok(Some(Footer { footer_offset, entries, wal_checkpoint, replaced, directory: None }))
+}
+
+/// Reads and checks the run of one series in one segment: its index entries, in file order.
+/// Damage is reported with the file and the run's offset.
+pub fn read_run(path: &Path, file: &dyn StorageFile, run: &RunShape) -> Result<Vec<IndexEntry>> {
+    let mut bytes = vec![0u8; run.length as usize];
+    file.read_exact_at(&mut bytes, run.offset).map_err(|e| Error::io(path, e))?;
+    decode_run_at(path, run, &bytes)
+}
+
+/// Decodes the run `run` describes from its `bytes`; damage is reported at the run's offset.
+pub fn decode_run_at(path: &Path, run: &RunShape, bytes: &[u8]) -> Result<Vec<IndexEntry>> {
+    let decoded = super::directory::decode_run_shaped(run, bytes);
+    decoded.map(|(entries, _)| entries).map_err(|what| Error::corruption(path, run.offset, format!("series run: {what}")))
+}
+
+/// Reads every run of `directory` with one read (they are back to back): every block of the
+/// segment, in file order.
+pub fn read_all_runs(path: &Path, file: &dyn StorageFile, directory: &[SeriesRun]) -> Result<Vec<IndexEntry>> {
+    let Some(first) = directory.first() else { return Ok(Vec::new()) };
+    let total: u64 = directory.iter().map(|run| u64::from(run.run_length)).sum();
+    let mut bytes = vec![0u8; usize::try_from(total).map_err(|_| Error::corruption(path, first.run_offset, "runs too long"))?];
+    file.read_exact_at(&mut bytes, first.run_offset).map_err(|e| Error::io(path, e))?;
+    let mut entries = Vec::with_capacity(directory.iter().map(|run| run.blocks as usize).sum());
+    for run in directory {
+        let start = (run.run_offset - first.run_offset) as usize;
+        let run_bytes = &bytes[start..start + run.run_length as usize];
+        let decoded = super::directory::decode_run(run, run_bytes)
+            .map_err(|what| Error::corruption(path, run.run_offset, format!("series run: {what}")))?;
+        entries.extend(decoded);
+    }
+    entries.sort_by_key(|entry| entry.offset);
+    Ok(entries)
 }
 
 /// Walks the flush groups from the first page up to `limit`. A damaged group is reported and

@@ -272,26 +272,36 @@ pub struct SegmentWriter {
     entries: Vec<IndexEntry>,
     wal_checkpoint: u64,
     sync: bool,
+    /// The file's format version, which decides the footer's layout.
+    version: u16,
 }
 
 impl SegmentWriter {
     /// Creates segment `id` in `dir`. With `sync`, every group and the seal are fdatasynced.
     pub fn create(fs: &dyn FileSystem, dir: &Path, id: u64, sync: bool) -> Result<SegmentWriter> {
-        Self::create_at(fs, dir, id, numbered_file(dir, id, SEGMENT_EXTENSION), sync)
+        Self::create_at(fs, dir, id, numbered_file(dir, id, SEGMENT_EXTENSION), sync, SEGMENT_FORMAT_VERSION)
+    }
+
+    /// Creates segment `id` in an older format `version` (1), as earlier builds wrote it: for
+    /// tests that stores of those builds still open and work.
+    #[cfg(test)]
+    pub(crate) fn create_with_version(fs: &dyn FileSystem, dir: &Path, id: u64, sync: bool, version: u16) -> Result<SegmentWriter> {
+        assert!((1..=SEGMENT_FORMAT_VERSION).contains(&version), "BUG: no segment format {version}");
+        Self::create_at(fs, dir, id, numbered_file(dir, id, SEGMENT_EXTENSION), sync, version)
     }
 
     /// Creates segment `id` under its temporary name: it only becomes part of the store when
     /// [`SegmentWriter::seal_replacing`] renames it into place.
     pub fn create_temporary(fs: &dyn FileSystem, dir: &Path, id: u64, sync: bool) -> Result<SegmentWriter> {
-        Self::create_at(fs, dir, id, crate::filenames::temporary_segment(dir, id), sync)
+        Self::create_at(fs, dir, id, crate::filenames::temporary_segment(dir, id), sync, SEGMENT_FORMAT_VERSION)
     }
 
-    fn create_at(fs: &dyn FileSystem, dir: &Path, id: u64, path: PathBuf, sync: bool) -> Result<SegmentWriter> {
+    fn create_at(fs: &dyn FileSystem, dir: &Path, id: u64, path: PathBuf, sync: bool, version: u16) -> Result<SegmentWriter> {
         let io = |e| Error::io(&path, e);
         let file = fs.create_for_appends(&path).map_err(io)?;
         let mut header = vec![0u8; FILE_HEADER_BYTES as usize];
         header[0..8].copy_from_slice(FILE_MAGIC);
-        header[8..10].copy_from_slice(&SEGMENT_FORMAT_VERSION.to_le_bytes());
+        header[8..10].copy_from_slice(&version.to_le_bytes());
         header[16..24].copy_from_slice(&id.to_le_bytes());
         let checksum = crc32c(&header[..28]);
         header[28..32].copy_from_slice(&checksum.to_le_bytes());
@@ -309,6 +319,7 @@ impl SegmentWriter {
             entries: Vec::new(),
             wal_checkpoint: 0,
             sync,
+            version,
         })
     }
 
@@ -326,6 +337,7 @@ impl SegmentWriter {
             entries: scan.entries.clone(),
             wal_checkpoint: scan.wal_checkpoint,
             sync,
+            version: scan.version,
         }
     }
 
@@ -453,32 +465,48 @@ impl SegmentWriter {
         Ok(())
     }
 
-    /// Writes the footer and trailer. The segment is complete afterwards.
-    pub fn seal(self) -> Result<()> {
+    /// Writes the footer and trailer. The segment is complete afterwards. Returns the series
+    /// directory written (`None` for a file of format version 1, whose footer is a flat list).
+    pub fn seal(self) -> Result<Option<Vec<SeriesRun>>> {
         self.write_footer(&[])
     }
 
     /// Seals a segment made by [`SegmentWriter::create_temporary`], naming the segments it
     /// replaces in its footer, and renames it into place (with a directory fsync). From then on
-    /// recovery removes the replaced segments should they still exist. Returns the final path.
-    pub fn seal_replacing(self, fs: &dyn FileSystem, dir: &Path, replaced: &[u64]) -> Result<PathBuf> {
+    /// recovery removes the replaced segments should they still exist. Returns the final path
+    /// and the series directory written.
+    pub fn seal_replacing(self, fs: &dyn FileSystem, dir: &Path, replaced: &[u64]) -> Result<(PathBuf, Option<Vec<SeriesRun>>)> {
         let temporary = self.path.clone();
         let final_path = numbered_file(dir, self.id, SEGMENT_EXTENSION);
         let sync = self.sync;
-        self.write_footer(replaced)?;
+        let directory = self.write_footer(replaced)?;
         fs.rename(&temporary, &final_path).map_err(|e| Error::io(&temporary, e))?;
         if sync {
             fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
         }
-        Ok(final_path)
+        Ok((final_path, directory))
     }
 
-    fn write_footer(self, replaced: &[u64]) -> Result<()> {
+    /// The footer as the file's version lays it out: the trailer's length and checksum cover
+    /// what start-up reads (version 1: the whole list; version 2: the series directory, with
+    /// the runs after it).
+    fn write_footer(self, replaced: &[u64]) -> Result<Option<Vec<SeriesRun>>> {
         let mut footer = Vec::with_capacity(self.entries.len() * 16 + PAGE_BYTES as usize);
-        IndexEntry::encode_list(&self.entries, &mut footer);
-        super::encode_replaced(replaced, &mut footer);
+        let mut directory = None;
+        if self.version >= 2 {
+            let (directory_bytes, runs, runs_of) = super::directory::encode_footer(&self.entries, replaced, self.end);
+            footer = directory_bytes;
+            directory = Some((runs, runs_of));
+        } else {
+            IndexEntry::encode_list(&self.entries, &mut footer);
+            super::encode_replaced(replaced, &mut footer);
+        }
         let footer_bytes = footer.len() as u64;
         let footer_checksum = crc32c(&footer);
+        let directory = directory.map(|(runs, runs_of)| {
+            footer.extend_from_slice(&runs);
+            runs_of
+        });
         let total = align_up((footer.len() + TRAILER_BYTES) as u64, PAGE_BYTES) as usize;
         footer.resize(total - TRAILER_BYTES, 0);
         let trailer_start = footer.len();
@@ -510,7 +538,7 @@ impl SegmentWriter {
             let _ = self.file.set_len(old_len.max(self.end));
             return Err(Error::io(&self.path, e));
         }
-        Ok(())
+        Ok(directory)
     }
 }
 

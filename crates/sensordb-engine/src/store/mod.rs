@@ -16,7 +16,9 @@
 //! - **Segments.** Blocks are kept in *segments*, the unit maintenance lists, rewrites and
 //!   removes whole: a segment file here, a time bucket of rows in a distributed table. Each has
 //!   a [`SegmentSummary`] and the [`BlockLife`] of each block, so compaction and reclaim decide
-//!   from metadata alone. A segment still taking groups is not `sealed` and is never rewritten.
+//!   from metadata alone ([`BlockStore::visit_segments_against`] lets a store that keeps one
+//!   summary per series and segment, as the segment store does, read block lists only where a
+//!   reclaim cutoff falls inside one). A segment still taking groups is not `sealed` and is never rewritten.
 //! - **Reads.** [`BlockStore::blocks`] lists a series' blocks in a time range, each with a
 //!   [`BlockPin`]: a handle on whatever holds the block, so it stays readable until the read
 //!   drops it, even if maintenance removes its segment meanwhile.
@@ -185,9 +187,23 @@ pub trait BlockStore: Send + Sync {
     /// Calls `visit` with the summary and block lives of every segment, possibly under a lock:
     /// keep `visit` short.
     fn visit_segments(&self, visit: &mut dyn FnMut(&SegmentSummary, &[BlockLife]));
+    /// [`BlockStore::visit_segments`] for a caller that only asks of each block whether its
+    /// newest point is older than `cutoff(series)` (dead), and sums or takes the newest of the
+    /// rest: the lives of one series in one segment that are all dead or all live may come
+    /// merged (that series, their newest point, their bytes), so a store that keeps one summary
+    /// per series and segment reads block lists only where a cutoff falls inside one.
+    fn visit_segments_against(&self, cutoff: &dyn Fn(SeriesId) -> Timestamp, visit: &mut dyn FnMut(&SegmentSummary, &[BlockLife])) {
+        let _ = cutoff;
+        self.visit_segments(visit)
+    }
     /// Every block of the segments `ids`, grouped by series (series in id order), each series'
     /// blocks by ascending sequence.
     fn blocks_of_segments(&self, ids: &[u64]) -> Vec<BlockRef>;
+    /// [`BlockStore::blocks_of_segments`] for a store that reads block lists from storage:
+    /// fails when one cannot be read, so a rewrite never drops the blocks it could not list.
+    fn try_blocks_of_segments(&self, ids: &[u64]) -> Result<Vec<BlockRef>> {
+        Ok(self.blocks_of_segments(ids))
+    }
     /// Reads and verifies a block by its index entry, for maintenance that holds the segment in
     /// place (only maintenance removes segments, one at a time).
     fn read_indexed_block(&self, block: &BlockRef) -> Result<Block>;

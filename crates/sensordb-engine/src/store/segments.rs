@@ -1,4 +1,6 @@
-//! The local block store: segment files in one directory plus the in-memory block index.
+//! The local block store: segment files in one directory plus the in-memory block index
+//! ([`index`]: blocks of the open segment one by one, sealed segments one extent per series,
+//! their blocks read from footer runs when needed).
 //!
 //! One segment is open for appends at a time; it is sealed once it reaches
 //! `segment_bytes_max`, or when the engine asks because it has been open too long
@@ -7,18 +9,21 @@
 //! protocol (compaction and merge outputs) in [`rewrite`].
 
 mod commit;
+mod index;
 mod rewrite;
 
 use commit::{GroupCommit, OpenSegment};
+use index::{SegmentBlocks, StoreIndex};
 
-use super::{BlockLife, BlockPin, BlockSource, BlockStore, ListedBlock, SegmentRewrite, SegmentSummary, StoreStats};
+use super::{BlockLife, BlockSource, BlockStore, ListedBlock, SegmentRewrite, SegmentSummary, StoreStats};
 use crate::block::Block;
 use crate::error::{Error, Result};
 use crate::filenames::{parse_numbered_file, SEGMENT_EXTENSION};
 use crate::fs::{create_dir_all_durably, FileSystem, StorageFile};
-use crate::index::{BlockIndex, BlockRef};
+use crate::index::runs::RunCache;
+use crate::index::BlockRef;
 use crate::model::{SeriesId, Timestamp, ValueKind};
-use crate::segment::{read_block, read_raw_block, scan_segment, GroupBuilder, RawBlock, SegmentWriter};
+use crate::segment::{read_block, read_raw_block, scan_segment_directory, GroupBuilder, RawBlock, SegmentWriter};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -31,11 +36,17 @@ pub struct SegmentStoreOptions {
     pub segment_bytes_max: u64,
     /// fdatasync every flush group and seal.
     pub sync: bool,
+    /// Bytes of decoded footer runs kept for reads ([`RUN_CACHE_BYTES`] by default).
+    pub run_cache_bytes: usize,
 }
+
+/// The default limit of the run cache: 32 MiB, about 700,000 block entries (the runs of
+/// recent reads; a run read once for a rewrite or a reclaim decision is kept too).
+pub const RUN_CACHE_BYTES: usize = 32 << 20;
 
 impl Default for SegmentStoreOptions {
     fn default() -> Self {
-        SegmentStoreOptions { segment_bytes_max: 64 << 20, sync: true }
+        SegmentStoreOptions { segment_bytes_max: 64 << 20, sync: true, run_cache_bytes: RUN_CACHE_BYTES }
     }
 }
 
@@ -74,13 +85,17 @@ struct SegmentFile {
     handle: Arc<SegmentHandle>,
     bytes: u64,
     summary: SegmentSummary,
-    /// Every block, for reclaim decisions made without touching the file.
-    lives: Vec<BlockLife>,
+    /// Its blocks' lives, or the series whose runs hold them (see [`index`]).
+    blocks: SegmentBlocks,
 }
 
 impl SegmentFile {
     fn new(handle: SegmentHandle, bytes: u64, summary: SegmentSummary, entries: &[crate::segment::IndexEntry]) -> Self {
-        SegmentFile { handle: Arc::new(handle), bytes, summary, lives: entries.iter().map(BlockLife::of).collect() }
+        SegmentFile { handle: Arc::new(handle), bytes, summary, blocks: SegmentBlocks::resident(entries) }
+    }
+
+    fn with_directory(handle: SegmentHandle, bytes: u64, summary: SegmentSummary, directory: &[crate::segment::SeriesRun]) -> Self {
+        SegmentFile { handle: Arc::new(handle), bytes, summary, blocks: SegmentBlocks::runs(directory) }
     }
 }
 
@@ -88,8 +103,10 @@ pub struct SegmentStore {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     options: SegmentStoreOptions,
-    index: RwLock<BlockIndex>,
+    index: RwLock<StoreIndex>,
     files: RwLock<BTreeMap<u64, SegmentFile>>,
+    /// Decoded runs of recent reads (see [`index`]).
+    runs: Mutex<RunCache>,
     open: Mutex<OpenSegment>,
     /// When the open segment took its first group (`None`: nothing open). Kept beside `open`,
     /// whose lock a group commit holds through its staging write, so the flusher's check of
@@ -104,7 +121,7 @@ impl SegmentStore {
         // Synced into its parent when new: the segments synced in it must not vanish with it.
         create_dir_all_durably(fs.as_ref(), dir, options.sync).map_err(|e| Error::io(dir, e))?;
         let mut recovery = StoreRecovery::default();
-        let mut index = BlockIndex::default();
+        let mut index = StoreIndex::default();
         let mut files = BTreeMap::new();
         let mut next_id = 1;
         let mut scans = Vec::new();
@@ -117,7 +134,7 @@ impl SegmentStore {
             }
             let Some(id) = parse_numbered_file(&path, SEGMENT_EXTENSION) else { continue };
             next_id = next_id.max(id + 1);
-            match scan_segment(fs.as_ref(), &path) {
+            match scan_segment_directory(fs.as_ref(), &path) {
                 Ok(scan) => scans.push(scan),
                 // A damaged file header: the file is left out (its owner sets it aside) and
                 // every other segment serves. A newer build's file or an I/O error still fails.
@@ -144,6 +161,18 @@ impl SegmentStore {
                 tracing::warn!(file = %path.display(), offset, problem = %what, "segment repaired at open");
                 recovery.problems.push((path.clone(), *offset, what.clone()));
             }
+            if let Some(directory) = scan.directory.as_deref().filter(|_| scan.sealed) {
+                // Sealed, version 2: indexed by its series directory, runs read when needed.
+                let bytes = scan.file.len().map_err(|e| Error::io(&path, e))?;
+                recovery.max_sequence = recovery.max_sequence.max(directory.iter().map(|r| r.max_sequence).max().unwrap_or(0));
+                recovery.wal_checkpoint = recovery.wal_checkpoint.max(scan.wal_checkpoint);
+                index.sealed.insert(id, directory);
+                let summary = SegmentSummary::of_directory(id, bytes, directory, scan.wal_checkpoint);
+                let handle = SegmentHandle { id, path, file: scan.file.clone() };
+                files.insert(id, SegmentFile::with_directory(handle, bytes, summary, directory));
+                recovery.segments += 1;
+                continue;
+            }
             if scan.entries.is_empty() {
                 // Nothing acknowledged can live in a segment without a complete group.
                 drop(scan);
@@ -151,9 +180,10 @@ impl SegmentStore {
                 continue;
             }
             let mut sealed = true;
+            let mut directory = None;
             if !scan.sealed {
                 match SegmentWriter::resume(&scan, options.sync).seal() {
-                    Ok(()) => {}
+                    Ok(written) => directory = written,
                     // A full disk must not keep the store from opening and serving reads: the
                     // segment is complete without its footer (the seal is cut back), only slower
                     // to open; a later start seals it. Reclaim and compaction leave it alone.
@@ -167,17 +197,25 @@ impl SegmentStore {
             let bytes = scan.file.len().map_err(|e| Error::io(&path, e))?;
             recovery.max_sequence = recovery.max_sequence.max(scan.entries.iter().map(|e| e.sequence).max().unwrap_or(0));
             recovery.wal_checkpoint = recovery.wal_checkpoint.max(scan.wal_checkpoint);
-            index.insert(id, &scan.entries);
             let summary = SegmentSummary::of(id, sealed, bytes, &scan.entries, scan.wal_checkpoint);
-            files.insert(id, SegmentFile::new(SegmentHandle { id, path, file: scan.file.clone() }, bytes, summary, &scan.entries));
+            let handle = SegmentHandle { id, path, file: scan.file.clone() };
+            if let Some(directory) = directory {
+                index.sealed.insert(id, &directory);
+                files.insert(id, SegmentFile::with_directory(handle, bytes, summary, &directory));
+            } else {
+                index.resident.insert(id, &scan.entries);
+                files.insert(id, SegmentFile::new(handle, bytes, summary, &scan.entries));
+            }
             recovery.segments += 1;
         }
+        let run_cache_bytes = options.run_cache_bytes;
         let store = SegmentStore {
             fs,
             dir: dir.to_path_buf(),
             options,
             index: RwLock::new(index),
             files: RwLock::new(files),
+            runs: Mutex::new(RunCache::new(run_cache_bytes)),
             open: Mutex::new(OpenSegment::new(next_id, recovery.max_sequence)),
             open_since: Mutex::new(None),
             commit: Mutex::new(GroupCommit::default()),
@@ -191,6 +229,7 @@ impl SegmentStore {
     fn remove_files(&self, removed: Vec<SegmentFile>) -> Result<()> {
         let mut outcome = Ok(());
         for old in removed {
+            self.runs.lock().remove_segment(old.handle.id);
             let path = old.handle.path.clone();
             drop(old);
             if let Err(e) = self.fs.remove(&path) {
@@ -227,18 +266,7 @@ impl BlockStore for SegmentStore {
     }
 
     fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock> {
-        // Both locks, in the order writers take them, so no segment can vanish between
-        // listing a block and pinning its file.
-        let index = self.index.read();
-        let files = self.files.read();
-        index
-            .blocks_in(series, from, to)
-            .into_iter()
-            .filter_map(|block| {
-                let handle = files.get(&block.segment)?.handle.clone();
-                Some(ListedBlock { block, pin: BlockPin::new(handle) })
-            })
-            .collect()
+        self.list_blocks(series, from, to)
     }
 
     fn stats(&self) -> StoreStats {
@@ -246,8 +274,8 @@ impl BlockStore for SegmentStore {
         let files = self.files.read();
         StoreStats {
             segments: files.len(),
-            blocks: index.block_count(),
-            points: index.point_count(),
+            blocks: index.resident.block_count() + index.sealed.block_count(),
+            points: files.values().map(|f| f.summary.points).sum(),
             bytes: files.values().map(|f| f.bytes).sum(),
         }
     }
@@ -276,7 +304,10 @@ impl BlockStore for SegmentStore {
     }
 
     fn series_kinds(&self) -> Vec<(SeriesId, ValueKind)> {
-        self.index.read().series_kinds()
+        let index = self.index.read();
+        let mut kinds: HashMap<SeriesId, ValueKind> = index.sealed.series_kinds().collect();
+        kinds.extend(index.resident.series_kinds());
+        kinds.into_iter().collect()
     }
 
     fn wal_checkpoint(&self) -> u64 {
@@ -288,13 +319,24 @@ impl BlockStore for SegmentStore {
     }
 
     fn visit_segments(&self, visit: &mut dyn FnMut(&SegmentSummary, &[BlockLife])) {
-        for file in self.files.read().values() {
-            visit(&file.summary, &file.lives);
-        }
+        self.visit_lives(None, visit);
     }
 
+    fn visit_segments_against(&self, cutoff: &dyn Fn(SeriesId) -> Timestamp, visit: &mut dyn FnMut(&SegmentSummary, &[BlockLife])) {
+        self.visit_lives(Some(cutoff), visit);
+    }
+
+    /// Lists what it can: a segment whose runs cannot be read is left out, and logged (the
+    /// engine's maintenance calls [`BlockStore::try_blocks_of_segments`] instead).
     fn blocks_of_segments(&self, ids: &[u64]) -> Vec<BlockRef> {
-        self.index.read().blocks_of_segments(ids)
+        self.blocks_of(ids).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "series runs unreadable; their blocks are not listed");
+            Vec::new()
+        })
+    }
+
+    fn try_blocks_of_segments(&self, ids: &[u64]) -> Result<Vec<BlockRef>> {
+        self.blocks_of(ids)
     }
 
     fn read_indexed_block(&self, block: &BlockRef) -> Result<Block> {
@@ -315,7 +357,7 @@ impl BlockStore for SegmentStore {
             let mut files = self.files.write();
             let removed: Vec<SegmentFile> = ids.iter().filter(|id| !open.is_open(**id)).filter_map(|id| files.remove(id)).collect();
             for old in &removed {
-                index.remove_blocks(old.handle.id, old.lives.iter().map(|l| l.series));
+                old.blocks.remove_from(&mut index, old.handle.id);
             }
             removed
         };
@@ -371,7 +413,7 @@ mod tests {
     #[test]
     fn every_writer_of_a_group_commit_gets_its_outcome_and_none_is_kept_after() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let options = SegmentStoreOptions { segment_bytes_max: 64 << 20, sync: false };
+        let options = SegmentStoreOptions { segment_bytes_max: 64 << 20, sync: false, ..SegmentStoreOptions::default() };
         let (store, _) = SegmentStore::open(Arc::new(RealFs), dir.path(), options).expect("open");
         let store = Arc::new(store);
         // Eight writers, 40 groups each: far more commits than any fixed window of outcomes.
@@ -399,7 +441,7 @@ mod tests {
     #[test]
     fn a_run_whose_ids_are_not_ascending_is_installed_and_replaced_at_start_up() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let options = SegmentStoreOptions { segment_bytes_max: 64 << 20, sync: false };
+        let options = SegmentStoreOptions { segment_bytes_max: 64 << 20, sync: false, ..SegmentStoreOptions::default() };
         let (store, _) = SegmentStore::open(Arc::new(RealFs), dir.path(), options.clone()).expect("open");
         store.put_group(group(1, 0, 10), 0).expect("group 1");
         store.seal().expect("seal");
@@ -426,7 +468,7 @@ mod tests {
     #[test]
     fn a_removed_segment_stays_readable_to_a_read_in_progress_and_closes_when_it_ends() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let options = SegmentStoreOptions { segment_bytes_max: 1, sync: false };
+        let options = SegmentStoreOptions { segment_bytes_max: 1, sync: false, ..SegmentStoreOptions::default() };
         let (store, _) = SegmentStore::open(Arc::new(RealFs), dir.path(), options).expect("open");
         store.put_group(group(1, 0, 100), 0).expect("first segment");
         store.put_group(group(1, 100, 100), 0).expect("second segment");

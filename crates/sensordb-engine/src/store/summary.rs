@@ -46,6 +46,20 @@ impl SegmentSummary {
         }
     }
 
+    /// The summary of a sealed segment from its series directory.
+    pub fn of_directory(id: u64, bytes: u64, directory: &[crate::segment::SeriesRun], wal_checkpoint: u64) -> Self {
+        SegmentSummary {
+            id,
+            sealed: true,
+            bytes,
+            blocks: directory.iter().map(|r| u64::from(r.blocks)).sum(),
+            points: directory.iter().map(|r| r.points).sum(),
+            min_sequence: directory.iter().map(|r| r.min_sequence).min().unwrap_or(u64::MAX),
+            max_sequence: directory.iter().map(|r| r.max_sequence).max().unwrap_or(0),
+            wal_checkpoint,
+        }
+    }
+
     pub fn add(&mut self, entries: &[IndexEntry], bytes: u64, wal_checkpoint: u64) {
         let more = SegmentSummary::of(self.id, self.sealed, bytes, entries, wal_checkpoint);
         self.bytes = bytes;

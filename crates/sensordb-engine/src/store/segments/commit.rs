@@ -261,9 +261,11 @@ impl SegmentStore {
         if let Some(file) = self.files.write().get_mut(&id) {
             file.bytes = bytes;
             file.summary.add(group.entries(), bytes, group.wal_checkpoint());
-            file.lives.extend(group.entries().iter().map(BlockLife::of));
+            if let super::SegmentBlocks::Resident(lives) = &mut file.blocks {
+                lives.extend(group.entries().iter().map(BlockLife::of));
+            }
         }
-        self.index.write().insert(id, group.entries());
+        self.index.write().resident.insert(id, group.entries());
         let finished = open.take_finished_closing();
         drop(open);
         self.seal_closed(finished);
@@ -294,10 +296,22 @@ impl SegmentStore {
     fn seal_closed(&self, writers: Vec<SegmentWriter>) {
         for writer in writers {
             let id = writer.id();
-            if let Err(e) = writer.seal() {
-                tracing::warn!(error = %e, segment = id, "sealing failed; the segment stays unsealed until the next start");
+            match writer.seal() {
+                Ok(directory) => self.sealed(id, directory),
+                Err(e) => {
+                    tracing::warn!(error = %e, segment = id, "sealing failed; the segment stays unsealed until the next start");
+                    self.refresh_size(id);
+                }
             }
-            self.refresh_size(id);
+        }
+    }
+
+    /// Records a segment just sealed: its size, and its blocks moved to the extent index when
+    /// its footer has a series directory.
+    fn sealed(&self, id: u64, directory: Option<Vec<crate::segment::SeriesRun>>) {
+        self.refresh_size(id);
+        if let Some(directory) = directory {
+            self.adopt_directory(id, &directory);
         }
     }
 
@@ -308,8 +322,8 @@ impl SegmentStore {
         if let Some(writer) = open.writer.take() {
             *self.open_since.lock() = None;
             let id = writer.id();
-            writer.seal()?;
-            self.refresh_size(id);
+            let directory = writer.seal()?;
+            self.sealed(id, directory);
         }
         Ok(())
     }
@@ -439,7 +453,7 @@ mod tests {
         let log = Arc::new(Mutex::new(Vec::new()));
         let fs = Arc::new(LoggingFs { log: log.clone(), files: Mutex::new(Vec::new()) });
         // Small segments: groups also cross from a filled segment to a new one.
-        let options = SegmentStoreOptions { segment_bytes_max: 64 << 10, sync: true };
+        let options = SegmentStoreOptions { segment_bytes_max: 64 << 10, sync: true, ..SegmentStoreOptions::default() };
         let (store, _) = SegmentStore::open(fs, dir.path(), options).expect("open");
         std::thread::scope(|scope| {
             for w in 0..4u32 {
@@ -493,7 +507,7 @@ mod tests {
     fn a_power_loss_keeps_every_acknowledged_group_and_indexes_no_torn_one() {
         let root = PathBuf::from("/crash-root");
         let dir = root.join("segments");
-        let options = SegmentStoreOptions { segment_bytes_max: 48 << 10, sync: true };
+        let options = SegmentStoreOptions { segment_bytes_max: 48 << 10, sync: true, ..SegmentStoreOptions::default() };
         let run = |fs: &CrashFs| -> Vec<(u32, i64)> {
             // The power may go out while the store opens: then nothing was acknowledged.
             let Ok((store, _)) = SegmentStore::open(Arc::new(fs.clone()), &dir, options.clone()) else { return Vec::new() };

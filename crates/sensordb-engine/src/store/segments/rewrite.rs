@@ -19,6 +19,8 @@ struct CompactedSegment {
     path: PathBuf,
     file: Arc<dyn StorageFile>,
     entries: Vec<crate::segment::IndexEntry>,
+    /// The series directory written (format version 2).
+    directory: Option<Vec<crate::segment::SeriesRun>>,
     wal_checkpoint: u64,
 }
 
@@ -67,11 +69,19 @@ impl SegmentStore {
             let mut files = self.files.write();
             let removed: Vec<SegmentFile> = replaced.iter().filter_map(|id| files.remove(id)).collect();
             for old in &removed {
-                index.remove_blocks(old.handle.id, old.lives.iter().map(|l| l.series));
+                old.blocks.remove_from(&mut index, old.handle.id);
             }
-            index.insert(output.id, &output.entries);
             let handle = SegmentHandle { id: output.id, path: output.path, file: output.file };
-            files.insert(output.id, SegmentFile::new(handle, bytes, summary, &output.entries));
+            match &output.directory {
+                Some(directory) => {
+                    index.sealed.insert(output.id, directory);
+                    files.insert(output.id, SegmentFile::with_directory(handle, bytes, summary, directory));
+                }
+                None => {
+                    index.resident.insert(output.id, &output.entries);
+                    files.insert(output.id, SegmentFile::new(handle, bytes, summary, &output.entries));
+                }
+            }
             removed
         };
         self.remove_files(removed)?;
@@ -118,8 +128,8 @@ impl SegmentRewrite for SegmentRewriter<'_> {
         let temporary = writer.path().to_path_buf();
         let entries = writer.entries().to_vec();
         let file = writer.file();
-        let path = match writer.seal_replacing(store.fs.as_ref(), &store.dir, &self.replaced) {
-            Ok(path) => path,
+        let (path, directory) = match writer.seal_replacing(store.fs.as_ref(), &store.dir, &self.replaced) {
+            Ok(sealed) => sealed,
             Err(e) => {
                 // Not renamed into place: the temporary goes. (Renamed, the output is complete
                 // and names what it replaces; start-up finishes the install.)
@@ -129,7 +139,8 @@ impl SegmentRewrite for SegmentRewriter<'_> {
                 return Err(e);
             }
         };
-        store.install_compacted(CompactedSegment { id, path, file, entries, wal_checkpoint: self.wal_checkpoint }, &self.replaced)
+        store
+            .install_compacted(CompactedSegment { id, path, file, entries, directory, wal_checkpoint: self.wal_checkpoint }, &self.replaced)
     }
 }
 

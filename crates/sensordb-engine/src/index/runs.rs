@@ -1,0 +1,283 @@
+//! The coarse index of sealed segments whose footer has a series directory (segment format
+//! version 2): per series, one [`SeriesExtent`] per segment holding it, about 56 bytes whatever
+//! the number of blocks. A read lists the extents that overlap its range and gets their blocks
+//! from the series' run in the segment footer, through the bounded [`RunCache`].
+
+use crate::batch::IdHasher;
+use crate::model::{SeriesId, Timestamp, ValueKind};
+use crate::segment::{IndexEntry, RunShape, SeriesRun};
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::Arc;
+
+/// One series' blocks in one sealed segment: what its directory entry says, less the sequences
+/// and the point count, which a read does not need before it has the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeriesExtent {
+    pub segment: u64,
+    pub min_timestamp: Timestamp,
+    pub max_timestamp: Timestamp,
+    /// Sum of the blocks' lengths.
+    pub bytes: u64,
+    pub run_offset: u64,
+    pub blocks: u32,
+    pub run_length: u32,
+    pub run_checksum: u32,
+    pub kind: ValueKind,
+}
+
+impl SeriesExtent {
+    pub fn of(segment: u64, run: &SeriesRun) -> SeriesExtent {
+        SeriesExtent {
+            segment,
+            min_timestamp: run.min_timestamp,
+            max_timestamp: run.max_timestamp,
+            bytes: run.bytes,
+            run_offset: run.run_offset,
+            blocks: run.blocks,
+            run_length: run.run_length,
+            run_checksum: run.run_checksum,
+            kind: run.kind,
+        }
+    }
+
+    /// What reading and checking the run of `series` needs.
+    pub fn shape(&self, series: SeriesId) -> RunShape {
+        RunShape {
+            series,
+            kind: self.kind,
+            blocks: self.blocks,
+            bytes: self.bytes,
+            min_timestamp: self.min_timestamp,
+            max_timestamp: self.max_timestamp,
+            offset: self.run_offset,
+            length: self.run_length,
+            checksum: self.run_checksum,
+        }
+    }
+
+    pub fn overlaps(&self, from: Timestamp, to: Timestamp) -> bool {
+        self.min_timestamp < to && self.max_timestamp >= from
+    }
+}
+
+/// Series → their extents, each list ordered by segment id.
+#[derive(Default)]
+pub struct ExtentIndex {
+    series: HashMap<SeriesId, Vec<SeriesExtent>, BuildHasherDefault<IdHasher>>,
+    blocks: usize,
+}
+
+impl ExtentIndex {
+    /// Adds the directory of `segment`.
+    pub fn insert(&mut self, segment: u64, directory: &[SeriesRun]) {
+        for run in directory {
+            let list = self.series.entry(run.series).or_default();
+            let extent = SeriesExtent::of(segment, run);
+            let position = match list.last() {
+                Some(last) if last.segment > segment => list.partition_point(|e| e.segment < segment),
+                _ => list.len(),
+            };
+            list.insert(position, extent);
+            self.blocks += run.blocks as usize;
+        }
+    }
+
+    /// Forgets `segment`, given the series its directory lists.
+    pub fn remove(&mut self, segment: u64, series: &[SeriesId]) {
+        for id in series {
+            let Some(list) = self.series.get_mut(id) else { continue };
+            let before: usize = list.iter().map(|e| e.blocks as usize).sum();
+            list.retain(|e| e.segment != segment);
+            let after: usize = list.iter().map(|e| e.blocks as usize).sum();
+            self.blocks -= before - after;
+            if list.is_empty() {
+                self.series.remove(id);
+            }
+        }
+    }
+
+    /// Extents of `series` that may hold points in `[from, to)`.
+    pub fn extents_in(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<SeriesExtent> {
+        let Some(list) = self.series.get(&series) else { return Vec::new() };
+        list.iter().filter(|e| e.overlaps(from, to)).copied().collect()
+    }
+
+    /// The extent of `series` in `segment`.
+    pub fn extent(&self, series: SeriesId, segment: u64) -> Option<SeriesExtent> {
+        let list = self.series.get(&series)?;
+        let at = list.partition_point(|e| e.segment < segment);
+        list.get(at).filter(|e| e.segment == segment).copied()
+    }
+
+    pub fn block_count(&self) -> usize {
+        self.blocks
+    }
+
+    /// Every series with extents and its value kind.
+    pub fn series_kinds(&self) -> impl Iterator<Item = (SeriesId, ValueKind)> + '_ {
+        self.series.iter().filter_map(|(&id, list)| list.first().map(|e| (id, e.kind)))
+    }
+}
+
+/// Decoded runs of recent reads, by (segment, series), at most `limit` bytes of entries
+/// (least recently used go first). Segment ids are never reused, so an entry cannot go stale;
+/// a removed segment's runs are dropped all the same, to give the room back.
+pub struct RunCache {
+    limit: usize,
+    used: usize,
+    clock: u64,
+    /// (segment, series) → the run's entries and the clock of its last use.
+    runs: HashMap<RunKey, (Arc<[IndexEntry]>, u64)>,
+}
+
+type RunKey = (u64, SeriesId);
+
+/// Bytes one cached run takes: its entries and the map slot.
+fn cost(entries: &[IndexEntry]) -> usize {
+    std::mem::size_of_val(entries) + 64
+}
+
+impl RunCache {
+    pub fn new(limit: usize) -> RunCache {
+        RunCache { limit, used: 0, clock: 0, runs: HashMap::new() }
+    }
+
+    pub fn get(&mut self, segment: u64, series: SeriesId) -> Option<Arc<[IndexEntry]>> {
+        self.clock += 1;
+        let now = self.clock;
+        let (entries, used) = self.runs.get_mut(&(segment, series))?;
+        *used = now;
+        Some(entries.clone())
+    }
+
+    /// Keeps `entries`, evicting the least recently used runs beyond the limit; a run larger
+    /// than an eighth of the limit is not kept.
+    pub fn insert(&mut self, segment: u64, series: SeriesId, entries: Arc<[IndexEntry]>) {
+        let size = cost(&entries);
+        if size > self.limit / 8 {
+            return;
+        }
+        self.clock += 1;
+        if let Some((old, _)) = self.runs.insert((segment, series), (entries, self.clock)) {
+            self.used -= cost(&old);
+        }
+        self.used += size;
+        if self.used > self.limit {
+            // Down to three quarters at once, so the sort is paid once per many inserts.
+            let mut by_age: Vec<(u64, RunKey)> = self.runs.iter().map(|(key, (_, used))| (*used, *key)).collect();
+            by_age.sort_unstable();
+            for (_, key) in by_age {
+                if self.used <= self.limit / 4 * 3 {
+                    break;
+                }
+                if let Some((old, _)) = self.runs.remove(&key) {
+                    self.used -= cost(&old);
+                }
+            }
+        }
+    }
+
+    /// Drops every run of `segment`.
+    pub fn remove_segment(&mut self, segment: u64) {
+        let mut freed = 0;
+        self.runs.retain(|(id, _), (entries, _)| {
+            let keep = *id != segment;
+            if !keep {
+                freed += cost(entries);
+            }
+            keep
+        });
+        self.used -= freed;
+    }
+
+    /// Bytes held now.
+    #[cfg(test)]
+    pub fn bytes(&self) -> usize {
+        self.used
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.runs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(series: u32, min: i64, max: i64, blocks: u32) -> SeriesRun {
+        SeriesRun {
+            series: SeriesId(series),
+            kind: ValueKind::F64,
+            blocks,
+            points: u64::from(blocks) * 10,
+            bytes: u64::from(blocks) * 100,
+            min_timestamp: min,
+            max_timestamp: max,
+            min_sequence: 1,
+            max_sequence: 1,
+            run_offset: 8192,
+            run_length: 40,
+            run_checksum: 7,
+        }
+    }
+
+    fn entries(n: usize) -> Arc<[IndexEntry]> {
+        let entry = IndexEntry {
+            series: SeriesId(1),
+            kind: ValueKind::F64,
+            count: 1,
+            length: 1,
+            offset: 4096,
+            min_timestamp: 0,
+            max_timestamp: 0,
+            sequence: 1,
+        };
+        vec![entry; n].into()
+    }
+
+    #[test]
+    fn extents_overlapping_a_range_are_found_and_removed_segments_forgotten() {
+        let mut index = ExtentIndex::default();
+        index.insert(3, &[run(1, 100, 199, 5), run(2, 100, 150, 1)]);
+        index.insert(1, &[run(1, 0, 99, 4)]);
+        index.insert(2, &[run(1, 50, 120, 2)]);
+        let segments =
+            |index: &ExtentIndex, from, to| index.extents_in(SeriesId(1), from, to).iter().map(|e| e.segment).collect::<Vec<_>>();
+        assert_eq!(segments(&index, 0, 50), vec![1]);
+        assert_eq!(segments(&index, 0, 51), vec![1, 2]);
+        assert_eq!(segments(&index, 120, 121), vec![2, 3]);
+        assert_eq!(segments(&index, 200, 300), Vec::<u64>::new());
+        assert_eq!(index.block_count(), 12);
+        assert_eq!(index.extent(SeriesId(1), 2).map(|e| e.blocks), Some(2));
+        assert_eq!(index.extent(SeriesId(2), 2), None);
+        index.remove(3, &[SeriesId(1), SeriesId(2)]);
+        assert_eq!(segments(&index, 0, 1000), vec![1, 2]);
+        assert_eq!(index.block_count(), 6);
+        assert_eq!(index.series_kinds().count(), 1, "series 2 had blocks in segment 3 only");
+    }
+
+    #[test]
+    fn the_run_cache_stays_within_its_limit_and_keeps_the_recently_used() {
+        let one = cost(&entries(10));
+        let mut cache = RunCache::new(one * 16);
+        cache.insert(1, SeriesId(1), entries(10));
+        for series in 2..=100 {
+            assert!(cache.get(1, SeriesId(1)).is_some(), "the run read every time stays");
+            cache.insert(1, SeriesId(series), entries(10));
+            assert!(cache.bytes() <= one * 16, "{} bytes held after {series} runs", cache.bytes());
+        }
+        assert!(cache.len() >= 8, "eviction keeps most of the limit: {} runs", cache.len());
+        assert!(cache.get(1, SeriesId(2)).is_none(), "the oldest runs went");
+        // Over an eighth of the limit, under the whole of it.
+        assert!(cost(&entries(30)) > one * 2 && cost(&entries(30)) < one * 16);
+        cache.insert(1, SeriesId(1000), entries(30));
+        assert!(cache.get(1, SeriesId(1000)).is_none(), "a run over an eighth of the limit is not kept");
+        cache.insert(2, SeriesId(5), entries(10));
+        cache.remove_segment(1);
+        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.bytes(), one);
+    }
+}

@@ -1,0 +1,284 @@
+//! The footer of segment format version 2: the index entries grouped by series into *runs*
+//! behind a small *series directory*, so that start-up reads only the directory (one entry per
+//! series, whatever its number of blocks) and a read fetches the one run it needs.
+//!
+//! ```text
+//! footer (on a 4 KiB boundary)
+//!   directory: varint series count S, then S entries, then the replaced list (as version 1)
+//!   runs: S runs back to back, in directory order
+//! directory entry (ids never decrease; the first relative to zero)
+//!   varint  series id − previous id
+//!   u8      value kind
+//!   varint  blocks B (≥ 1)
+//!   varint  points
+//!   varint  block bytes (sum of the blocks' lengths)
+//!   zigzag  min timestamp
+//!   varint  max timestamp − min timestamp
+//!   varint  min sequence
+//!   varint  max sequence − min sequence
+//!   varint  run length in bytes
+//!   u32 LE  CRC32C of the run
+//! run: B entries in file order, each relative to the one before (the first relative to zero)
+//!   varint  point count (≥ 1)
+//!   varint  group sequence − previous sequence
+//!   varint  block offset − end of the previous block
+//!   varint  block length
+//!   zigzag  min timestamp − previous min timestamp
+//!   varint  max timestamp − min timestamp
+//! ```
+//! A run's offset is not stored: runs follow the directory back to back. The trailer's checksum
+//! covers the directory; each run carries its own in the directory, so a run read alone is
+//! verified alone, and damage is reported with the run's file offset.
+
+use super::IndexEntry;
+use crate::checksum::{crc32c, get_varint, put_varint, unzigzag, zigzag};
+use crate::model::{add_time_span, time_span, SeriesId, Timestamp, ValueKind};
+
+/// One series' blocks in one segment, as the series directory describes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeriesRun {
+    pub series: SeriesId,
+    pub kind: ValueKind,
+    pub blocks: u32,
+    pub points: u64,
+    /// Sum of the blocks' lengths.
+    pub bytes: u64,
+    pub min_timestamp: Timestamp,
+    pub max_timestamp: Timestamp,
+    pub min_sequence: u64,
+    pub max_sequence: u64,
+    /// Where the run's bytes are in the file (absolute), how many, and their CRC32C.
+    pub run_offset: u64,
+    pub run_length: u32,
+    pub run_checksum: u32,
+}
+
+/// What a run must hold, as the in-memory index remembers it: enough to verify a run read
+/// alone (its checksum, block count, bytes and time range) and to name the blocks' series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunShape {
+    pub series: SeriesId,
+    pub kind: ValueKind,
+    pub blocks: u32,
+    pub bytes: u64,
+    pub min_timestamp: Timestamp,
+    pub max_timestamp: Timestamp,
+    pub offset: u64,
+    pub length: u32,
+    pub checksum: u32,
+}
+
+impl SeriesRun {
+    pub fn shape(&self) -> RunShape {
+        RunShape {
+            series: self.series,
+            kind: self.kind,
+            blocks: self.blocks,
+            bytes: self.bytes,
+            min_timestamp: self.min_timestamp,
+            max_timestamp: self.max_timestamp,
+            offset: self.run_offset,
+            length: self.run_length,
+            checksum: self.run_checksum,
+        }
+    }
+}
+
+/// Encodes the footer of `entries` (in file order) for a footer at `footer_offset`: the
+/// directory (with the replaced list) and the runs. Returns (directory bytes, run bytes, the
+/// directory's entries).
+pub fn encode_footer(entries: &[IndexEntry], replaced: &[u64], footer_offset: u64) -> (Vec<u8>, Vec<u8>, Vec<SeriesRun>) {
+    // Stable by file position within a series (and kind, should one id hold two kinds).
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    order.sort_by_key(|&i| (entries[i].series, entries[i].kind as u8));
+    let mut runs_bytes = Vec::with_capacity(entries.len() * 8);
+    let mut directory = Vec::new();
+    let mut start = 0;
+    while start < order.len() {
+        let first = &entries[order[start]];
+        let end =
+            start + order[start..].iter().take_while(|&&i| entries[i].series == first.series && entries[i].kind == first.kind).count();
+        let run: Vec<IndexEntry> = order[start..end].iter().map(|&i| entries[i]).collect();
+        let run_start = runs_bytes.len();
+        encode_run(&run, &mut runs_bytes);
+        let run_length = u32::try_from(runs_bytes.len() - run_start).expect("BUG: run over 4 GiB");
+        directory.push(SeriesRun {
+            series: first.series,
+            kind: first.kind,
+            blocks: u32::try_from(run.len()).expect("BUG: over 4 G blocks"),
+            points: run.iter().map(|e| u64::from(e.count)).sum(),
+            bytes: run.iter().map(|e| u64::from(e.length)).sum(),
+            min_timestamp: run.iter().map(|e| e.min_timestamp).min().unwrap_or(0),
+            max_timestamp: run.iter().map(|e| e.max_timestamp).max().unwrap_or(0),
+            min_sequence: run.iter().map(|e| e.sequence).min().unwrap_or(0),
+            max_sequence: run.iter().map(|e| e.sequence).max().unwrap_or(0),
+            run_offset: run_start as u64,
+            run_length,
+            run_checksum: crc32c(&runs_bytes[run_start..]),
+        });
+        start = end;
+    }
+    let mut directory_bytes = Vec::with_capacity(directory.len() * 40 + 16);
+    encode_directory(&directory, &mut directory_bytes);
+    super::encode_replaced(replaced, &mut directory_bytes);
+    let runs_start = footer_offset + directory_bytes.len() as u64;
+    for run in &mut directory {
+        run.run_offset += runs_start;
+    }
+    (directory_bytes, runs_bytes, directory)
+}
+
+fn encode_directory(directory: &[SeriesRun], out: &mut Vec<u8>) {
+    put_varint(out, directory.len() as u64);
+    let mut previous = 0u32;
+    for run in directory {
+        assert!(run.series.0 >= previous, "BUG: series directory out of order");
+        put_varint(out, u64::from(run.series.0 - previous));
+        out.push(run.kind as u8);
+        put_varint(out, u64::from(run.blocks));
+        put_varint(out, run.points);
+        put_varint(out, run.bytes);
+        put_varint(out, zigzag(run.min_timestamp));
+        put_varint(out, time_span(run.min_timestamp, run.max_timestamp));
+        put_varint(out, run.min_sequence);
+        put_varint(out, run.max_sequence - run.min_sequence);
+        put_varint(out, u64::from(run.run_length));
+        out.extend_from_slice(&run.run_checksum.to_le_bytes());
+        previous = run.series.0;
+    }
+}
+
+/// Parses a directory and the replaced list after it, which must fill `bytes`; runs are placed
+/// back to back from `runs_start`. Checksum of `bytes` already verified.
+pub fn decode_directory(bytes: &[u8], runs_start: u64) -> Result<(Vec<SeriesRun>, Vec<u64>), String> {
+    let mut position = 0usize;
+    let varint = |position: &mut usize| get_varint(bytes, position).ok_or_else(|| format!("series directory truncated at byte {position}"));
+    let count = varint(&mut position)?;
+    // Each entry takes at least 15 bytes.
+    if count > (bytes.len() / 15) as u64 {
+        return Err(format!("implausible series count {count}"));
+    }
+    let mut directory = Vec::with_capacity(count as usize);
+    let (mut series, mut run_offset) = (0u32, runs_start);
+    for _ in 0..count {
+        series = u32::try_from(varint(&mut position)?).ok().and_then(|d| series.checked_add(d)).ok_or("series id out of range")?;
+        let kind_tag = *bytes.get(position).ok_or("series directory truncated")?;
+        position += 1;
+        let kind = ValueKind::try_from(kind_tag).map_err(|t| format!("unknown value kind {t}"))?;
+        let blocks = u32::try_from(varint(&mut position)?).map_err(|_| "block count out of range")?;
+        let points = varint(&mut position)?;
+        let block_bytes = varint(&mut position)?;
+        let min_timestamp = unzigzag(varint(&mut position)?);
+        let max_timestamp = add_time_span(min_timestamp, varint(&mut position)?).ok_or("time span out of range")?;
+        let min_sequence = varint(&mut position)?;
+        let max_sequence = min_sequence.checked_add(varint(&mut position)?).ok_or("sequence overflow")?;
+        let run_length = u32::try_from(varint(&mut position)?).map_err(|_| "run length out of range")?;
+        let checksum = bytes.get(position..position + 4).ok_or("series directory truncated")?;
+        let run_checksum = u32::from_le_bytes(checksum.try_into().map_err(|_| "series directory truncated")?);
+        position += 4;
+        if blocks == 0 || points < u64::from(blocks) {
+            return Err(format!("series {series} has {blocks} blocks of {points} points"));
+        }
+        directory.push(SeriesRun {
+            series: SeriesId(series),
+            kind,
+            blocks,
+            points,
+            bytes: block_bytes,
+            min_timestamp,
+            max_timestamp,
+            min_sequence,
+            max_sequence,
+            run_offset,
+            run_length,
+            run_checksum,
+        });
+        run_offset = run_offset.checked_add(u64::from(run_length)).ok_or("run offset overflow")?;
+    }
+    let replaced = super::decode_replaced(&bytes[position..])?;
+    Ok((directory, replaced))
+}
+
+/// Appends the run of `entries` (one series, file order).
+fn encode_run(entries: &[IndexEntry], out: &mut Vec<u8>) {
+    let (mut sequence, mut end, mut min_timestamp) = (0u64, 0u64, 0i64);
+    for entry in entries {
+        assert!(entry.sequence >= sequence && entry.offset >= end, "BUG: run entries out of file order");
+        put_varint(out, u64::from(entry.count));
+        put_varint(out, entry.sequence - sequence);
+        put_varint(out, entry.offset - end);
+        put_varint(out, u64::from(entry.length));
+        put_varint(out, zigzag(entry.min_timestamp.wrapping_sub(min_timestamp)));
+        put_varint(out, time_span(entry.min_timestamp, entry.max_timestamp));
+        sequence = entry.sequence;
+        end = entry.offset + u64::from(entry.length);
+        min_timestamp = entry.min_timestamp;
+    }
+}
+
+/// Parses the run `bytes` that `run` describes: its checksum, then its entries, which must
+/// agree with the directory (count, points, bytes, time and sequence range) and fill `bytes`.
+pub fn decode_run(run: &SeriesRun, bytes: &[u8]) -> Result<Vec<IndexEntry>, String> {
+    let (entries, points) = decode_run_shaped(&run.shape(), bytes)?;
+    let sequences = (entries.first().map(|e| e.sequence), entries.last().map(|e| e.sequence));
+    if sequences != (Some(run.min_sequence), Some(run.max_sequence)) {
+        return Err(format!("run's sequences differ from its directory entry's ({}..={})", run.min_sequence, run.max_sequence));
+    }
+    if points != run.points {
+        return Err(format!("run holds {points} points, the directory says {}", run.points));
+    }
+    Ok(entries)
+}
+
+/// Parses a run against what the in-memory index remembers of it ([`RunShape`]); returns its
+/// entries and their points.
+pub fn decode_run_shaped(run: &RunShape, bytes: &[u8]) -> Result<(Vec<IndexEntry>, u64), String> {
+    if bytes.len() != run.length as usize {
+        return Err(format!("run of {} bytes, the directory says {}", bytes.len(), run.length));
+    }
+    if crc32c(bytes) != run.checksum {
+        return Err(format!("run of series {} fails its checksum", run.series.0));
+    }
+    let mut position = 0usize;
+    let varint = |position: &mut usize| get_varint(bytes, position).ok_or_else(|| format!("run truncated at byte {position}"));
+    // Each entry takes at least 6 bytes.
+    if u64::from(run.blocks) > (bytes.len() / 6) as u64 {
+        return Err(format!("run of {} bytes cannot hold {} blocks", bytes.len(), run.blocks));
+    }
+    let mut entries = Vec::with_capacity(run.blocks as usize);
+    let (mut sequence, mut end, mut min_timestamp) = (0u64, 0u64, 0i64);
+    let (mut points, mut block_bytes) = (0u64, 0u64);
+    for _ in 0..run.blocks {
+        let count = u32::try_from(varint(&mut position)?).map_err(|_| "point count out of range")?;
+        sequence = sequence.checked_add(varint(&mut position)?).ok_or("sequence overflow")?;
+        let offset = end.checked_add(varint(&mut position)?).ok_or("offset overflow")?;
+        let length = u32::try_from(varint(&mut position)?).map_err(|_| "block length out of range")?;
+        min_timestamp = min_timestamp.wrapping_add(unzigzag(varint(&mut position)?));
+        let max_timestamp = add_time_span(min_timestamp, varint(&mut position)?).ok_or("time span out of range")?;
+        if count == 0 {
+            return Err(format!("block of series {} has no points", run.series.0));
+        }
+        end = offset.checked_add(u64::from(length)).ok_or("offset overflow")?;
+        if min_timestamp < run.min_timestamp || max_timestamp > run.max_timestamp {
+            return Err(format!("block at offset {offset} lies outside its directory entry's time range"));
+        }
+        points += u64::from(count);
+        block_bytes += u64::from(length);
+        entries.push(IndexEntry { series: run.series, kind: run.kind, count, length, offset, min_timestamp, max_timestamp, sequence });
+    }
+    if position != bytes.len() {
+        return Err(format!("{} bytes after the run", bytes.len() - position));
+    }
+    let (first, last) = (entries.iter().map(|e| e.min_timestamp).min(), entries.iter().map(|e| e.max_timestamp).max());
+    if first != Some(run.min_timestamp) || last != Some(run.max_timestamp) {
+        return Err(format!("run's time range differs from its directory entry's ({}..={})", run.min_timestamp, run.max_timestamp));
+    }
+    if block_bytes != run.bytes {
+        return Err(format!("run's blocks take {block_bytes} bytes, the directory says {}", run.bytes));
+    }
+    Ok((entries, points))
+}
+
+#[cfg(test)]
+#[path = "directory_tests.rs"]
+mod tests;

@@ -1,0 +1,259 @@
+//! Tests of the version-2 footer: directory and run codecs, and segment files written with it
+//! (and with version 1) as the readers see them, damage included.
+
+use super::*;
+use crate::error::Error;
+use crate::fs::{FileSystem, RealFs};
+use crate::model::ValueColumn;
+use crate::segment::{
+    read_all_runs, read_block, read_run, scan_segment, scan_segment_directory, GroupBuilder, SegmentWriter, PAGE_BYTES,
+    SEGMENT_FORMAT_VERSION,
+};
+use proptest::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn entry(series: u32, offset: u64, sequence: u64, min: i64) -> IndexEntry {
+    IndexEntry {
+        series: SeriesId(series),
+        kind: ValueKind::F64,
+        count: 10,
+        length: 100,
+        offset,
+        min_timestamp: min,
+        max_timestamp: min + 9,
+        sequence,
+    }
+}
+
+/// Decodes a footer made by `encode_footer` back into entries in file order.
+fn decode_footer(directory_bytes: &[u8], runs: &[u8], footer_offset: u64) -> (Vec<SeriesRun>, Vec<u64>, Vec<IndexEntry>) {
+    let runs_start = footer_offset + directory_bytes.len() as u64;
+    let (directory, replaced) = decode_directory(directory_bytes, runs_start).expect("directory decodes");
+    let mut entries = Vec::new();
+    for run in &directory {
+        let at = (run.run_offset - runs_start) as usize;
+        entries.extend(decode_run(run, &runs[at..at + run.run_length as usize]).expect("run decodes"));
+    }
+    entries.sort_by_key(|e| e.offset);
+    (directory, replaced, entries)
+}
+
+#[test]
+fn a_footer_groups_entries_by_series_behind_a_directory() {
+    // Two series interleaved in file order, over two groups.
+    let entries = vec![entry(7, 4160, 1, 0), entry(3, 4260, 1, 5), entry(7, 8256, 2, 10), entry(3, 8356, 2, 20)];
+    let (directory_bytes, runs, directory) = encode_footer(&entries, &[2, 5], 16384);
+    assert_eq!(directory.iter().map(|r| r.series.0).collect::<Vec<_>>(), vec![3, 7], "series in id order");
+    let three = directory[0];
+    assert_eq!((three.blocks, three.points, three.bytes), (2, 20, 200));
+    assert_eq!((three.min_timestamp, three.max_timestamp), (5, 29));
+    assert_eq!((three.min_sequence, three.max_sequence), (1, 2));
+    assert_eq!(three.run_offset, 16384 + directory_bytes.len() as u64, "the first run follows the directory");
+    assert_eq!(directory[1].run_offset, three.run_offset + u64::from(three.run_length), "runs are back to back");
+    let (decoded, replaced, decoded_entries) = decode_footer(&directory_bytes, &runs, 16384);
+    assert_eq!(decoded, directory);
+    assert_eq!(replaced, vec![2, 5]);
+    assert_eq!(decoded_entries, entries);
+}
+
+#[test]
+fn a_run_disagreeing_with_its_directory_entry_is_refused() {
+    let entries = vec![entry(1, 4160, 1, 0), entry(1, 4260, 1, 100)];
+    let (_, runs, directory) = encode_footer(&entries, &[], 8192);
+    let run = directory[0];
+    assert!(decode_run(&run, &runs).is_ok());
+    let mut flipped = runs.clone();
+    flipped[3] ^= 1;
+    assert!(decode_run(&run, &flipped).expect_err("checksum").contains("checksum"));
+    // Checksums right, contents not what the directory promised.
+    for wrong in [
+        SeriesRun { points: 21, ..run },
+        SeriesRun { bytes: 201, ..run },
+        SeriesRun { max_timestamp: 110, ..run },
+        SeriesRun { min_sequence: 0, ..run },
+        SeriesRun { blocks: 1, ..run },
+    ] {
+        assert!(decode_run(&wrong, &runs).is_err(), "{wrong:?} accepted");
+    }
+    assert!(decode_run(&SeriesRun { run_length: run.run_length - 1, ..run }, &runs[..runs.len() - 1]).is_err());
+}
+
+fn entries_in_file_order() -> impl Strategy<Value = Vec<IndexEntry>> {
+    let kinds = prop_oneof![Just(ValueKind::F64), Just(ValueKind::I64), Just(ValueKind::Bytes)];
+    proptest::collection::vec((0u32..6, kinds, 1u32..5000, 0u64..3, 0u64..5000, 1u32..100_000, any::<i64>(), 0u64..(1 << 40)), 0..60)
+        .prop_map(|raw| {
+            let (mut sequence, mut end) = (0u64, 4096u64);
+            raw.into_iter()
+                .map(|(series, kind, count, sequence_step, gap, length, min_timestamp, span)| {
+                    sequence += sequence_step;
+                    let offset = end + gap;
+                    end = offset + u64::from(length);
+                    let max_timestamp = min_timestamp.saturating_add(span as i64);
+                    IndexEntry { series: SeriesId(series), kind, count, length, offset, min_timestamp, max_timestamp, sequence }
+                })
+                .collect()
+        })
+}
+
+proptest! {
+    #[test]
+    fn footers_round_trip(entries in entries_in_file_order(), replaced in proptest::collection::btree_set(any::<u32>(), 0..4)) {
+        let replaced: Vec<u64> = replaced.into_iter().map(u64::from).collect();
+        let footer_offset = entries.last().map_or(4096, |e| e.offset + u64::from(e.length)).next_multiple_of(PAGE_BYTES);
+        let (directory_bytes, runs, directory) = encode_footer(&entries, &replaced, footer_offset);
+        let (decoded, decoded_replaced, decoded_entries) = decode_footer(&directory_bytes, &runs, footer_offset);
+        prop_assert_eq!(decoded, directory);
+        prop_assert_eq!(decoded_replaced, replaced);
+        prop_assert_eq!(decoded_entries, entries);
+    }
+
+    #[test]
+    fn damaged_directories_and_runs_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        if let Ok((directory, _)) = decode_directory(&bytes, 4096) {
+            for run in directory {
+                let _ = decode_run(&run, &bytes);
+            }
+        }
+        let run = SeriesRun {
+            series: SeriesId(1),
+            kind: ValueKind::F64,
+            blocks: 3,
+            points: 3,
+            bytes: 3,
+            min_timestamp: 0,
+            max_timestamp: 10,
+            min_sequence: 0,
+            max_sequence: 5,
+            run_offset: 0,
+            run_length: bytes.len() as u32,
+            run_checksum: crc32c(&bytes),
+        };
+        let _ = decode_run(&run, &bytes);
+    }
+}
+
+fn group(start: i64) -> GroupBuilder {
+    let mut group = GroupBuilder::new();
+    for series in [4u32, 1, 9] {
+        let timestamps: Vec<i64> = (0..50).map(|i| start + i * 1000).collect();
+        group.add_block(SeriesId(series), &timestamps, &ValueColumn::I64(timestamps.iter().map(|t| t / 7).collect()));
+    }
+    group
+}
+
+/// Writes and seals segment 3 of `dir` in format `version`: three groups of three series.
+fn sealed_segment(dir: &Path, version: u16) -> (PathBuf, Vec<IndexEntry>) {
+    let mut writer = SegmentWriter::create_with_version(&RealFs, dir, 3, true, version).expect("create");
+    let mut written = Vec::new();
+    for g in 0..3u64 {
+        written.extend(writer.append_group(group(g as i64 * 1_000_000), g + 1, g + 20).expect("append"));
+    }
+    let directory = writer.seal().expect("seal");
+    assert_eq!(directory.is_some(), version >= 2, "only version 2 has a series directory");
+    (crate::filenames::numbered_file(dir, 3, crate::filenames::SEGMENT_EXTENSION), written)
+}
+
+#[test]
+fn start_up_reads_the_directory_alone_and_runs_give_every_block() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, written) = sealed_segment(dir.path(), SEGMENT_FORMAT_VERSION);
+    let scan = scan_segment_directory(&RealFs, &path).expect("scan");
+    assert!(scan.sealed && scan.problems.is_empty(), "{:?}", scan.problems);
+    assert!(scan.entries.is_empty(), "no block entry is read at start-up");
+    assert_eq!(scan.version, 2);
+    assert_eq!(scan.wal_checkpoint, 22);
+    let directory = scan.directory.clone().expect("a directory");
+    assert_eq!(directory.iter().map(|r| (r.series.0, r.blocks)).collect::<Vec<_>>(), vec![(1, 3), (4, 3), (9, 3)]);
+    let nine = read_run(&path, scan.file.as_ref(), &directory[2].shape()).expect("run of series 9");
+    assert_eq!(nine, written.iter().filter(|e| e.series == SeriesId(9)).copied().collect::<Vec<_>>());
+    for entry in &nine {
+        assert_eq!(read_block(&path, scan.file.as_ref(), entry).expect("block").timestamps.len(), 50);
+    }
+    assert_eq!(read_all_runs(&path, scan.file.as_ref(), &directory).expect("runs"), written);
+    let full = scan_segment(&RealFs, &path).expect("full scan");
+    assert_eq!(full.entries, written, "a full scan reads the runs too");
+}
+
+#[test]
+fn a_version_one_segment_is_still_read_and_resealed_in_version_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, written) = sealed_segment(dir.path(), 1);
+    let scan = scan_segment_directory(&RealFs, &path).expect("scan");
+    assert_eq!(scan.version, 1);
+    assert!(scan.sealed && scan.directory.is_none());
+    assert_eq!(scan.entries, written, "a flat footer lists every block");
+    // Recovery of a version-1 file whose footer is damaged seals it again as version 1.
+    let bytes = std::fs::read(&path).expect("read");
+    let footer_offset = u64::from_le_bytes(bytes[bytes.len() - 40..bytes.len() - 32].try_into().expect("8"));
+    let file = RealFs.open_rw(&path).expect("open");
+    file.write_all_at(&[0xFF], footer_offset + 1).expect("damage");
+    let damaged = scan_segment_directory(&RealFs, &path).expect("scan");
+    assert!(!damaged.sealed && damaged.problems[0].0 == footer_offset, "{:?}", damaged.problems);
+    assert!(SegmentWriter::resume(&damaged, true).seal().expect("reseal").is_none(), "kept in version 1");
+    let resealed = scan_segment(&RealFs, &path).expect("scan");
+    assert!(resealed.sealed && resealed.problems.is_empty(), "{:?}", resealed.problems);
+    assert_eq!((resealed.version, resealed.entries), (1, written));
+}
+
+/// Flips one byte of `path` at `offset`.
+fn flip(path: &Path, offset: u64) {
+    let file = RealFs.open_rw(path).expect("open");
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, offset).expect("read");
+    file.write_all_at(&[byte[0] ^ 0x40], offset).expect("write");
+}
+
+#[test]
+fn a_damaged_run_is_reported_with_file_and_offset_and_the_index_rebuilt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, written) = sealed_segment(dir.path(), SEGMENT_FORMAT_VERSION);
+    let directory = scan_segment_directory(&RealFs, &path).expect("scan").directory.expect("directory");
+    let run = directory[1];
+    flip(&path, run.run_offset + 2);
+    // Start-up does not read runs: the directory is intact.
+    let lazy = scan_segment_directory(&RealFs, &path).expect("scan");
+    assert!(lazy.sealed && lazy.problems.is_empty());
+    // The read that needs the run names the file and the run's offset.
+    match read_run(&path, lazy.file.as_ref(), &run.shape()) {
+        Err(Error::Corruption { path: reported, offset, .. }) => assert_eq!((reported, offset), (path.clone(), run.run_offset)),
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    assert!(read_run(&path, lazy.file.as_ref(), &directory[0].shape()).is_ok(), "other runs still read");
+    // A full scan (inspect, recovery tools) reports it there and rebuilds the index from groups.
+    drop(lazy);
+    let full = scan_segment(&RealFs, &path).expect("scan");
+    assert_eq!(full.problems.len(), 1, "{:?}", full.problems);
+    assert_eq!(full.problems[0].0, run.run_offset);
+    assert!(full.problems[0].1.contains("series run"), "{:?}", full.problems);
+    assert_eq!(full.entries, written);
+}
+
+#[test]
+fn a_damaged_directory_is_reported_at_the_footer_and_the_index_rebuilt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, written) = sealed_segment(dir.path(), SEGMENT_FORMAT_VERSION);
+    let bytes = std::fs::read(&path).expect("read");
+    let footer_offset = u64::from_le_bytes(bytes[bytes.len() - 40..bytes.len() - 32].try_into().expect("8"));
+    flip(&path, footer_offset + 3);
+    let scan = scan_segment_directory(&RealFs, &path).expect("scan");
+    assert!(!scan.sealed, "a damaged directory is no seal");
+    assert_eq!(scan.problems.len(), 1, "{:?}", scan.problems);
+    assert_eq!(scan.problems[0].0, footer_offset);
+    assert_eq!(scan.entries, written, "rebuilt from the group headers");
+    let directory = SegmentWriter::resume(&scan, true).seal().expect("reseal").expect("version 2 again");
+    assert_eq!(directory.iter().map(|r| r.blocks).sum::<u32>(), 9);
+    let resealed = scan_segment(&RealFs, &path).expect("scan");
+    assert!(resealed.sealed && resealed.problems.is_empty(), "{:?}", resealed.problems);
+    assert_eq!(resealed.entries, written);
+}
+
+#[test]
+fn the_directory_costs_per_series_not_per_block() {
+    // 100 series × 50 blocks: the part start-up reads is a small share of the footer.
+    let entries: Vec<IndexEntry> = (0..50u64)
+        .flat_map(|g| (0..100u32).map(move |s| entry(s + 1, 4160 + (g * 100 + u64::from(s)) * 100, g + 1, g as i64 * 10)))
+        .collect();
+    let (directory_bytes, runs, _) = encode_footer(&entries, &[], 1 << 20);
+    assert!(directory_bytes.len() < 100 * 30, "{} directory bytes for 100 series", directory_bytes.len());
+    assert!(runs.len() < 5000 * 12, "{} run bytes for 5,000 blocks", runs.len());
+}

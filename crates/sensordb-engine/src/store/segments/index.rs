@@ -1,0 +1,463 @@
+//! The segment store's index and the reads it makes of footer runs.
+//!
+//! Blocks of the segment taking groups, and of files of segment format version 1, are held one
+//! by one ([`BlockIndex`], about 56 bytes a block). A sealed segment of version 2 is held as one
+//! [`SeriesExtent`] per series (about 56 bytes whatever the blocks), and its blocks are read
+//! from the series' run in its footer when a read, compaction or reclaim needs them: one pread,
+//! kept in the store's [`RunCache`] (at most [`SegmentStoreOptions::run_cache_bytes`]). The open
+//! segment moves from the one to the other when it is sealed.
+
+use super::{SegmentHandle, SegmentStore};
+use crate::error::{Error, Result};
+use crate::index::runs::{ExtentIndex, SeriesExtent};
+use crate::index::{BlockIndex, BlockRef};
+use crate::model::{SeriesId, Timestamp};
+use crate::segment::{decode_run_at, read_run, IndexEntry, SeriesRun};
+use crate::store::{BlockLife, BlockPin, BlockSource, ListedBlock, SegmentSummary};
+use std::sync::Arc;
+
+/// Both indexes, behind one lock so a segment moves from one to the other in one step.
+#[derive(Default)]
+pub(super) struct StoreIndex {
+    pub(super) resident: BlockIndex,
+    pub(super) sealed: ExtentIndex,
+}
+
+/// What the store keeps of one segment's blocks.
+pub(super) enum SegmentBlocks {
+    /// Every block's life: the segment taking groups, or a file of format version 1.
+    Resident(Vec<BlockLife>),
+    /// The series its directory lists, in directory order (their runs lie back to back in
+    /// this order); each one's extent is in [`StoreIndex::sealed`].
+    Runs(Box<[SeriesId]>),
+}
+
+impl SegmentBlocks {
+    pub(super) fn resident(entries: &[IndexEntry]) -> SegmentBlocks {
+        SegmentBlocks::Resident(entries.iter().map(BlockLife::of).collect())
+    }
+
+    pub(super) fn runs(directory: &[SeriesRun]) -> SegmentBlocks {
+        SegmentBlocks::Runs(directory.iter().map(|run| run.series).collect())
+    }
+
+    /// Takes the segment out of `index`.
+    pub(super) fn remove_from(&self, index: &mut StoreIndex, segment: u64) {
+        match self {
+            SegmentBlocks::Resident(lives) => index.resident.remove_blocks(segment, lives.iter().map(|l| l.series)),
+            SegmentBlocks::Runs(series) => index.sealed.remove(segment, series),
+        }
+    }
+}
+
+/// The series of one segment with their extents, in directory order.
+type SegmentExtents = Vec<(SeriesId, SeriesExtent)>;
+
+/// A listed block whose run could not be read: reading it reports why (file and offset), so
+/// a damaged run fails the read that needs it instead of hiding its blocks.
+struct UnreadableRun {
+    path: std::path::PathBuf,
+    offset: u64,
+    detail: String,
+}
+
+impl BlockSource for UnreadableRun {
+    fn read(&self, _entry: &IndexEntry) -> Result<crate::block::Block> {
+        Err(Error::corruption(&self.path, self.offset, self.detail.clone()))
+    }
+}
+
+/// Lives of the blocks `bytes` stand for, at most `u32::MAX` bytes each.
+fn merged_lives(series: SeriesId, max_timestamp: Timestamp, mut bytes: u64, out: &mut Vec<BlockLife>) {
+    loop {
+        let part = bytes.min(u64::from(u32::MAX));
+        out.push(BlockLife { series, max_timestamp, bytes: part as u32 });
+        bytes -= part;
+        if bytes == 0 {
+            return;
+        }
+    }
+}
+
+impl SegmentStore {
+    /// The entries of the run of `series` in the segment of `handle`, from the cache or read now.
+    fn run_entries(&self, series: SeriesId, extent: &SeriesExtent, handle: &SegmentHandle) -> Result<Arc<[IndexEntry]>> {
+        if let Some(entries) = self.runs.lock().get(extent.segment, series) {
+            return Ok(entries);
+        }
+        let entries: Arc<[IndexEntry]> = read_run(&handle.path, handle.file.as_ref(), &extent.shape(series))?.into();
+        self.runs.lock().insert(extent.segment, series, entries.clone());
+        Ok(entries)
+    }
+
+    /// Blocks of `series` that may hold points in `[from, to)`, by (min timestamp, sequence):
+    /// those held one by one, and those of the runs of the extents overlapping the range.
+    pub(super) fn list_blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock> {
+        // Both locks, in the order writers take them, so no segment can vanish between
+        // listing a block and pinning its file. Runs are read after, under the pins.
+        let (mut listed, extents) = {
+            let index = self.index.read();
+            let files = self.files.read();
+            let pin = |segment: u64| files.get(&segment).map(|f| f.handle.clone());
+            let listed: Vec<ListedBlock> = index
+                .resident
+                .blocks_in(series, from, to)
+                .into_iter()
+                .filter_map(|block| Some(ListedBlock { block, pin: BlockPin::new(pin(block.segment)?) }))
+                .collect();
+            let extents: Vec<(SeriesExtent, Arc<SegmentHandle>)> =
+                index.sealed.extents_in(series, from, to).into_iter().filter_map(|e| Some((e, pin(e.segment)?))).collect();
+            (listed, extents)
+        };
+        if extents.is_empty() {
+            return listed;
+        }
+        for (extent, handle) in extents {
+            match self.run_entries(series, &extent, &handle) {
+                Ok(entries) => listed.extend(entries.iter().filter(|e| e.min_timestamp < to && e.max_timestamp >= from).map(|entry| {
+                    ListedBlock { block: BlockRef { segment: extent.segment, entry: *entry }, pin: BlockPin::new(handle.clone()) }
+                })),
+                Err(e) => {
+                    tracing::error!(error = %e, "series run unreadable; the read fails");
+                    let (offset, detail) = match e {
+                        Error::Corruption { offset, detail, .. } => (offset, detail),
+                        other => (extent.run_offset, format!("series run unreadable: {other}")),
+                    };
+                    let entry = IndexEntry {
+                        series,
+                        kind: extent.kind,
+                        count: extent.blocks,
+                        length: 0,
+                        offset,
+                        min_timestamp: extent.min_timestamp,
+                        max_timestamp: extent.max_timestamp,
+                        sequence: 0,
+                    };
+                    let source = UnreadableRun { path: handle.path.clone(), offset, detail };
+                    listed.push(ListedBlock { block: BlockRef { segment: extent.segment, entry }, pin: BlockPin::new(Arc::new(source)) });
+                }
+            }
+        }
+        listed.sort_by_key(|b| (b.block.entry.min_timestamp, b.block.entry.sequence));
+        listed
+    }
+
+    /// The series of segment `id`, their extents and its handle, if its blocks are in runs.
+    fn extents_of(&self, id: u64) -> Option<(SegmentExtents, Arc<SegmentHandle>)> {
+        let index = self.index.read();
+        let files = self.files.read();
+        let file = files.get(&id)?;
+        let super::SegmentBlocks::Runs(series) = &file.blocks else { return None };
+        let extents = series.iter().filter_map(|&s| Some((s, index.sealed.extent(s, id)?))).collect();
+        Some((extents, file.handle.clone()))
+    }
+
+    /// The entries of the given runs of one segment, read with one pread (they lie back to
+    /// back), each run checked: (series, its entries) in the order given.
+    fn read_runs(handle: &SegmentHandle, extents: &[(SeriesId, SeriesExtent)]) -> Result<Vec<(SeriesId, Vec<IndexEntry>)>> {
+        let Some(start) = extents.iter().map(|(_, e)| e.run_offset).min() else { return Ok(Vec::new()) };
+        let end = extents.iter().map(|(_, e)| e.run_offset + u64::from(e.run_length)).max().unwrap_or(start);
+        let length = usize::try_from(end - start).map_err(|_| Error::corruption(&handle.path, start, "series runs too long"))?;
+        let mut bytes = vec![0u8; length];
+        handle.file.read_exact_at(&mut bytes, start).map_err(|e| Error::io(&handle.path, e))?;
+        extents
+            .iter()
+            .map(|(series, extent)| {
+                let at = (extent.run_offset - start) as usize;
+                let shape = extent.shape(*series);
+                Ok((*series, decode_run_at(&handle.path, &shape, &bytes[at..at + extent.run_length as usize])?))
+            })
+            .collect()
+    }
+
+    /// Every block of the segments `ids`, grouped by series (series in id order), each series'
+    /// blocks by ascending sequence. Fails when a run cannot be read, rather than leave its
+    /// blocks out of a rewrite that then removes the segment.
+    pub(super) fn blocks_of(&self, ids: &[u64]) -> Result<Vec<BlockRef>> {
+        let mut blocks = self.index.read().resident.blocks_of_segments(ids);
+        for &id in ids {
+            let Some((extents, handle)) = self.extents_of(id) else { continue };
+            for (_, entries) in Self::read_runs(&handle, &extents)? {
+                blocks.extend(entries.into_iter().map(|entry| BlockRef { segment: id, entry }));
+            }
+        }
+        blocks.sort_by_key(|b| (b.entry.series, b.entry.sequence, b.entry.min_timestamp));
+        Ok(blocks)
+    }
+
+    /// Summaries of every segment, with the handle of those whose blocks are in runs (the
+    /// lives of the others copied), taken under the lock and visited after it.
+    fn segments_to_visit(&self) -> Vec<(SegmentSummary, Option<Vec<BlockLife>>)> {
+        let files = self.files.read();
+        files
+            .values()
+            .map(|file| match &file.blocks {
+                super::SegmentBlocks::Resident(lives) => (file.summary, Some(lives.clone())),
+                super::SegmentBlocks::Runs(_) => (file.summary, None),
+            })
+            .collect()
+    }
+
+    /// Calls `visit` with each segment's block lives. For a segment whose blocks are in runs,
+    /// `cutoff` (a block is dead when its newest point is older than its series' cutoff) lets a
+    /// series whose blocks there are all dead or all live come as one merged life from its
+    /// extent, and only the runs a cutoff falls inside are read. Without it every run is read.
+    pub(super) fn visit_lives(&self, cutoff: Option<&dyn Fn(SeriesId) -> Timestamp>, visit: &mut dyn FnMut(&SegmentSummary, &[BlockLife])) {
+        for (summary, lives) in self.segments_to_visit() {
+            if let Some(lives) = lives {
+                visit(&summary, &lives);
+                continue;
+            }
+            // Removed since the list was taken: nothing to visit.
+            let Some((extents, handle)) = self.extents_of(summary.id) else { continue };
+            let mut lives = Vec::with_capacity(extents.len());
+            let mut to_read = Vec::new();
+            for (series, extent) in extents {
+                match cutoff.map(|cutoff| cutoff(series)) {
+                    Some(cutoff) if extent.max_timestamp < cutoff || extent.min_timestamp >= cutoff => {
+                        merged_lives(series, extent.max_timestamp, extent.bytes, &mut lives)
+                    }
+                    _ => to_read.push((series, extent)),
+                }
+            }
+            // Runs wanted from all over the footer are read one by one, the whole footer once.
+            let read = if to_read.len() * 4 < lives.len() {
+                to_read.iter().map(|(series, extent)| Ok((*series, self.run_entries(*series, extent, &handle)?.to_vec()))).collect()
+            } else {
+                Self::read_runs(&handle, &to_read)
+            };
+            match read {
+                Ok(runs) => lives.extend(runs.iter().flat_map(|(_, entries)| entries.iter().map(BlockLife::of))),
+                // Run by run, so only the damaged ones are taken for live: damage never makes
+                // data dead.
+                Err(_) => {
+                    for (series, extent) in &to_read {
+                        match self.run_entries(*series, extent, &handle) {
+                            Ok(entries) => lives.extend(entries.iter().map(BlockLife::of)),
+                            Err(e) => {
+                                tracing::error!(error = %e, segment = summary.id, "series run unreadable; its blocks count as live");
+                                merged_lives(*series, Timestamp::MAX, extent.bytes, &mut lives);
+                            }
+                        }
+                    }
+                }
+            }
+            visit(&summary, &lives);
+        }
+    }
+
+    /// Moves a segment just sealed (or installed) with `directory` from the blocks held one by
+    /// one to the extent index, in one index update.
+    pub(super) fn adopt_directory(&self, id: u64, directory: &[SeriesRun]) {
+        let mut index = self.index.write();
+        let mut files = self.files.write();
+        let Some(file) = files.get_mut(&id) else { return };
+        file.blocks.remove_from(&mut index, id);
+        index.sealed.insert(id, directory);
+        file.blocks = SegmentBlocks::runs(directory);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{SegmentStore, SegmentStoreOptions};
+    use crate::compaction::{compact_once, CompactionOptions, RateLimit};
+    use crate::error::Error;
+    use crate::fs::{FileSystem, RealFs};
+    use crate::index::BlockRef;
+    use crate::model::{SeriesId, Timestamp, ValueColumn};
+    use crate::segment::{GroupBuilder, SegmentWriter};
+    use crate::store::{BlockLife, BlockStore};
+    use std::path::Path;
+    use std::sync::Arc;
+
+    const SERIES: u32 = 6;
+    const GROUPS: u64 = 12;
+
+    /// Group `g`: 20 points of every series, series `s` starting later the larger `s`.
+    fn group(g: u64) -> GroupBuilder {
+        let mut group = GroupBuilder::new();
+        for series in 1..=SERIES {
+            let start = g as i64 * 100 + i64::from(series);
+            let timestamps: Vec<i64> = (start..start + 20).collect();
+            group.add_block(SeriesId(series), &timestamps, &ValueColumn::I64(timestamps.iter().map(|t| t * 3).collect()));
+        }
+        group
+    }
+
+    fn options(run_cache_bytes: usize) -> SegmentStoreOptions {
+        SegmentStoreOptions { segment_bytes_max: 1, sync: false, run_cache_bytes }
+    }
+
+    /// A store whose segments (one a group, `groups_per_segment` groups each) are written in
+    /// format `version` as a build of that version wrote them, then opened.
+    fn store_of_version(dir: &Path, version: u16, groups_per_segment: u64) -> SegmentStore {
+        let segments = dir.join("segments");
+        std::fs::create_dir_all(&segments).expect("mkdir");
+        for first in (0..GROUPS).step_by(groups_per_segment as usize) {
+            let id = first / groups_per_segment + 1;
+            let mut writer = SegmentWriter::create_with_version(&RealFs, &segments, id, false, version).expect("create");
+            for g in first..first + groups_per_segment {
+                writer.append_group(group(g), g + 1, g + 1).expect("append");
+            }
+            writer.seal().expect("seal");
+        }
+        SegmentStore::open(Arc::new(RealFs), &segments, options(1 << 20)).expect("open").0
+    }
+
+    fn listed(store: &SegmentStore, series: u32, from: Timestamp, to: Timestamp) -> Vec<(BlockRef, Vec<i64>)> {
+        store.blocks(SeriesId(series), from, to).iter().map(|b| (b.block, store.read_block(b).expect("read").timestamps)).collect()
+    }
+
+    fn lives(store: &SegmentStore, cutoff: Option<Timestamp>) -> Vec<(u64, u64, u64, Timestamp)> {
+        // Per segment: all bytes, dead bytes, newest live point: what reclaim computes.
+        let mut out = Vec::new();
+        let mut visit = |summary: &crate::store::SegmentSummary, lives: &[BlockLife]| {
+            let cut = cutoff.unwrap_or(Timestamp::MIN);
+            let all = lives.iter().map(|l| u64::from(l.bytes)).sum();
+            let dead = lives.iter().filter(|l| l.max_timestamp < cut).map(|l| u64::from(l.bytes)).sum();
+            let newest = lives.iter().filter(|l| l.max_timestamp >= cut).map(|l| l.max_timestamp).max().unwrap_or(Timestamp::MIN);
+            out.push((summary.id, all, dead, newest));
+        };
+        match cutoff {
+            Some(cutoff) => store.visit_segments_against(&|_| cutoff, &mut visit),
+            None => store.visit_segments(&mut visit),
+        }
+        out
+    }
+
+    fn catalog(dir: &Path) -> crate::catalog::Catalog {
+        crate::catalog::Catalog::open(&RealFs, &dir.join("series.catalog"), false).expect("catalog").0
+    }
+
+    fn compaction_options() -> CompactionOptions {
+        CompactionOptions {
+            small_block_points: 1000,
+            run_bytes_max: 64 << 20,
+            small_file_bytes: 0,
+            block_points_max: 10_000,
+            block_bytes_max: 1 << 20,
+            points_per_group: 100_000,
+        }
+    }
+
+    /// The same blocks, written as version 1 (one flat footer list, every block held in memory)
+    /// and as version 2 (series runs read on demand): reads, maintenance listings, reclaim's
+    /// lives and compaction see the same, and stores of the previous version open and work.
+    #[test]
+    fn version_one_and_version_two_segments_read_reclaim_and_compact_alike() {
+        let (old_dir, new_dir) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+        let old = store_of_version(old_dir.path(), 1, 3);
+        let new = store_of_version(new_dir.path(), 2, 3);
+        assert_eq!(old.index.read().sealed.block_count(), 0, "version 1: every block held");
+        assert_eq!(new.index.read().resident.block_count(), 0, "version 2: no block held");
+        assert_eq!(new.index.read().sealed.block_count(), (GROUPS * u64::from(SERIES)) as usize);
+        for (series, from, to) in [(1, 0, 10_000), (3, 250, 420), (6, 1106, 1107), (2, 5000, 6000), (4, Timestamp::MIN, Timestamp::MAX)] {
+            assert_eq!(listed(&new, series, from, to), listed(&old, series, from, to), "series {series} in [{from}, {to})");
+        }
+        assert!(!listed(&new, 3, 250, 420).is_empty());
+        let all: Vec<u64> = old.segment_ids();
+        assert_eq!(new.try_blocks_of_segments(&all[1..3]).expect("runs"), old.blocks_of_segments(&all[1..3]));
+        assert_eq!(new.blocks_of_segments(&all).len(), (GROUPS * u64::from(SERIES)) as usize);
+        let mut kinds = (old.series_kinds(), new.series_kinds());
+        kinds.0.sort_by_key(|(s, k)| (s.0, *k as u8));
+        kinds.1.sort_by_key(|(s, k)| (s.0, *k as u8));
+        assert_eq!(kinds.0, kinds.1);
+        let (old_stats, new_stats) = (old.stats(), new.stats());
+        assert_eq!((old_stats.blocks, old_stats.points), (new_stats.blocks, new_stats.points));
+        for cutoff in [None, Some(0), Some(450), Some(605), Some(1110), Some(Timestamp::MAX)] {
+            assert_eq!(lives(&new, cutoff), lives(&old, cutoff), "lives against cutoff {cutoff:?}");
+        }
+        // Compaction merges the same blocks the same way.
+        let (old_catalog, new_catalog) = (catalog(old_dir.path()), catalog(new_dir.path()));
+        let room = |_: u64| Ok(());
+        let options = compaction_options();
+        let old_report = compact_once(&old, &old_catalog, &options, &room, &mut RateLimit::new(0)).expect("compact").expect("a run");
+        let new_report = compact_once(&new, &new_catalog, &options, &room, &mut RateLimit::new(0)).expect("compact").expect("a run");
+        assert_eq!((old_report.inputs, old_report.blocks_after), (new_report.inputs, new_report.blocks_after));
+        for series in 1..=SERIES {
+            let points = |store: &SegmentStore| listed(store, series, 0, 10_000).into_iter().flat_map(|(_, t)| t).collect::<Vec<_>>();
+            assert_eq!(points(&new), points(&old), "series {series} after compaction");
+            assert_eq!(points(&new).len(), GROUPS as usize * 20);
+        }
+        // The output is written in the current version, its blocks in runs.
+        assert_eq!(new.index.read().resident.block_count(), 0);
+        assert!(old.index.read().sealed.block_count() > 0, "the old store's output is version 2 too");
+    }
+
+    #[test]
+    fn a_store_reopened_finds_the_same_blocks_through_its_directories() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let segments = dir.path().join("segments");
+        let before = {
+            let (store, _) = SegmentStore::open(Arc::new(RealFs), &segments, options(1 << 20)).expect("open");
+            for g in 0..GROUPS {
+                store.put_group(group(g), g + 1).expect("put");
+            }
+            assert_eq!(store.index.read().resident.block_count(), 0, "each segment left the resident index when sealed");
+            (1..=SERIES).map(|s| listed(&store, s, 0, 10_000)).collect::<Vec<_>>()
+        };
+        let (store, recovery) = SegmentStore::open(Arc::new(RealFs), &segments, options(1 << 20)).expect("reopen");
+        assert_eq!(recovery.max_sequence, GROUPS);
+        assert_eq!(recovery.wal_checkpoint, GROUPS);
+        assert_eq!((1..=SERIES).map(|s| listed(&store, s, 0, 10_000)).collect::<Vec<_>>(), before);
+        assert_eq!(store.stats().points, GROUPS * u64::from(SERIES) * 20);
+    }
+
+    #[test]
+    fn the_run_cache_stays_within_its_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let limit = 4096;
+        let (store, _) = SegmentStore::open(Arc::new(RealFs), &dir.path().join("segments"), options(limit)).expect("open");
+        for g in 0..GROUPS {
+            store.put_group(group(g), g + 1).expect("put");
+        }
+        for series in 1..=SERIES {
+            assert_eq!(listed(&store, series, 0, 10_000).len(), GROUPS as usize);
+            assert!(store.runs.lock().bytes() <= limit, "{} bytes cached", store.runs.lock().bytes());
+        }
+        assert!(store.runs.lock().len() > 4, "runs are kept up to the limit");
+        let ids = store.segment_ids();
+        store.remove_segments(&ids[..1]).expect("remove");
+        assert!(store.runs.lock().bytes() <= limit);
+        assert_eq!(listed(&store, 1, 0, 100).len(), 0, "the removed segment's blocks are gone");
+    }
+
+    #[test]
+    fn a_damaged_run_fails_the_reads_and_rewrites_that_need_it_and_kills_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store_of_version(dir.path(), 2, 3);
+        let id = store.segment_ids()[1];
+        let extent = store.index.read().sealed.extent(SeriesId(2), id).expect("extent");
+        let cutoff = 400;
+        let dead_of_series: u64 = store
+            .blocks(SeriesId(2), Timestamp::MIN, Timestamp::MAX)
+            .iter()
+            .filter(|b| b.block.segment == id && b.block.entry.max_timestamp < cutoff)
+            .map(|b| u64::from(b.block.entry.length))
+            .sum();
+        assert!(dead_of_series > 0 && dead_of_series < extent.bytes, "the cutoff falls inside the damaged run");
+        let dead_in = |store: &SegmentStore| lives(store, Some(cutoff)).iter().filter(|l| l.0 == id).map(|l| l.2).sum::<u64>();
+        let dead_before = dead_in(&store);
+        store.runs.lock().remove_segment(id);
+        let path = store.handle_of(id).expect("handle").path.clone();
+        let file = RealFs.open_rw(&path).expect("open");
+        file.write_all_at(&[0xEE], extent.run_offset + 1).expect("damage");
+        // Reads of other segments and series go on; the one needing the run fails with its
+        // file and offset.
+        assert_eq!(listed(&store, 3, 0, 10_000).len(), GROUPS as usize);
+        let blocks = store.blocks(SeriesId(2), 0, 10_000);
+        let failed: Vec<_> = blocks.iter().filter_map(|b| store.read_block(b).err()).collect();
+        assert_eq!(failed.len(), 1);
+        match &failed[0] {
+            Error::Corruption { path: reported, offset, .. } => assert_eq!((reported, *offset), (&path, extent.run_offset)),
+            other => panic!("expected corruption, got {other:?}"),
+        }
+        assert!(store.try_blocks_of_segments(&[id]).is_err(), "a rewrite never drops blocks it could not list");
+        // Reclaim takes its blocks for live; the other series' runs still count.
+        assert_eq!(dead_in(&store), dead_before - dead_of_series);
+        // A cutoff past the whole run needs no run: the directory says all of it is dead.
+        let all_dead: u64 = lives(&store, Some(Timestamp::MAX)).iter().filter(|l| l.0 == id).map(|l| l.2).sum();
+        assert_eq!(Some(all_dead), lives(&store, None).iter().find(|l| l.0 == id).map(|l| l.1));
+    }
+}
