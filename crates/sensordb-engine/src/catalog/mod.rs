@@ -37,6 +37,9 @@
 //! Since each key is stored relative to the one before it, a damaged record also loses every
 //! later record (they cannot be decoded without it): that is the price of prefix sharing.
 //!
+//! In memory every key is held as its canonical text in one arena with a hash table of ids
+//! (`keys`: about 60 bytes a series), and parsed into a `SeriesKey` only when asked for one.
+//!
 //! Each database may hold at most [`Catalog::set_series_per_database_max`] live series (as
 //! InfluxDB's `max-series-per-database`): every series costs memory here and in the engine, so a
 //! client inventing keys cannot grow them without bound. Series already stored stay readable and
