@@ -11,10 +11,9 @@
 
 use crate::catalog::Catalog;
 use crate::memtable::{Memtable, ResolvedSeries};
-use crate::model::{SeriesId, SeriesKey, Timestamp, ValueColumn};
+use crate::model::{SeriesId, Timestamp, ValueColumn};
 use crate::segment::{GroupBuilder, SharedTimestamps};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// Encodes every series of `memtable` into one flush group, calling `pace` after each row: the
 /// background flush pauses there (see `Engine`'s flush pacing).
@@ -52,27 +51,53 @@ pub fn encode_series(series: &[ResolvedSeries], catalog: &Catalog, block_points_
 }
 
 /// Groups series ids (in id order) into rows: same measurement and tag set. A series the
-/// catalog does not know is a row of its own.
+/// catalog does not know is a row of its own. Rows are told apart by key text, without parsing
+/// keys: a flush may hold millions of series.
 fn rows_of(ids: &[SeriesId], catalog: &Catalog) -> Vec<Vec<SeriesId>> {
-    let keys: Vec<Option<Arc<SeriesKey>>> = ids.iter().map(|&id| catalog.get(id).map(|e| e.key)).collect();
-    // A row is a measurement and its tag set.
-    type Row<'a> = (&'a str, &'a [(String, String)]);
-    let mut row_of: HashMap<Row<'_>, usize> = HashMap::new();
+    let mut row_of: HashMap<String, usize> = HashMap::new();
     let mut rows: Vec<Vec<SeriesId>> = Vec::new();
-    for (&id, key) in ids.iter().zip(&keys) {
-        let row = match key {
-            Some(key) => *row_of.entry((key.measurement(), key.tags())).or_insert_with(|| {
-                rows.push(Vec::new());
-                rows.len() - 1
-            }),
-            None => {
-                rows.push(Vec::new());
-                rows.len() - 1
+    for &id in ids {
+        let known = catalog.with_text(id, |text| {
+            let part = row_part(text);
+            match row_of.get(part) {
+                Some(&row) => row,
+                None => {
+                    rows.push(Vec::new());
+                    row_of.insert(part.to_string(), rows.len() - 1);
+                    rows.len() - 1
+                }
             }
-        };
+        });
+        let row = known.unwrap_or_else(|| {
+            rows.push(Vec::new());
+            rows.len() - 1
+        });
         rows[row].push(id);
     }
     rows
+}
+
+/// The measurement and tag set of a canonical key text (`[database ]measurement,tags field`):
+/// what lies between the database's space, if any, and the field's.
+fn row_part(text: &str) -> &str {
+    let mut spaces = [0usize; 2];
+    let mut found = 0;
+    let mut escaped = false;
+    for (i, byte) in text.bytes().enumerate() {
+        if escaped {
+            escaped = false;
+        } else if byte == b'\\' {
+            escaped = true;
+        } else if byte == b' ' && found < 2 {
+            spaces[found] = i;
+            found += 1;
+        }
+    }
+    match found {
+        2 => &text[spaces[0] + 1..spaces[1]],
+        1 => &text[..spaces[0]],
+        _ => text,
+    }
 }
 
 /// Adds the blocks of one row: shared timestamps for several numeric fields, inline otherwise.
@@ -195,6 +220,40 @@ fn missing_positions(window: &[Timestamp], own: &[Timestamp], out: &mut Vec<u32>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::SeriesKey;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Two keys share a row part exactly when they share measurement and tag set, whatever
+        /// their databases, fields and escapes.
+        #[test]
+        fn row_part_is_the_measurement_and_tag_set(
+            keys in proptest::collection::vec((
+                proptest::option::of("[ab ,=\\\\]{1,2}"),
+                "[ab ,=\\\\]{1,2}",
+                proptest::collection::btree_map("[ab ,=\\\\]{1,2}", "[ab ,=\\\\]{1,2}", 0..3),
+                "[ab ,=\\\\]{1,2}",
+            ), 2..6),
+        ) {
+            let keys: Vec<SeriesKey> = keys
+                .into_iter()
+                .map(|(database, measurement, tags, field)| {
+                    let key = SeriesKey::new(measurement, tags, field).expect("valid");
+                    match database {
+                        Some(database) => key.in_database(database).expect("valid"),
+                        None => key,
+                    }
+                })
+                .collect();
+            for a in &keys {
+                for b in &keys {
+                    let same_row = a.measurement() == b.measurement() && a.tags() == b.tags();
+                    let (text_a, text_b) = (a.canonical(), b.canonical());
+                    prop_assert_eq!(row_part(&text_a) == row_part(&text_b), same_row, "{} / {}", text_a, text_b);
+                }
+            }
+        }
+    }
 
     #[test]
     fn payload_blocks_are_cut_by_bytes_as_well_as_points() {

@@ -90,6 +90,7 @@ pub use batch::{BatchKindError, SeriesPoints, WriteBatch};
 pub use mark::{MarkSink, TxMark};
 // Read.
 pub use catalog::SeriesEntry;
+pub use memtable::SERIES_OVERHEAD_BYTES;
 pub use query::{Chunk, ChunkView, Points, RangeRead};
 // Statistics, recovery, maintenance.
 pub use compaction::CompactionReport;

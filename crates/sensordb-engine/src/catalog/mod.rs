@@ -37,17 +37,23 @@
 //! Since each key is stored relative to the one before it, a damaged record also loses every
 //! later record (they cannot be decoded without it): that is the price of prefix sharing.
 //!
+//! In memory every key is held as its canonical text in one arena with a hash table of ids
+//! (`keys`: about 60 bytes a series), and parsed into a `SeriesKey` only when asked for one.
+//!
 //! Each database may hold at most [`Catalog::set_series_per_database_max`] live series (as
 //! InfluxDB's `max-series-per-database`): every series costs memory here and in the engine, so a
 //! client inventing keys cannot grow them without bound. Series already stored stay readable and
 //! writable when the limit is lowered below their number; only new ones are refused.
 
+mod keys;
 mod record;
+mod select;
 
 use crate::checksum::crc32c;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, StorageFile};
 use crate::model::{SeriesId, SeriesKey, ValueKind};
+use keys::KeyTable;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -71,12 +77,9 @@ pub struct SeriesEntry {
 }
 
 struct State {
-    /// Live series only: a deleted key is free for a new id.
-    by_key: HashMap<Arc<SeriesKey>, SeriesId>,
-    /// `by_id[i]` is the series with id `i + 1`, deleted or not.
-    by_id: Vec<SeriesEntry>,
-    /// `deleted[i]`: the series with id `i + 1` is deleted.
-    deleted: Vec<bool>,
+    /// Key text, kind and deletion of every series (index = id - 1); live ones by text. A
+    /// deleted key is free for a new id.
+    keys: KeyTable,
     /// Bumped by every deletion, so caches of per-series facts know to refresh.
     deletions: u64,
     /// Live series per database.
@@ -84,6 +87,18 @@ struct State {
 }
 
 impl State {
+    /// The entry of the series at `index` (id - 1), its key parsed from the text.
+    fn entry(&self, index: usize) -> Option<SeriesEntry> {
+        let kind = ValueKind::try_from(self.keys.kind_byte(index)?).ok()?;
+        // Every text in the table parsed when it was added (from a `SeriesKey` or the file).
+        let key = SeriesKey::parse(self.keys.text(index)).expect("BUG: catalog key texts are canonical keys");
+        Some(SeriesEntry { id: SeriesId(index as u32 + 1), key: Arc::new(key), kind })
+    }
+
+    fn kind(&self, index: usize) -> Option<ValueKind> {
+        ValueKind::try_from(self.keys.kind_byte(index)?).ok()
+    }
+
     fn count_live(&mut self, database: &str, added: bool) {
         if added {
             *self.per_database.entry(database.to_string()).or_default() += 1;
@@ -195,7 +210,7 @@ impl Catalog {
             // Reported after the cut above, which must not take the new header.
             recovery.truncated_at = Some((0, "catalog creation was cut short (no complete header); written anew".into()));
         }
-        let durable_through = AtomicU32::new(state.by_id.len() as u32);
+        let durable_through = AtomicU32::new(state.keys.len() as u32);
         let catalog = Catalog {
             path: path.to_path_buf(),
             file,
@@ -229,8 +244,7 @@ impl Catalog {
         if version != FORMAT_VERSION && version != FORMAT_VERSION_WITHOUT_TOMBSTONES {
             return Err(Error::UnsupportedVersion { path: path.into(), found: version, supported: FORMAT_VERSION });
         }
-        let mut state =
-            State { by_key: HashMap::new(), by_id: Vec::new(), deleted: Vec::new(), deletions: 0, per_database: HashMap::new() };
+        let mut state = State { keys: KeyTable::new(), deletions: 0, per_database: HashMap::new() };
         let mut offset = HEADER_BYTES as usize;
         let mut last_text = String::new();
         let mut recovery = CatalogRecovery::default();
@@ -242,14 +256,14 @@ impl Catalog {
             match parsed {
                 Ok((record, key, len)) if record.kind.is_none() => {
                     let index = (record.id as usize).wrapping_sub(1);
-                    let names_a_live_series = state.by_id.get(index).is_some_and(|e| *e.key == key) && !state.deleted[index];
+                    let names_a_live_series =
+                        index < state.keys.len() && state.keys.text(index) == key.canonical() && !state.keys.is_deleted(index);
                     if version == FORMAT_VERSION_WITHOUT_TOMBSTONES || !names_a_live_series {
                         recovery.truncated_at =
                             Some((offset as u64, format!("tombstone for series id {} does not name a live series", record.id)));
                         break;
                     }
-                    state.by_key.remove(&key);
-                    state.deleted[index] = true;
+                    state.keys.delete(index);
                     state.deletions += 1;
                     state.count_live(key.database(), false);
                     last_text = record.text;
@@ -257,24 +271,24 @@ impl Catalog {
                 }
                 Ok((record, key, len)) => {
                     let kind = record.kind.expect("BUG: tombstones are handled above");
-                    if record.id as usize != state.by_id.len() + 1 {
+                    if record.id as usize != state.keys.len() + 1 {
                         return Err(Error::corruption(
                             path,
                             offset as u64,
-                            format!("series id {} out of sequence (expected {})", record.id, state.by_id.len() + 1),
+                            format!("series id {} out of sequence (expected {})", record.id, state.keys.len() + 1),
                         ));
                     }
-                    if let Some(first) = state.by_key.get(&key) {
+                    // Kept in canonical form, the one lookups make (the writer wrote that form;
+                    // an older build's spelling of the same key is found all the same).
+                    let canonical = key.canonical();
+                    if let Some(first) = state.keys.find(&canonical) {
                         // The writer never repeats a key: only damage that kept the checksums
                         // intact can. Cut here like any other damage.
-                        recovery.truncated_at = Some((offset as u64, format!("series key {key} repeats series id {}", first.0)));
+                        recovery.truncated_at = Some((offset as u64, format!("series key {key} repeats series id {}", first + 1)));
                         break;
                     }
                     state.count_live(key.database(), true);
-                    let entry = SeriesEntry { id: SeriesId(record.id), key: Arc::new(key), kind };
-                    state.by_key.insert(entry.key.clone(), entry.id);
-                    state.by_id.push(entry);
-                    state.deleted.push(false);
+                    state.keys.push(&canonical, kind as u8);
                     last_text = record.text;
                     offset += len;
                 }
@@ -284,6 +298,7 @@ impl Catalog {
                 }
             }
         }
+        state.keys.shrink_to_fit();
         Ok((state, Tail { end: offset as u64, last_text, version, sync_failed: None }, recovery))
     }
 
@@ -327,7 +342,7 @@ impl Catalog {
             return Err(Error::SeriesLimit { database: key.database().to_string(), limit });
         }
         let id =
-            SeriesId(u32::try_from(self.state.read().by_id.len() + 1).map_err(|_| Error::Poisoned("series id space exhausted".into()))?);
+            SeriesId(u32::try_from(self.state.read().keys.len() + 1).map_err(|_| Error::Poisoned("series id space exhausted".into()))?);
         let mut bytes = Vec::with_capacity(16 + text.len());
         record::encode(&mut bytes, id.0, Some(kind), &tail.last_text, &text);
         let io = |e| Error::io(&self.path, e);
@@ -355,12 +370,9 @@ impl Catalog {
             // The fsync covered every record before this one too.
             self.durable_through.store(id.0, Ordering::Release);
         }
-        let key = Arc::new(key.clone());
         let mut state = self.state.write();
         state.count_live(key.database(), true);
-        state.by_key.insert(key.clone(), id);
-        state.by_id.push(SeriesEntry { id, key, kind });
-        state.deleted.push(false);
+        state.keys.push(&tail.last_text, kind as u8);
         Ok(id)
     }
 
@@ -379,8 +391,8 @@ impl Catalog {
             let mut seen = std::collections::HashSet::new();
             ids.iter()
                 .filter_map(|id| (id.0 as usize).checked_sub(1))
-                .filter(|&index| state.deleted.get(index) == Some(&false) && seen.insert(index))
-                .map(|index| (index, state.by_id[index].key.canonical()))
+                .filter(|&index| index < state.keys.len() && !state.keys.is_deleted(index) && seen.insert(index))
+                .map(|index| (index, state.keys.text(index).to_string()))
                 .collect()
         };
         if victims.is_empty() {
@@ -400,7 +412,7 @@ impl Catalog {
             record::encode(&mut bytes, *index as u32 + 1, None, &previous, text);
             previous.clone_from(text);
         }
-        let newest = self.state.read().by_id.len() as u32;
+        let newest = self.state.read().keys.len() as u32;
         let mut written = self.file.write_all_at(&bytes, tail.end);
         if written.is_ok() {
             written = self.file.sync_data();
@@ -417,10 +429,9 @@ impl Catalog {
         tail.end += bytes.len() as u64;
         tail.last_text = previous;
         let mut state = self.state.write();
-        for (index, _) in &victims {
-            let key = state.by_id[*index].key.clone();
-            state.by_key.remove(&key);
-            state.deleted[*index] = true;
+        for (index, text) in &victims {
+            state.keys.delete(*index);
+            let key = SeriesKey::parse(text).expect("BUG: catalog key texts are canonical keys");
             state.count_live(key.database(), false);
         }
         state.deletions += victims.len() as u64;
@@ -430,7 +441,7 @@ impl Catalog {
     /// Whether series `id` is deleted.
     pub fn is_deleted(&self, id: SeriesId) -> bool {
         let Some(index) = (id.0 as usize).checked_sub(1) else { return false };
-        self.state.read().deleted.get(index).copied().unwrap_or(false)
+        self.state.read().keys.is_deleted(index)
     }
 
     /// How many deletions have happened; changes whenever a series is deleted.
@@ -441,20 +452,22 @@ impl Catalog {
     /// Calls `visit` for every series from id `first` on, with whether it is deleted.
     pub fn visit_from(&self, first: SeriesId, mut visit: impl FnMut(&SeriesEntry, bool)) {
         let state = self.state.read();
-        let start = (first.0 as usize).saturating_sub(1);
-        for (entry, deleted) in state.by_id.iter().zip(&state.deleted).skip(start) {
-            visit(entry, *deleted);
+        for index in (first.0 as usize).saturating_sub(1)..state.keys.len() {
+            if let Some(entry) = state.entry(index) {
+                visit(&entry, state.keys.is_deleted(index));
+            }
         }
     }
 
     fn lookup(&self, key: &SeriesKey, kind: ValueKind) -> Result<Option<SeriesId>> {
+        let text = key.canonical();
         let state = self.state.read();
-        let Some(&id) = state.by_key.get(key) else { return Ok(None) };
-        let existing = state.by_id[id.0 as usize - 1].kind;
+        let Some(index) = state.keys.find(&text) else { return Ok(None) };
+        let existing = state.kind(index).ok_or_else(|| Error::Poisoned(format!("catalog: series {text} has no valid kind")))?;
         if existing != kind {
-            return Err(Error::KindMismatch { key: key.canonical(), existing, attempted: kind });
+            return Err(Error::KindMismatch { key: text, existing, attempted: kind });
         }
-        Ok(Some(id))
+        Ok(Some(SeriesId(index as u32 + 1)))
     }
 
     /// Makes every series created so far durable. A flush calls this before it writes blocks,
@@ -484,7 +497,7 @@ impl Catalog {
         if let Some(reason) = &tail.sync_failed {
             return Err(Error::Poisoned(reason.clone()));
         }
-        let newest = self.state.read().by_id.len() as u32;
+        let newest = self.state.read().keys.len() as u32;
         if newest <= self.durable_through.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -500,22 +513,36 @@ impl Catalog {
     /// The series with `id`, if known.
     pub fn get(&self, id: SeriesId) -> Option<SeriesEntry> {
         let index = (id.0 as usize).checked_sub(1)?;
-        self.state.read().by_id.get(index).cloned()
+        self.state.read().entry(index)
+    }
+
+    /// Calls `with` with the canonical key text of `id` (see `SeriesKey::canonical`), if known;
+    /// no key is parsed or allocated.
+    pub fn with_text<T>(&self, id: SeriesId, with: impl FnOnce(&str) -> T) -> Option<T> {
+        let index = (id.0 as usize).checked_sub(1)?;
+        let state = self.state.read();
+        (index < state.keys.len()).then(|| with(state.keys.text(index)))
+    }
+
+    /// Heap bytes of the in-memory key table.
+    pub fn memory_bytes(&self) -> usize {
+        self.state.read().keys.heap_bytes()
     }
 
     /// The value kind of `id`, if known; cheaper than [`Catalog::get`].
     pub fn kind(&self, id: SeriesId) -> Option<ValueKind> {
         let index = (id.0 as usize).checked_sub(1)?;
-        self.state.read().by_id.get(index).map(|e| e.kind)
+        self.state.read().kind(index)
     }
 
     /// The id of `key`, if known.
     pub fn find(&self, key: &SeriesKey) -> Option<SeriesId> {
-        self.state.read().by_key.get(key).copied()
+        let text = key.canonical();
+        self.state.read().keys.find(&text).map(|index| SeriesId(index as u32 + 1))
     }
 
     pub fn len(&self) -> usize {
-        self.state.read().by_id.len()
+        self.state.read().keys.len()
     }
 
     /// Live series of `database`.
@@ -536,17 +563,21 @@ impl Catalog {
     /// Live series of `database` (any when `None`) and `measurement` (any when `None`) whose
     /// tags include every `(key, value)` of `tag_filter`, in id order.
     pub fn select(&self, database: Option<&str>, measurement: Option<&str>, tag_filter: &[(&str, &str)]) -> Vec<SeriesEntry> {
+        // Texts that cannot match are passed over without parsing: the canonical text starts
+        // with the database and measurement, and holds each tag pair as `,key=value`.
+        let prefix = select::Prefix::new(database, measurement);
+        let pairs: Vec<String> = tag_filter.iter().filter_map(|(k, v)| select::pair_text(k, v)).collect();
         let state = self.state.read();
-        state
-            .by_id
-            .iter()
-            .zip(&state.deleted)
-            .filter(|(_, deleted)| !**deleted)
-            .map(|(e, _)| e)
+        (0..state.keys.len())
+            .filter(|&index| !state.keys.is_deleted(index))
+            .filter(|&index| {
+                let text = state.keys.text(index);
+                prefix.may_match(text) && pairs.iter().all(|pair| text.contains(pair.as_str()))
+            })
+            .filter_map(|index| state.entry(index))
             .filter(|e| database.is_none_or(|d| e.key.database() == d))
             .filter(|e| measurement.is_none_or(|m| e.key.measurement() == m))
             .filter(|e| tag_filter.iter().all(|(k, v)| e.key.tag(k) == Some(v)))
-            .cloned()
             .collect()
     }
 
@@ -554,7 +585,7 @@ impl Catalog {
     /// [`Catalog::select`] gave them under it.
     pub fn generation(&self) -> u64 {
         let state = self.state.read();
-        state.by_id.len() as u64 + state.deletions
+        state.keys.len() as u64 + state.deletions
     }
 
     /// Bytes on disk.

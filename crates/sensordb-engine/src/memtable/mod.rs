@@ -6,6 +6,10 @@
 //! whether they are still strictly increasing; sorting and resolving repeated timestamps (the
 //! last write wins) happens only when a reader or the flush needs it.
 //!
+//! The memory bound counts what a series costs besides its points ([`SERIES_OVERHEAD_BYTES`]):
+//! a fleet of a million sensors sending one point each fills a memtable with a million buffers
+//! whose points are a tenth of their cost, and a bound on points alone let it grow tenfold.
+//!
 //! The engine holds one active memtable that takes writes and at most one frozen memtable being
 //! flushed (double buffering), so flushing never stops ingestion.
 
@@ -21,6 +25,12 @@ const PREFETCH_AHEAD: usize = 4;
 
 /// Fixed bytes counted per point besides its value: the timestamp.
 const TIMESTAMP_BYTES: usize = 8;
+
+/// Bytes counted for each series a memtable holds, besides its points: its entry in the shard's
+/// hash table (with the table's control byte and the free share of a table between growths)
+/// and the first allocation of each of its two columns (room for four points each: what `Vec`
+/// reserves first for 8-byte items), rounded up for the allocator.
+pub const SERIES_OVERHEAD_BYTES: usize = (std::mem::size_of::<(SeriesId, SeriesBuffer)>() + 1) * 3 / 2 + 2 * 4 * 8;
 
 /// The points of one series, in arrival order.
 #[derive(Debug)]
@@ -90,15 +100,17 @@ impl SeriesBuffer {
 
 type Shard = HashMap<SeriesId, SeriesBuffer, BuildHasherDefault<IdHasher>>;
 
-/// Appends the (non-empty) points of one series to its buffer in `shard`. Panics (a caller bug)
-/// if the series already holds another kind.
-fn append_to(shard: &mut Shard, points: &SeriesPoints) {
-    let buffer = shard.entry(points.series).or_insert_with(|| SeriesBuffer {
-        timestamps: Vec::new(),
-        values: ValueColumn::new(points.values.kind()),
-        strictly_increasing: true,
+/// Appends the (non-empty) points of one series to its buffer in `shard`; returns the bytes
+/// it added to the memtable (the points, and [`SERIES_OVERHEAD_BYTES`] for a new series).
+/// Panics (a caller bug) if the series already holds another kind.
+fn append_to(shard: &mut Shard, points: &SeriesPoints) -> usize {
+    let mut added = points.timestamps.len() * TIMESTAMP_BYTES + points.values.heap_bytes();
+    let buffer = shard.entry(points.series).or_insert_with(|| {
+        added += SERIES_OVERHEAD_BYTES;
+        SeriesBuffer { timestamps: Vec::new(), values: ValueColumn::new(points.values.kind()), strictly_increasing: true }
     });
     assert!(buffer.append(&points.timestamps, &points.values), "BUG: value kind changed within a series");
+    added
 }
 
 /// A set of per-series buffers.
@@ -145,9 +157,8 @@ impl Memtable {
             return;
         }
         let mut shard = self.shard(points.series).lock();
-        append_to(&mut shard, points);
+        let bytes = append_to(&mut shard, points);
         drop(shard);
-        let bytes = points.timestamps.len() * TIMESTAMP_BYTES + points.values.heap_bytes();
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
         self.points.fetch_add(points.timestamps.len(), Ordering::Relaxed);
     }
@@ -196,8 +207,7 @@ impl Memtable {
                 if points_of.timestamps.is_empty() {
                     continue;
                 }
-                append_to(&mut shard, points_of);
-                bytes += points_of.timestamps.len() * TIMESTAMP_BYTES + points_of.values.heap_bytes();
+                bytes += append_to(&mut shard, points_of);
                 points += points_of.timestamps.len();
             }
         }
@@ -205,7 +215,7 @@ impl Memtable {
         self.points.fetch_add(points, Ordering::Relaxed);
     }
 
-    /// Approximate bytes held.
+    /// Approximate bytes held: points and per-series overhead.
     pub fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
     }
@@ -310,6 +320,22 @@ mod tests {
         assert_eq!(resolved.iter().map(|s| s.series.0).collect::<Vec<_>>(), vec![1, 3, 5]);
         assert_eq!(resolved[1].timestamps, vec![1, Timestamp::MAX]);
         assert!(memtable.read(SeriesId(1), 0, 10).is_some(), "the memtable stays intact");
+    }
+
+    #[test]
+    fn bytes_count_each_series_once_beside_its_points() {
+        let memtable = Memtable::new(4);
+        let mut batch = WriteBatch::new();
+        for id in 1..=100 {
+            batch.push(SeriesId(id), 1, Value::F64(1.0)).expect("push");
+        }
+        memtable.insert_all(batch.entries());
+        assert_eq!(memtable.bytes(), 100 * (16 + SERIES_OVERHEAD_BYTES));
+        let mut more = WriteBatch::new();
+        more.push(SeriesId(1), 2, Value::F64(2.0)).expect("push");
+        memtable.insert_all(more.entries());
+        assert_eq!(memtable.bytes(), 100 * (16 + SERIES_OVERHEAD_BYTES) + 16, "a known series adds its points only");
+        const { assert!(SERIES_OVERHEAD_BYTES >= 100, "the entry and two first allocations") };
     }
 
     proptest! {

@@ -1,7 +1,7 @@
 //! Series ids by raw line-protocol text, so the write path does not build a `SeriesKey` per line.
 //!
 //! Two levels: the raw (escaped) measurement + tag text of a line maps to a [`CachedSeries`]
-//! (the unescaped measurement and tags, validated once), and inside it the unescaped field name
+//! (its canonical key text without a field, validated once), and inside it the unescaped field name
 //! maps to the engine's series id and value kind (a short list searched at the field's position
 //! in the line first: lines of one series nearly always list their fields in the same order). The outer map is split into shards, each
 //! behind its own read-write lock, so concurrent requests meet on a lock only when they hash to
@@ -9,7 +9,9 @@
 //! once a series exists, so cached kinds stay true; the engine remains the judge for new series.
 //!
 //! Entries are never evicted: the cache holds no more series than the engine's catalog, which
-//! keeps every series in memory too.
+//! keeps every series in memory too. An entry is kept small (a million devices make a million
+//! entries): the key prefix is one string, parsed again only when a field new to the process
+//! arrives, and the field list is allocated to its length.
 //!
 //! Each writer keeps a [`BodySeries`] per series text it has met (the write path's
 //! `SeriesMemo`, kept between bodies): it holds what the shared cache gave for that series, so
@@ -19,7 +21,7 @@
 use super::line_protocol::Field;
 use foldhash::quality::RandomState;
 use parking_lot::RwLock;
-use sensordb_engine::{BatchKindError, Engine, SeriesId, SeriesKey, ValueKind, WriteBatch};
+use sensordb_engine::{BatchKindError, Engine, SeriesId, SeriesKey, SeriesKeyError, ValueKind, WriteBatch};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -29,9 +31,9 @@ const SHARDS: usize = 64;
 /// One measurement + tag set, with the ids of its fields.
 #[derive(Debug)]
 pub struct CachedSeries {
-    database: Arc<str>,
-    pub measurement: String,
-    pub tags: Vec<(String, String)>,
+    /// The canonical key text of its series without the field (`[database ]measurement,tags`,
+    /// see `SeriesKey::canonical`), or why the measurement and tags make no valid key.
+    prefix: Result<Box<str>, SeriesKeyError>,
     /// Field name, series id, kind; in first-seen order, which is usually the order of the
     /// fields in every line of this series, so a field is looked for at its position first.
     fields: RwLock<Vec<(Box<str>, SeriesId, ValueKind)>>,
@@ -55,15 +57,36 @@ pub struct NewSeriesBudget {
 }
 
 impl CachedSeries {
+    fn new(database: &str, measurement: String, tags: Vec<(String, String)>) -> Self {
+        let prefix = SeriesKey::new(measurement, tags, "_").and_then(|key| key.in_database(database)).map(|key| {
+            let mut text = key.canonical();
+            // The field `_` needs no escape: the text ends with " _".
+            text.truncate(text.len() - 2);
+            text.into_boxed_str()
+        });
+        CachedSeries { prefix, fields: RwLock::new(Vec::new()) }
+    }
+
+    /// The key of `field` in this series.
+    fn key(&self, field: &str) -> Result<SeriesKey, SeriesKeyError> {
+        let prefix = self.prefix.as_ref().map_err(Clone::clone)?;
+        let template = SeriesKey::parse(&format!("{prefix} _"))?;
+        SeriesKey::new(template.measurement(), template.tags().iter().map(|(k, v)| (k.as_str(), v.as_str())), field)?
+            .in_database(template.database())
+    }
+
+    /// The measurement (unescaped), for messages.
+    pub fn measurement(&self) -> String {
+        self.key("_").map(|key| key.measurement().to_string()).unwrap_or_default()
+    }
+
     /// The series id of `field` written with a value of `kind`, registering it when new (which
     /// takes one from `budget`; none left, it is refused).
     pub fn field_id(&self, engine: &Engine, field: &str, kind: ValueKind, budget: &mut NewSeriesBudget) -> Result<SeriesId, FieldError> {
         if let Some(&(_, id, existing)) = self.fields.read().iter().find(|entry| &*entry.0 == field) {
             return if existing == kind { Ok(id) } else { Err(FieldError::Conflict { existing, attempted: kind }) };
         }
-        let key = SeriesKey::new(self.measurement.as_str(), self.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), field)
-            .and_then(|key| key.in_database(&*self.database))
-            .map_err(|e| FieldError::Engine(e.into()))?;
+        let key = self.key(field).map_err(|e| FieldError::Engine(e.into()))?;
         // Only here, once per series and process: a lookup before the creation tells new from
         // known (two requests creating the same series at once both count it).
         let known = engine.find_series(&key).is_some();
@@ -91,6 +114,8 @@ impl CachedSeries {
     fn remember(&self, field: &str, id: SeriesId, kind: ValueKind) {
         let mut fields = self.fields.write();
         if !fields.iter().any(|entry| &*entry.0 == field) {
+            // Exactly as long as needed: most series have one to a few fields, for ever.
+            fields.reserve_exact(1);
             fields.push((field.into(), id, kind));
         }
     }
@@ -214,7 +239,7 @@ fn same(a: &str, b: &str) -> bool {
 
 /// The sharded map from raw series text to [`CachedSeries`], for one database.
 pub struct SeriesCache {
-    database: Arc<str>,
+    database: Box<str>,
     /// foldhash, seeded per cache: the series text comes from clients, so the seed keeps them
     /// from choosing colliding texts, and hashing a line's series text costs a few nanoseconds
     /// where SipHash took about 60 (twice per line: shard, then map).
@@ -244,7 +269,7 @@ impl SeriesCache {
             return Ok(found.clone());
         }
         let (measurement, tags) = make()?;
-        let entry = Arc::new(CachedSeries { database: self.database.clone(), measurement, tags, fields: RwLock::new(Vec::new()) });
+        let entry = Arc::new(CachedSeries::new(&self.database, measurement, tags));
         Ok(shard.write().entry(series_text.into()).or_insert(entry).clone())
     }
 

@@ -229,7 +229,8 @@ fn ingest_into(
             Err((j, FieldError::Conflict { existing, attempted })) => {
                 failed = Some(format!(
                     "field type conflict: input field \"{}\" on measurement \"{}\" is type {attempted}, already exists as type {existing}",
-                    fields[j].key, body_series.series.measurement
+                    fields[j].key,
+                    body_series.series.measurement()
                 ));
             }
             Err((_, FieldError::Engine(sensordb_engine::Error::RecordTooLarge { len, limit }))) => {
