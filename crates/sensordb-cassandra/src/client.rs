@@ -135,7 +135,7 @@ impl Bridge {
 }
 
 impl Connection {
-    async fn permit(&self) -> Result<tokio::sync::SemaphorePermit<'_>, CassandraError> {
+    pub(crate) async fn permit(&self) -> Result<tokio::sync::SemaphorePermit<'_>, CassandraError> {
         self.in_flight.acquire().await.map_err(|_| CassandraError::RuntimeStopped)
     }
 

@@ -18,6 +18,8 @@
 //! - `cluster`: many sensordb nodes on one keyspace: node-scoped ids, published series, and
 //!   reading the other nodes' flushed blocks.
 //! - `databases`: database definitions shared by those nodes.
+//! - `wal`: acknowledged writes and completed transaction ids kept in Cassandra
+//!   (`ack_writes`), and the adoption of a dead node's unflushed writes.
 //!
 //! # Data model
 //! One row per sealed block, partitioned by `(series, time bucket)` with the block start as
@@ -74,9 +76,11 @@ mod schema;
 mod segment;
 mod store;
 mod ttl;
+mod wal;
 
 pub use cluster::{Refreshed, NODE_ID_MAX};
 pub use databases::{DatabaseSync, DatabasesMerged};
 pub use error::CassandraError;
 pub use options::{consistency_from_name, CassandraOptions, Consistency};
 pub use store::CassandraStore;
+pub use wal::{Replayed, WalKeys, WalNode, WalRecord};

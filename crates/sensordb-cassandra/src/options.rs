@@ -47,6 +47,14 @@ pub struct CassandraOptions {
     /// With `node_id`: how long a removed segment's rows outlive its removal, so that a read
     /// on another node that listed the segment before its next poll can finish.
     pub removal_grace: Duration,
+    /// With `node_id`: every acknowledged write is also a `wal` row at `consistency` before the
+    /// engine's write returns, and completion marks go to `transactions` (see `wal`).
+    pub ack_writes: bool,
+    /// With `ack_writes`: how long `wal` and `transactions` rows live. A node's unflushed
+    /// writes must be adopted within it: far above `flush_interval`.
+    pub wal_ttl: Duration,
+    /// With `ack_writes`: a node whose heartbeat is older than this is adopted by a live one.
+    pub dead_after: Duration,
 }
 
 impl Default for CassandraOptions {
@@ -65,6 +73,9 @@ impl Default for CassandraOptions {
             node_id: None,
             visibility: Duration::from_secs(1),
             removal_grace: Duration::from_secs(60),
+            ack_writes: false,
+            wal_ttl: Duration::from_secs(86_400),
+            dead_after: Duration::from_secs(10),
         }
     }
 }
@@ -103,6 +114,12 @@ impl CassandraOptions {
         }
         if self.node_id.is_some_and(|n| n > crate::cluster::NODE_ID_MAX) {
             return invalid(format!("node_id must be at most {}", crate::cluster::NODE_ID_MAX));
+        }
+        if self.ack_writes && self.node_id.is_none() {
+            return invalid("ack_writes needs a node_id".to_string());
+        }
+        if self.ack_writes && (self.wal_ttl.as_secs() == 0 || self.dead_after.is_zero()) {
+            return invalid("wal_ttl (at least a second) and dead_after must be positive".to_string());
         }
         if self.visibility.is_zero() {
             return invalid("visibility must be positive".to_string());

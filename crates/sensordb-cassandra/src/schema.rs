@@ -11,6 +11,7 @@
 //! nodes     PRIMARY KEY (scope, id)                              the sensordb nodes sharing it
 //! series    PRIMARY KEY ((node, bucket), id)   key text, kind tinyint   each node's series ids
 //! databases PRIMARY KEY (name)        definition text            shared database definitions
+//! wal, wal_nodes, transactions                                   acknowledged writes (see `wal`)
 //! ```
 //!
 //! A block row's partition is its series and the time bucket of its first point; the block
@@ -111,7 +112,7 @@ pub(crate) async fn create(session: &Session, options: &CassandraOptions) -> Res
              PRIMARY KEY ((node, bucket), id))"
         ),
     ];
-    for statement in statements {
+    for statement in statements.into_iter().chain(crate::wal::create_statements(keyspace)) {
         session.query_unpaged(statement, ()).await.map_err(|e| CassandraError::Request { what: "create schema", source: boxed(e) })?;
     }
     Ok(())

@@ -70,6 +70,8 @@ pub struct CassandraStore {
     /// Held for a whole group commit.
     writer: Mutex<()>,
     pub(crate) state: RwLock<State>,
+    /// With `ack_writes`: the acknowledged-write log (see `wal`).
+    pub(crate) ack: Option<Arc<crate::wal::AckLog>>,
 }
 
 #[derive(Default)]
@@ -104,7 +106,7 @@ impl CassandraStore {
     pub fn open(options: CassandraOptions) -> std::result::Result<CassandraStore, CassandraError> {
         options.validate()?;
         let connect = options.clone();
-        let (client, buckets) = Client::start(options.runtime_threads, options.requests_in_flight_max(), async move {
+        let (client, (buckets, wal)) = Client::start(options.runtime_threads, options.requests_in_flight_max(), async move {
             let session = SessionBuilder::new()
                 .known_nodes(&connect.contact_points)
                 .build()
@@ -114,7 +116,11 @@ impl CassandraStore {
             let buckets = schema::settle_buckets(&session, &connect).await?;
             let scope = i32::from(connect.node_id.unwrap_or(0));
             let statements = Statements::prepare(&session, &connect.keyspace, connect.consistency, scope).await?;
-            Ok((session, statements, buckets))
+            let wal = match connect.ack_writes {
+                true => Some(crate::wal::WalStatements::prepare(&session, &connect.keyspace, connect.consistency).await?),
+                false => None,
+            };
+            Ok((session, statements, (buckets, wal)))
         })?;
         let store = CassandraStore {
             client,
@@ -133,6 +139,12 @@ impl CassandraStore {
             block_rows_left_to_expire: AtomicU64::new(0),
             writer: Mutex::new(()),
             state: RwLock::new(State { next_id: first_segment_id(options.node_id), ..State::default() }),
+            ack: match (wal, options.node_id) {
+                (Some(statements), Some(node)) => {
+                    Some(Arc::new(crate::wal::AckLog::new(node, options.wal_ttl, options.dead_after, statements)))
+                }
+                _ => None,
+            },
         };
         if let Some(node) = options.node_id {
             store.client.bridge.run(move |c| async move { c.insert_node(i32::from(node)).await })?;
@@ -470,6 +482,32 @@ impl BlockStore for CassandraStore {
         }
         self.sweep();
         Ok(())
+    }
+
+    fn log_write(&self, batch: &sensordb_engine::WriteBatch, marks: &[sensordb_engine::TxMark]) -> Result<()> {
+        match &self.ack {
+            Some(log) if !batch.is_empty() || !marks.is_empty() => {
+                crate::wal::log_write(self, log, batch, marks).map_err(|e| self.engine_error(e))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn log_frozen(&self) -> u64 {
+        self.ack.as_ref().map_or(0, |log| log.frozen_token())
+    }
+
+    fn log_flushed(&self, token: u64) {
+        if let Some(log) = &self.ack {
+            crate::wal::flushed(self, log, token);
+        }
+    }
+
+    fn logged_mark(&self, client: &[u8; 16], tx: &[u8; 16]) -> Result<Option<sensordb_engine::TxMark>> {
+        match &self.ack {
+            Some(log) => crate::wal::logged_mark(self, log, *client, *tx).map_err(|e| self.engine_error(e)),
+            None => Ok(None),
+        }
     }
 
     fn set_series_directory(&self, directory: Arc<dyn SeriesDirectory>) {

@@ -21,7 +21,9 @@
 //! answer does not come, the client reconnects and resends the whole transaction under the same
 //! id; the server's completed-transaction window answers a transaction it already stored without
 //! storing it again. Several transactions may run at once over one client (one connection,
-//! frames interleaved).
+//! frames interleaved). Given several nodes ([`Client::connect_to_any`]), the client starts on
+//! the one its id picks and each retry after a lost connection goes to the next node
+//! (docs/PROTOCOL.md, "Several nodes").
 //!
 //! The client offers protocol versions 1 to 3 ([`sensordb_protocol::frame::VERSION`]). Under
 //! version 3 an ERROR naming a transaction says which frame it answers; the client does not need
@@ -41,7 +43,7 @@ use parking_lot::Mutex;
 use sensordb_protocol::frame::Frame;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -194,7 +196,10 @@ impl SeriesHandle {
 }
 
 pub(crate) struct Inner {
-    addr: SocketAddr,
+    /// The nodes this client may use (one for [`Client::connect_with`]).
+    addrs: Vec<SocketAddr>,
+    /// Index (modulo `addrs.len()`) of the node the next connection goes to.
+    next_addr: AtomicUsize,
     pub(crate) options: ClientOptions,
     /// Short id - 1 → (canonical key, kind).
     series: Mutex<Vec<(String, ValueKind)>>,
@@ -218,9 +223,24 @@ impl Client {
     }
 
     pub async fn connect_with(addr: SocketAddr, options: ClientOptions) -> Result<Client, ClientError> {
+        Self::connect_to_any(&[addr], options).await
+    }
+
+    /// Connects to one of several sensordb nodes sharing a store (docs/CASSANDRA.md): the first
+    /// tried is picked from the client id, so that clients spread over the nodes; when a
+    /// connection fails or an answer does not come, the retry goes to the next node (the same
+    /// transaction id, which the nodes recognise cluster-wide under `[cassandra] ack =
+    /// "cassandra"`). A node that refuses the connection is skipped. Fails only when none
+    /// answers.
+    pub async fn connect_to_any(addrs: &[SocketAddr], options: ClientOptions) -> Result<Client, ClientError> {
+        if addrs.is_empty() {
+            return Err(ClientError::Protocol("no server address given".into()));
+        }
+        let first = usize::from(options.client_id[0]) % addrs.len();
         let client = Client {
             inner: Arc::new(Inner {
-                addr,
+                addrs: addrs.to_vec(),
+                next_addr: AtomicUsize::new(first),
                 options,
                 series: Mutex::new(Vec::new()),
                 series_by_key: Mutex::new(HashMap::new()),
@@ -235,6 +255,19 @@ impl Client {
 
     pub fn options(&self) -> &ClientOptions {
         &self.inner.options
+    }
+
+    /// The node the current (or next) connection goes to.
+    pub fn current_address(&self) -> SocketAddr {
+        let addrs = &self.inner.addrs;
+        addrs[self.inner.next_addr.load(Ordering::SeqCst) % addrs.len()]
+    }
+
+    /// Sends the next connection to the next node (with one address: the same one again).
+    pub(crate) fn fail_over(&self) {
+        if self.inner.addrs.len() > 1 {
+            self.inner.next_addr.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// The server's limits from the current connection's handshake.
@@ -257,17 +290,26 @@ impl Client {
             }
         }
         let options = &self.inner.options;
-        let conn = Conn::open(
-            self.inner.addr,
-            options.client_id,
-            &options.token,
-            &options.client_name,
-            options.reply_timeout,
-            options.tls.as_ref(),
-        )
-        .await?;
-        *slot = Some(conn.clone());
-        Ok(conn)
+        // Each node at most once: a dead one refuses at once (or times out), then the next.
+        let mut failed = None;
+        for _ in 0..self.inner.addrs.len() {
+            let addr = self.current_address();
+            match Conn::open(addr, options.client_id, &options.token, &options.client_name, options.reply_timeout, options.tls.as_ref())
+                .await
+            {
+                Ok(conn) => {
+                    *slot = Some(conn.clone());
+                    return Ok(conn);
+                }
+                Err(error) if error.is_retryable() && self.inner.addrs.len() > 1 => {
+                    tracing::debug!(%addr, %error, "node unreachable; trying the next");
+                    self.fail_over();
+                    failed = Some(error);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(failed.unwrap_or(ClientError::ConnectionLost))
     }
 
     /// Drops the current connection; the next call reconnects.

@@ -123,6 +123,8 @@ impl Transaction {
                     tracing::debug!(tx = %self.id, attempt, %error, "retrying transaction");
                     if matches!(error, ClientError::Io(_) | ClientError::ConnectionLost | ClientError::Timeout(_) | ClientError::Frame(_)) {
                         self.client.disconnect().await;
+                        // The node may be gone: the retry (same id) goes to the next one.
+                        self.client.fail_over();
                     }
                     tokio::time::sleep(options.retry_backoff * attempt).await;
                 }

@@ -38,6 +38,9 @@
 //! requests_in_flight_per_node = 32
 //! node_id = 1                     # several sensordb nodes on one keyspace: unique, 0-32767 (unset: this process alone)
 //! visibility_ms = 1000            # with node_id: other nodes' flushed points are readable here this long after their flush
+//! ack = "local"                   # with node_id: "cassandra" acknowledges writes once they are in Cassandra at `consistency`
+//! dead_after_ms = 10000           # with ack = "cassandra": a node silent this long has its unflushed writes adopted
+//! wal_ttl_s = 86400               # with ack = "cassandra": how long acknowledged-write rows live in Cassandra
 //! ```
 //! With no `[[tokens]]` the server accepts every request (a local development default, logged
 //! as a warning at start). Without `[cassandra]` sealed blocks stay in segment files under
@@ -166,6 +169,17 @@ pub struct CassandraConfig {
     pub node_id: Option<u16>,
     /// With `node_id`: how often the other nodes' segments are read (ms).
     pub visibility_ms: u64,
+    /// When a write is acknowledged: `local` (under `durability`, as without Cassandra) or
+    /// `cassandra` (also in Cassandra's `wal` table at `consistency`: losing this node and its
+    /// disk loses nothing acknowledged; needs `node_id`). A setting of its own rather than a
+    /// fourth `durability`: the local WAL keeps its mode (restarts replay it without Cassandra),
+    /// the Cassandra row is what survives the node.
+    pub ack: String,
+    /// With `ack = "cassandra"`: a node whose heartbeat is older than this (ms) is dead, and
+    /// its unflushed acknowledged writes are adopted by a live node.
+    pub dead_after_ms: u64,
+    /// With `ack = "cassandra"`: how long acknowledged-write and transaction rows live (s).
+    pub wal_ttl_s: u64,
 }
 
 /// The largest `[cassandra] node_id` (segment ids carry it in their top bits).
@@ -181,7 +195,17 @@ impl Default for CassandraConfig {
             requests_in_flight_per_node: 32,
             node_id: None,
             visibility_ms: 1_000,
+            ack: "local".to_string(),
+            dead_after_ms: 10_000,
+            wal_ttl_s: 86_400,
         }
+    }
+}
+
+impl CassandraConfig {
+    /// Whether acknowledgements wait for Cassandra (`ack = "cassandra"`).
+    pub fn acks_in_cassandra(&self) -> bool {
+        self.ack == "cassandra"
     }
 }
 
@@ -209,6 +233,15 @@ impl CassandraConfig {
         }
         if self.visibility_ms == 0 {
             return invalid("visibility_ms must be at least 1".into());
+        }
+        match self.ack.as_str() {
+            "local" => {}
+            "cassandra" if self.node_id.is_none() => return invalid("ack = \"cassandra\" needs a node_id".into()),
+            "cassandra" if self.dead_after_ms == 0 || self.wal_ttl_s == 0 => {
+                return invalid("dead_after_ms and wal_ttl_s must be at least 1".into());
+            }
+            "cassandra" => {}
+            other => return invalid(format!("ack {other:?}: \"local\" or \"cassandra\"")),
         }
         Ok(())
     }

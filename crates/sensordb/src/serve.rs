@@ -107,6 +107,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         // Nodes sharing the keyspace apply the same database definitions (the keyspace's win
         // over this node's [[databases]] at start; docs/CASSANDRA.md).
         sensordb_cassandra::CassandraStore::share_databases(store, &engine).context("starting the database definition merge")?;
+        // Before serving: this node's acknowledged writes that its disk may have lost.
+        let replayed = sensordb_cassandra::CassandraStore::acknowledge_writes(store, &engine)
+            .context("replaying this node's acknowledged writes from Cassandra")?;
+        if replayed.rows > 0 {
+            say!("sensordb: replayed {} acknowledged writes ({} points) of this node from Cassandra", replayed.rows, replayed.points);
+        }
     }
     let disk_bytes = sensordb_engine::FileSystem::space(&sensordb_engine::RealFs, &config.data_dir).ok().map(|s| s.total_bytes);
     if let Some(warning) = config.capacity_warning(disk_bytes) {
@@ -169,6 +175,9 @@ fn open_cassandra(config: &sensordb_server::config::CassandraConfig) -> anyhow::
         requests_in_flight_per_node: config.requests_in_flight_per_node,
         node_id: config.node_id,
         visibility: std::time::Duration::from_millis(config.visibility_ms),
+        ack_writes: config.acks_in_cassandra(),
+        dead_after: std::time::Duration::from_millis(config.dead_after_ms),
+        wal_ttl: std::time::Duration::from_secs(config.wal_ttl_s),
         ..sensordb_cassandra::CassandraOptions::default()
     };
     let store = sensordb_cassandra::CassandraStore::open(options)

@@ -6,6 +6,7 @@
 //! Ignored by default, as they start a JVM (~1 GiB of memory, ~15-45 s): run them with
 //! `cargo test -p sensordb-cassandra -- --include-ignored`.
 
+mod ack_checks;
 mod cluster_checks;
 mod engine_checks;
 mod node;

@@ -103,6 +103,8 @@ struct Memtables {
     active_marks: Mutex<Vec<TxMark>>,
     /// The marks of `frozen`'s records, given to the [`MarkSink`] by the flush.
     frozen_marks: Vec<TxMark>,
+    /// [`BlockStore::log_frozen`] when `frozen` was frozen, for `log_flushed` after its flush.
+    frozen_log_token: u64,
 }
 
 /// What the background threads are asked to do; they all wait on `changed`.
@@ -301,6 +303,7 @@ impl Engine {
                 frozen_wal_checkpoint: 0,
                 active_marks: Mutex::new(recovered.marks),
                 frozen_marks: Vec::new(),
+                frozen_log_token: 0,
             }),
             flush: FlushState {
                 running: Mutex::new(()),
@@ -423,6 +426,12 @@ impl Engine {
         let mut marks = memtables.frozen_marks.clone();
         marks.extend_from_slice(&memtables.active_marks.lock());
         marks
+    }
+
+    /// A completion mark the store keeps beside its blocks ([`BlockStore::logged_mark`]): one
+    /// logged by this engine or by another sharing the store. `None` from stores that keep none.
+    pub fn logged_mark(&self, client: &[u8; 16], tx: &[u8; 16]) -> Result<Option<TxMark>> {
+        self.inner.store.logged_mark(client, tx)
     }
 
     /// Points of `series` in `[from, to)`, in time order, repeated timestamps resolved.

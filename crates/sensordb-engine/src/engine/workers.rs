@@ -356,9 +356,13 @@ impl Inner {
                 memtables.frozen_wal_checkpoint = checkpoint;
                 let marks = std::mem::take(memtables.active_marks.get_mut());
                 memtables.frozen_marks.extend(marks);
+                // Under the exclusive lock: every write logged before this token inserted its
+                // points before the freeze (it inserts, then logs).
+                memtables.frozen_log_token = self.store.log_frozen();
             }
             (memtables.frozen.clone().expect("BUG: frozen memtable vanished"), memtables.frozen_wal_checkpoint)
         };
+        let log_token = self.memtables.read().frozen_log_token;
         self.hand_over_frozen_marks()?;
         let frozen_at = began.elapsed();
         let mut pacer = FlushPacer::new(paced);
@@ -376,6 +380,7 @@ impl Inner {
             // Before the frozen memtable goes: readers find its newest points in one or the other.
             self.last_points.after_flush(&frozen);
         }
+        self.store.log_flushed(log_token);
         tracing::debug!(
             pauses = pacer.pauses,
             blocks,

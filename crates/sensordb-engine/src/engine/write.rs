@@ -136,7 +136,8 @@ impl Inner {
                 return Err(e);
             }
         }
-        Ok(())
+        // After the memtable insert: a flush frozen after this call's token covers the points.
+        self.store.log_write(batch, marks)
     }
 
     /// Whether `batch` bypasses WAL and memtable: large byte payloads only, and no buffered

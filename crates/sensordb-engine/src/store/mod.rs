@@ -163,6 +163,35 @@ pub trait BlockStore: Send + Sync {
         let _ = directory;
     }
 
+    // Acknowledged writes kept by the store too (the Cassandra store's `wal` table, issue 15
+    // item 5): a store that keeps nothing but blocks leaves these as they are.
+
+    /// Called by `Engine::write` once the write is durable locally (its WAL record synced under
+    /// the engine's durability) and its points are in the active memtable, before the write
+    /// returns: an error fails the write (its points may be stored here all the same, as after
+    /// any failed write). Default: nothing.
+    fn log_write(&self, batch: &crate::batch::WriteBatch, marks: &[crate::mark::TxMark]) -> Result<()> {
+        let _ = (batch, marks);
+        Ok(())
+    }
+    /// Called under the lock that freezes the active memtable for a flush: a token standing
+    /// for every `log_write` that has returned or is past its memtable insert, given back to
+    /// [`BlockStore::log_flushed`] once that memtable's blocks are stored. Default: 0.
+    fn log_frozen(&self) -> u64 {
+        0
+    }
+    /// The writes before `token` (see [`BlockStore::log_frozen`]) are in stored blocks.
+    fn log_flushed(&self, token: u64) {
+        let _ = token;
+    }
+    /// A completion mark given to [`BlockStore::log_write`] by this or another engine sharing
+    /// the store, when the store keeps them (a retried transaction sent to another node).
+    /// Default: none.
+    fn logged_mark(&self, client: &[u8; 16], tx: &[u8; 16]) -> Result<Option<crate::mark::TxMark>> {
+        let _ = (client, tx);
+        Ok(None)
+    }
+
     // Read path.
 
     /// Blocks of `series` that may hold points in `[from, to)`, ordered by min timestamp.

@@ -1,7 +1,9 @@
 //! COMPLETE on a native connection: the checks against what was confirmed, then the hand-off of
 //! the transaction's batch, straight to the [`Committer`] in the common case, or to a
 //! completion task ([`finish`]) when that may mean waiting (a large batch, a disk that is full
-//! or about to be, an id another connection is completing, a full committer queue).
+//! or about to be, an id another connection is completing, a full committer queue, or with
+//! `[cassandra] ack = "cassandra"` an id to look up in Cassandra first: another node may have
+//! completed it).
 
 use super::Connection;
 use crate::native::answer::{error_frame, Answer, Outcome};
@@ -71,7 +73,10 @@ impl Connection {
         // The common case answers without a task: a small batch, room on the disk, an id
         // nobody else is completing, room in the committer's queue.
         let small = batch.value_bytes() <= SMALL_TRANSACTION_BYTES;
-        if small && self.state.engine.admit(Instant::now()).is_ok_and(|admission| admission != Admission::WaitForSpace) {
+        // With acknowledgements in Cassandra an id unknown here may have been completed on
+        // another node: `finish` asks Cassandra before writing.
+        let cluster_ids = acks_in_cassandra(&self.state);
+        if small && !cluster_ids && self.state.engine.admit(Instant::now()).is_ok_and(|admission| admission != Admission::WaitForSpace) {
             match self.txlog.try_begin(key) {
                 Some(Begin::Known(points)) => {
                     drop(held);
@@ -112,6 +117,31 @@ async fn finish(
         }
         Begin::Started(guard) => guard,
     };
+    if acks_in_cassandra(&state) {
+        // A retry sent here after its first attempt completed on another node: that node
+        // logged the id in Cassandra with the points (see sensordb-cassandra's `wal`).
+        let engine = state.engine.clone();
+        let (client, tx) = key;
+        let found = tokio::task::spawn_blocking(move || engine.logged_mark(&client, &tx)).await;
+        match found {
+            Ok(Ok(Some(mark))) => {
+                drop(held);
+                let points = mark.points;
+                txlog.remember_all(vec![(guard, mark)]);
+                return answer.already_completed(points);
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(error)) => {
+                // Unknown whether it completed elsewhere: the client retries.
+                drop(held);
+                return answer.deliver(Err(Arc::new(error)), None);
+            }
+            Err(_) => {
+                drop(held);
+                return answer.deliver(Err(Arc::new(EngineError::Closed)), None);
+            }
+        }
+    }
     if let Err(error) = state.wait_for_space().await {
         drop(held);
         return answer.deliver(Err(Arc::new(error)), None);
@@ -148,4 +178,10 @@ async fn finish(
         .unwrap_or_else(|error| Err(Arc::new(EngineError::Io { path, source: std::io::Error::other(format!("write task: {error}")) })));
     drop(held);
     answer.deliver(written, None);
+}
+
+/// Whether this server acknowledges writes once they are in Cassandra (`[cassandra] ack`), and
+/// so looks up in Cassandra the completed transaction ids it does not know.
+fn acks_in_cassandra(state: &crate::state::ServerState) -> bool {
+    state.config.cassandra.as_ref().is_some_and(|c| c.acks_in_cassandra())
 }
