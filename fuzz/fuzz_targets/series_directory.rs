@@ -50,7 +50,8 @@ fuzz_target!(|data: &[u8]| {
     let one_entry_per_series = directory.windows(2).all(|w| w[0].series != w[1].series);
     if all_decoded && in_file_order && one_entry_per_series {
         let (directory_again, runs_again, listed) = encode_footer(&entries, &replaced, 0);
-        let (decoded_again, replaced_again) = decode_directory(&directory_again, directory_again.len() as u64).expect("re-encoded directory");
+        let (decoded_again, replaced_again) =
+            decode_directory(&directory_again, directory_again.len() as u64).expect("re-encoded directory");
         assert_eq!(decoded_again, listed, "directory round trip");
         assert_eq!(replaced_again, replaced, "replaced round trip");
         let mut again: Vec<IndexEntry> = Vec::new();
