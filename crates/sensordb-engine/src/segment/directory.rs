@@ -154,8 +154,8 @@ pub fn decode_directory(bytes: &[u8], runs_start: u64) -> Result<(Vec<SeriesRun>
     let mut position = 0usize;
     let varint = |position: &mut usize| get_varint(bytes, position).ok_or_else(|| format!("series directory truncated at byte {position}"));
     let count = varint(&mut position)?;
-    // Each entry takes at least 15 bytes.
-    if count > (bytes.len() / 15) as u64 {
+    // Each entry takes at least 14 bytes: ten varints of one byte and the run's checksum.
+    if count > (bytes.len() / 14) as u64 {
         return Err(format!("implausible series count {count}"));
     }
     let mut directory = Vec::with_capacity(count as usize);
