@@ -36,7 +36,9 @@ fn one_point_each_for_many_series_is_flushed_within_the_memory_bound() {
         assert!(stats.memtable_bytes <= 2 * bound + batch_bytes, "{} bytes buffered over a bound of {bound}", stats.memtable_bytes);
     }
     let stats = engine.stats();
-    assert!(stats.flushes >= 10, "{} flushes: the per-series cost must trigger them", stats.flushes);
+    // About 14 flushes of 1 MiB each, fewer when a slow flush lets a batch wait behind it
+    // (9 seen on a loaded machine); counting the points alone would flush once.
+    assert!(stats.flushes >= 4, "{} flushes: the per-series cost must trigger them", stats.flushes);
     assert!(highest >= 80_000 * 16 / 4, "the memtable was used at all: {highest}");
     for device in [0, 12_345, devices - 1] {
         let id = engine.find_series(&key(device, "hum")).expect("series");
