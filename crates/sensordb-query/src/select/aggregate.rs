@@ -93,28 +93,8 @@ impl RowSource<'_, '_> {
         if let Some(known) = self.gathered.borrow().get(field) {
             return known.clone();
         }
-        let mut times = Vec::new();
-        let mut values = Vec::new();
         let mut before = Vec::with_capacity(self.rows.len() + 1);
-        let mut last: Option<(&Table, Option<usize>)> = None;
-        for &(time, table, index) in self.rows {
-            before.push(values.len() as u32);
-            let column = match last {
-                Some((seen, column)) if std::ptr::eq(seen, table) => column,
-                _ => {
-                    let column = table.column(field);
-                    last = Some((table, column));
-                    column
-                }
-            };
-            if let Some(c) = column {
-                let v = &table.row(index)[c];
-                if !v.is_null() {
-                    times.push(time);
-                    values.push(v.clone());
-                }
-            }
-        }
+        let (times, values) = gather_values(self.rows, field, |gathered| before.push(gathered as u32));
         before.push(values.len() as u32);
         let one_type = values.windows(2).all(|w| std::mem::discriminant(&w[0]) == std::mem::discriminant(&w[1]));
         let gathered = match column_of(values) {
@@ -288,11 +268,19 @@ pub(super) fn bucket_edges(
 /// The non-null values of `field` over `rows`, as one typed column (numbers of mixed types
 /// become floats) with their times.
 fn gather(rows: &Rows<'_>, field: &str) -> (Vec<i64>, Option<Column>) {
+    let (times, values) = gather_values(rows, field, |_| {});
+    (times, column_of(values))
+}
+
+/// The non-null values of `field` over `rows` with their times; `at_row(n)` is called before
+/// each row with the values gathered so far.
+fn gather_values(rows: &Rows<'_>, field: &str, mut at_row: impl FnMut(usize)) -> (Vec<i64>, Vec<FieldValue>) {
     let mut times = Vec::new();
     let mut values = Vec::new();
     // The column of the table of the row before: rows of one table come in runs.
     let mut last: Option<(&Table, Option<usize>)> = None;
     for &(time, table, index) in rows {
+        at_row(values.len());
         let column = match last {
             Some((seen, column)) if std::ptr::eq(seen, table) => column,
             _ => {
@@ -309,7 +297,7 @@ fn gather(rows: &Rows<'_>, field: &str) -> (Vec<i64>, Option<Column>) {
             }
         }
     }
-    (times, column_of(values))
+    (times, values)
 }
 
 fn column_of(values: Vec<FieldValue>) -> Option<Column> {
