@@ -30,38 +30,34 @@ impl Epoch {
     }
 }
 
-/// A float as Go's encoding/json writes it.
+/// A float as Go's encoding/json writes it: the shortest text that reads back as `x`, in
+/// exponent form below 1e-6 and from 1e21 (Go's "ES6 format"). That is ECMAScript's
+/// Number::toString, which `ryu-js` writes several times faster than `core::fmt` (a latest-value
+/// answer writes 10,000 floats); negative zero is the one difference (Go writes `-0`).
 pub fn go_float(out: &mut String, x: f64) {
     if !x.is_finite() {
         // JSON has no NaN or infinity; InfluxDB fails the whole response, we write null.
         out.push_str("null");
         return;
     }
-    let abs = x.abs();
-    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
-        let text = format!("{x:e}");
-        // Rust writes 1e21 and 1.5e-7; Go writes 1e+21 and 1.5e-07, then trims e-07 to e-7.
-        match text.split_once('e') {
-            Some((mantissa, exponent)) if !exponent.starts_with('-') => {
-                let _ = write!(out, "{mantissa}e+{exponent}");
-            }
-            _ => out.push_str(&text),
-        }
-    } else {
-        let _ = write!(out, "{x}");
+    if x == 0.0 && x.is_sign_negative() {
+        out.push_str("-0");
+        return;
     }
+    out.push_str(ryu_js::Buffer::new().format_finite(x));
+}
+
+/// An integer in decimal, without `core::fmt`'s machinery.
+fn integer(out: &mut String, n: impl itoa::Integer) {
+    out.push_str(itoa::Buffer::new().format(n));
 }
 
 fn value(out: &mut String, v: &FieldValue) {
     match v {
         FieldValue::Null => out.push_str("null"),
         FieldValue::Float(x) => go_float(out, *x),
-        FieldValue::Integer(n) => {
-            let _ = write!(out, "{n}");
-        }
-        FieldValue::Unsigned(n) => {
-            let _ = write!(out, "{n}");
-        }
+        FieldValue::Integer(n) => integer(out, *n),
+        FieldValue::Unsigned(n) => integer(out, *n),
         FieldValue::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
         FieldValue::String(s) => string(out, s),
     }
@@ -112,9 +108,7 @@ fn time(out: &mut String, nanos: i64, epoch: Epoch, zone: Option<&jiff_zone::Tim
             write_time(out, nanos);
             out.push('"');
         }
-        Epoch::Divisor(d) => {
-            let _ = write!(out, "{}", nanos / d);
-        }
+        Epoch::Divisor(d) => integer(out, nanos / d),
     }
 }
 
@@ -259,6 +253,74 @@ mod tests {
         out
     }
 
+    /// The formatting `go_float` replaced: `core::fmt`'s shortest text, laid out as Go lays it out.
+    fn go_float_by_fmt(x: f64) -> String {
+        if !x.is_finite() {
+            return "null".into();
+        }
+        let abs = x.abs();
+        if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+            let text = format!("{x:e}");
+            match text.split_once('e') {
+                Some((mantissa, exponent)) if !exponent.starts_with('-') => format!("{mantissa}e+{exponent}"),
+                _ => text,
+            }
+        } else {
+            format!("{x}")
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn floats_are_written_as_fmt_lays_them_out(bits in proptest::num::u64::ANY, small in -1e7f64..1e7, power in -30i32..30) {
+            for x in [f64::from_bits(bits), small, small * 10f64.powi(power), (small as i64) as f64] {
+                let (text, by_fmt) = (float(x), go_float_by_fmt(x));
+                if text != by_fmt {
+                    // Only where x lies halfway between two shortest texts: `core::fmt` rounds
+                    // the tie up, Go (and ryu-js) to even. Both read back as x, same layout.
+                    proptest::prop_assert_eq!(text.len(), by_fmt.len(), "{:e}: {} against {}", x, text, by_fmt);
+                    proptest::prop_assert_eq!(text.parse::<f64>().ok(), Some(x));
+                    proptest::prop_assert_eq!(by_fmt.parse::<f64>().ok(), Some(x));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn floats_at_the_edges_of_the_exponent_form() {
+        for x in [
+            1e-6,
+            9.999999999999999e-7,
+            1e21,
+            9.999999999999999e20,
+            1e20,
+            0.0,
+            -0.0,
+            5e-324,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            -1.5e-7,
+            1e16,
+            1e17,
+            123.0,
+        ] {
+            assert_eq!(float(x), go_float_by_fmt(x), "{x:e}");
+        }
+    }
+
+    #[test]
+    fn integers_and_epoch_times() {
+        let mut out = String::new();
+        value(&mut out, &FieldValue::Integer(i64::MIN));
+        out.push(' ');
+        value(&mut out, &FieldValue::Unsigned(u64::MAX));
+        out.push(' ');
+        time(&mut out, -1_500_000_000, Epoch::Divisor(1_000_000_000), None);
+        out.push(' ');
+        time(&mut out, 1_451_606_400_123_456_789, Epoch::Divisor(1_000_000), None);
+        assert_eq!(out, "-9223372036854775808 18446744073709551615 -1 1451606400123");
+    }
+
     #[test]
     fn floats_are_written_as_go_writes_them() {
         assert_eq!(float(2.0), "2");
@@ -270,6 +332,11 @@ mod tests {
         assert_eq!(float(123456789012345680000.0), "123456789012345680000");
         assert_eq!(float(-0.000001), "-0.000001");
         assert_eq!(float(f64::NAN), "null");
+        assert_eq!(float(-0.0), "-0");
+        // Exactly halfway between ...62 and ...63: Go's encoding/json rounds to even.
+        assert_eq!(float(-124696340047074.625), "-124696340047074.62");
+        assert_eq!(float(100.0), "100");
+        assert_eq!(float(-2.5e-6), "-0.0000025");
     }
 
     proptest::proptest! {
