@@ -114,7 +114,7 @@ pub async fn query(
             // A long answer is written on a blocking thread, like any other.
             let answer = stream::streamed(move |out, flush| {
                 let _turn = turn;
-                render_results(out, &results, epoch, chunk_size, flush)
+                stream::Written { completed: render_results(out, &results, epoch, chunk_size, flush), leftovers: results }
             });
             return finish_answer(answer, timeout).await;
         }
@@ -129,7 +129,7 @@ pub async fn query(
             worker_http.clear_caches();
         }
         let results: Vec<StatementResult> = ran.into_iter().map(|r| r.result).collect();
-        render_results(out, &results, epoch, chunk_size, flush)
+        stream::Written { completed: render_results(out, &results, epoch, chunk_size, flush), leftovers: results }
     });
     finish_answer(answer, timeout).await
 }
