@@ -18,7 +18,7 @@ pub struct ResultRow {
 /// One series of a statement's result.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct ResultSeries {
-    pub name: String,
+    pub name: Arc<str>,
     /// The GROUP BY tags and their values, sorted by key; empty without GROUP BY tags.
     pub tags: TagSet,
     /// Column names; `time` first when the rows carry times. Shared by the series of one

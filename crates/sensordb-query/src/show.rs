@@ -94,7 +94,7 @@ pub fn tag_keys(storage: &dyn Storage, database: &str, statement: &ShowTagKeys) 
         let keys = page(keys.into_iter().collect(), statement.offset, statement.limit);
         if !keys.is_empty() {
             out.push(ResultSeries {
-                name: measurement,
+                name: measurement.into(),
                 columns: vec!["tagKey".into()].into(),
                 rows: rows(keys.into_iter().map(|k| vec![text(k)])),
                 ..ResultSeries::default()
@@ -136,7 +136,7 @@ pub fn tag_values(storage: &dyn Storage, database: &str, statement: &ShowTagValu
         let pairs = page(pairs.into_iter().collect(), statement.offset, statement.limit);
         if !pairs.is_empty() {
             out.push(ResultSeries {
-                name: measurement,
+                name: measurement.into(),
                 columns: vec!["key".into(), "value".into()].into(),
                 rows: rows(pairs.into_iter().map(|(k, v)| vec![text(k), text(v)])),
                 ..ResultSeries::default()
@@ -154,7 +154,7 @@ pub fn field_keys(storage: &dyn Storage, database: &str, statement: &ShowFieldKe
         let fields: BTreeMap<&str, &str> = members.iter().map(|s| (&*s.field, s.kind.influx_name())).collect();
         let fields = page(fields.into_iter().collect(), statement.offset, statement.limit);
         out.push(ResultSeries {
-            name: measurement,
+            name: measurement.into(),
             columns: vec!["fieldKey".into(), "fieldType".into()].into(),
             rows: rows(fields.into_iter().map(|(f, t)| vec![text(f), text(t)])),
             ..ResultSeries::default()
@@ -273,11 +273,11 @@ mod tests {
     #[test]
     fn tag_keys_values_and_field_keys_per_measurement() {
         let keys = run("SHOW TAG KEYS FROM cpu");
-        assert_eq!((keys[0].name.as_str(), values(&keys[0])), ("cpu", vec![vec!["dc".to_string()], vec!["host".to_string()]]));
+        assert_eq!((&*keys[0].name, values(&keys[0])), ("cpu", vec![vec!["dc".to_string()], vec!["host".to_string()]]));
         let tag_values = run("SHOW TAG VALUES FROM cpu WITH KEY = \"host\" WHERE dc = 'y'");
         assert_eq!(values(&tag_values[0]), vec![vec!["host", "b"]]);
         let all = run("SHOW TAG VALUES WITH KEY =~ /host/");
-        assert_eq!(all.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), vec!["cpu", "mem"]);
+        assert_eq!(all.iter().map(|s| &*s.name).collect::<Vec<_>>(), vec!["cpu", "mem"]);
         let fields = run("SHOW FIELD KEYS FROM cpu");
         assert_eq!(fields[0].columns[..], ["fieldKey", "fieldType"]);
         assert_eq!(values(&fields[0]), vec![vec!["n", "integer"], vec!["usage", "float"]]);

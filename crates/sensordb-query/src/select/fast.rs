@@ -173,7 +173,7 @@ pub(super) fn run(
         }
         let source = AccSource { per_field: &per_field };
         let mut series = super::aggregate::assemble(statement, &projections, names.clone(), &starts, &source, interval.is_none())?;
-        series.name = measurement.clone();
+        series.name = measurement.as_str().into();
         series.tags = tags.into();
         out.push(series);
     }

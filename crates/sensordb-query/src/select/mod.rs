@@ -190,7 +190,7 @@ fn run(
         } else {
             raw::run(statement, &members, &regexes)?
         };
-        out.name = name;
+        out.name = name.into();
         out.tags = tags.into();
         series.push(out);
     }

@@ -88,6 +88,7 @@ pub(super) fn run(context: &Context<'_>, query: &LatestQuery<'_>) -> Result<Opti
     let mut names: Vec<String> = statement.fields.iter().map(|f| f.alias.clone().unwrap_or_else(|| column_name(&f.expr))).collect();
     dedupe_names(&mut names);
     let columns: Arc<[String]> = std::iter::once("time".to_string()).chain(names).collect();
+    let name: Arc<str> = Arc::from(measurement);
     // One call for every series: the store answers a batch at once.
     let lasts = context.storage.last(&wanted)?;
     debug_assert_eq!(lasts.len(), wanted.len());
@@ -119,7 +120,7 @@ pub(super) fn run(context: &Context<'_>, query: &LatestQuery<'_>) -> Result<Opti
             };
             let values = best.iter_mut().map(|slot| slot.take().map_or(FieldValue::Null, |p| p.1)).collect();
             out.push(ResultSeries {
-                name: measurement.to_string(),
+                name: name.clone(),
                 tags: key,
                 columns: columns.clone(),
                 rows: vec![ResultRow { time, values }],

@@ -400,7 +400,7 @@ pub(crate) fn tables_of_result(series: Vec<ResultSeries>) -> Vec<Table> {
                 times.push(row.time);
                 values.extend(row.values);
             }
-            Table { name: Arc::from(s.name.as_str()), tags: s.tags, columns, times, values }
+            Table { name: s.name, tags: s.tags, columns, times, values }
         })
         .collect()
 }

@@ -140,7 +140,7 @@ fn arithmetic_over_aggregates_and_fields() {
 #[test]
 fn measurements_by_regex_are_separate_series() {
     let series = query("SELECT last(*) FROM /^(cpu|mem)$/").expect("runs");
-    let names: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
+    let names: Vec<&str> = series.iter().map(|s| &*s.name).collect();
     assert_eq!(names, vec!["cpu", "mem"]);
     assert_eq!(series[1].columns[..], ["time", "last_free"]);
 }
