@@ -81,7 +81,7 @@ pub mod test_support;
 mod wal;
 
 // Open and configure.
-pub use engine::{system_clock, Clock, Engine, EngineOptions};
+pub use engine::{system_clock, Clock, Engine, EngineOptions, QueryStart};
 pub use fs::{DiskSpace, FileSystem, RealFs, StorageFile};
 pub use reclaim::ReclaimOptions;
 pub use wal::Durability;

@@ -54,6 +54,7 @@ mod recovery;
 mod workers;
 mod write;
 
+pub use block_cache::QueryStart;
 pub use last::LastPoint;
 pub use options::{system_clock, Clock, EngineOptions};
 pub use recovery::{RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT};
@@ -432,6 +433,13 @@ impl Engine {
     /// logged by this engine or by another sharing the store. `None` from stores that keep none.
     pub fn logged_mark(&self, client: &[u8; 16], tx: &[u8; 16]) -> Result<Option<TxMark>> {
         self.inner.store.logged_mark(client, tx)
+    }
+
+    /// The start of a query that reads many series: given to each of its reads
+    /// ([`RangeRead::in_query`]), it keeps the query's reads from pushing each other's blocks
+    /// out of the block cache.
+    pub fn query_start(&self) -> QueryStart {
+        self.inner.block_cache.query_start()
     }
 
     /// Points of `series` in `[from, to)`, in time order, repeated timestamps resolved.

@@ -12,7 +12,7 @@
 //! newest points and stop early (`ORDER BY time DESC LIMIT n`).
 
 use crate::block::Block;
-use crate::engine::block_cache::BlockCache;
+use crate::engine::block_cache::{BlockCache, QueryStart};
 use crate::error::Result;
 use crate::memtable::ResolvedSeries;
 use crate::model::{last_write_wins, Point, SeriesId, Timestamp, ValueColumn};
@@ -93,8 +93,9 @@ pub struct RangeRead {
     /// from the front, backward reads from the back.
     memory_position: usize,
     memory_end: usize,
-    /// Decoded blocks of recent reads, if the engine keeps them.
-    cache: Option<Arc<BlockCache>>,
+    /// Decoded blocks of recent reads, if the engine keeps them, and when the read's query
+    /// began (what it read since then, it does not push out).
+    cache: Option<(Arc<BlockCache>, QueryStart)>,
     /// Memtable points of a cluster whose blocks could not be read: handed out by the next
     /// call, so a damaged block never takes points with it that were never in it.
     deferred: Option<Chunk>,
@@ -109,9 +110,19 @@ impl RangeRead {
         RangeRead { store, from, to, clusters: clusters(blocks), memory, memory_position: 0, memory_end, cache: None, deferred: None }
     }
 
-    /// Reads blocks through `cache`.
+    /// Reads blocks through `cache`, as a query of its own.
     pub(crate) fn with_cache(self, cache: Arc<BlockCache>) -> RangeRead {
-        RangeRead { cache: Some(cache), ..self }
+        let start = cache.query_start();
+        RangeRead { cache: Some((cache, start)), ..self }
+    }
+
+    /// Reads as part of the query that began at `start` (see [`crate::Engine::query_start`]):
+    /// the blocks it reads do not push out those the query's other reads have read.
+    pub fn in_query(mut self, start: QueryStart) -> RangeRead {
+        if let Some((_, own)) = &mut self.cache {
+            *own = start;
+        }
+        self
     }
 
     /// The next chunk of points, or `None` at the end.
@@ -174,8 +185,8 @@ impl RangeRead {
     /// are none). A lone cached block without memtable points is lent as it is. When a block
     /// cannot be read, the memtable points wait for the next call.
     fn merge_cluster(&mut self, cluster: &[ListedBlock], memory: Option<Chunk>) -> Option<Result<ChunkView>> {
-        if let (Some(cache), [listed], None) = (&self.cache, cluster, &memory) {
-            let block = match cache.get_or_read(listed, || self.store.read_block(listed)) {
+        if let (Some((cache, start)), [listed], None) = (&self.cache, cluster, &memory) {
+            let block = match cache.get_or_read(listed, *start, || self.store.read_block(listed)) {
                 Ok(block) => block,
                 Err(e) => return Some(Err(e)),
             };
@@ -200,8 +211,8 @@ impl RangeRead {
         let mut sources = Vec::with_capacity(cluster.len() + 1);
         for listed in cluster {
             match &self.cache {
-                Some(cache) => {
-                    let block = cache.get_or_read(listed, || self.store.read_block(listed))?;
+                Some((cache, start)) => {
+                    let block = cache.get_or_read(listed, *start, || self.store.read_block(listed))?;
                     sources.push(clip_block(&block, self.from, self.to));
                 }
                 None => {

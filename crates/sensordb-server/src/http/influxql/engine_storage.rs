@@ -3,7 +3,7 @@
 //! `Engine::last_points` (no history read), and the query's deadline checked before each series
 //! is read.
 
-use sensordb_engine::{Engine, SeriesId, Value, ValueColumn, ValueKind};
+use sensordb_engine::{Engine, QueryStart, SeriesId, Value, ValueColumn, ValueKind};
 use sensordb_query::{ColumnSlice, FieldKind, FieldValue, ScanOrder, Storage, StorageError, StoredSeries};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -17,11 +17,13 @@ pub struct EngineStorage<'a> {
     pub series: &'a SeriesLists,
     /// Damaged blocks stepped over since the last [`Storage::take_damage`].
     pub damage: parking_lot::Mutex<Vec<String>>,
+    /// When the query began: its reads keep each other's blocks in the block cache.
+    query_start: QueryStart,
 }
 
 impl<'a> EngineStorage<'a> {
     pub fn new(engine: &'a Engine, deadline: Instant, series: &'a SeriesLists) -> EngineStorage<'a> {
-        EngineStorage { engine, deadline, series, damage: parking_lot::Mutex::new(Vec::new()) }
+        EngineStorage { engine, deadline, series, damage: parking_lot::Mutex::new(Vec::new()), query_start: engine.query_start() }
     }
 }
 
@@ -151,7 +153,7 @@ impl Storage for EngineStorage<'_> {
         }
         let id = u32::try_from(series.handle).map_err(|_| StorageError(format!("bad series handle {}", series.handle)))?;
         // The engine reads [from, to); a point at i64::MAX itself is beyond every query.
-        let mut read = self.engine.read(SeriesId(id), from, to.saturating_add(1));
+        let mut read = self.engine.read(SeriesId(id), from, to.saturating_add(1)).in_query(self.query_start);
         let mut strings = Vec::new();
         loop {
             // Cached blocks are lent, not copied.
