@@ -290,9 +290,10 @@ mod tests {
     fn floats_at_the_edges_of_the_exponent_form() {
         for x in [
             1e-6,
-            9.999999999999999e-7,
+            // The floats just below the edges.
+            f64::from_bits(1e-6f64.to_bits() - 1),
             1e21,
-            9.999999999999999e20,
+            f64::from_bits(1e21f64.to_bits() - 1),
             1e20,
             0.0,
             -0.0,
@@ -334,7 +335,8 @@ mod tests {
         assert_eq!(float(f64::NAN), "null");
         assert_eq!(float(-0.0), "-0");
         // Exactly halfway between ...62 and ...63: Go's encoding/json rounds to even.
-        assert_eq!(float(-124696340047074.625), "-124696340047074.62");
+        let tie: f64 = "-124696340047074.625".parse().expect("a float");
+        assert_eq!(float(tie), "-124696340047074.62");
         assert_eq!(float(100.0), "100");
         assert_eq!(float(-2.5e-6), "-0.0000025");
     }
