@@ -1,6 +1,7 @@
 //! A [`Storage`] over vectors in memory: the executor's tests run every query against it, and
 //! tools can answer queries over data they hold.
 
+use crate::series_list::SeriesList;
 use crate::storage::{FieldKind, ScanOrder, Storage, StorageError, StoredSeries};
 use crate::value::{Column, ColumnSlice};
 use std::ops::ControlFlow;
@@ -71,7 +72,7 @@ impl Storage for MemoryStorage {
         names
     }
 
-    fn series(&self, database: &str, measurement: Option<&str>) -> Arc<Vec<StoredSeries>> {
+    fn series(&self, database: &str, measurement: Option<&str>) -> Arc<SeriesList> {
         let mut list: Vec<StoredSeries> = self
             .series
             .iter()
@@ -79,7 +80,7 @@ impl Storage for MemoryStorage {
             .map(|(_, s, _, _)| s.clone())
             .collect();
         list.sort_by(|a, b| a.measurement.cmp(&b.measurement).then_with(|| a.tags.cmp(&b.tags)).then_with(|| a.field.cmp(&b.field)));
-        Arc::new(list)
+        Arc::new(SeriesList::new(list))
     }
 
     fn scan(

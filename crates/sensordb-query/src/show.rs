@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 fn series_of(storage: &dyn Storage, database: &str, sources: &[Measurement]) -> Result<Vec<StoredSeries>, QueryError> {
     if sources.is_empty() {
-        return Ok(storage.series(database, None).as_ref().clone());
+        return Ok(storage.series(database, None).to_vec());
     }
     let mut out = Vec::new();
     for source in sources {
@@ -53,7 +53,7 @@ fn page<T>(items: Vec<T>, offset: Option<u64>, limit: Option<u64>) -> Vec<T> {
 
 pub fn measurements(storage: &dyn Storage, database: &str, statement: &ShowMeasurements) -> Result<Vec<ResultSeries>, QueryError> {
     let database = statement.database.as_deref().unwrap_or(database);
-    let series = filter(storage.series(database, None).as_ref().clone(), statement.condition.as_ref())?;
+    let series = filter(storage.series(database, None).to_vec(), statement.condition.as_ref())?;
     let mut names: BTreeSet<&str> = series.iter().map(|s| &*s.measurement).collect();
     if let Some(with) = &statement.with_measurement {
         match &with.name {

@@ -2,6 +2,7 @@
 //! series over a time range. The engine implements it in the server; tests implement it over
 //! plain vectors, so every query is checked without a disk.
 
+use crate::series_list::SeriesList;
 use crate::value::{ColumnSlice, FieldValue};
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -60,7 +61,7 @@ pub trait Storage: Send + Sync {
     fn databases(&self) -> Vec<String>;
     /// The series of `database`, of one measurement when `measurement` is given, sorted by
     /// measurement, tag set and field. Shared: a store may keep the list between queries.
-    fn series(&self, database: &str, measurement: Option<&str>) -> Arc<Vec<StoredSeries>>;
+    fn series(&self, database: &str, measurement: Option<&str>) -> Arc<SeriesList>;
     /// Hands the points of `series` in `[from, to]` (both inclusive) to `sink` in runs of any
     /// length, in `order`. When `sink` answers [`ControlFlow::Break`] the read stops there: a
     /// query that needs only the first or newest points reads no further.

@@ -10,7 +10,7 @@
 use super::accumulator::Acc;
 use super::aggregate::BucketSource;
 use super::plan::{column_name, compile, Agg};
-use super::table::{read_column, tag_sets, Budget, ColumnPoints, TagSetSeries, Tags};
+use super::table::{candidate_tag_sets, read_column, Budget, ColumnPoints, TagSetSeries, Tags};
 use super::Context;
 use crate::error::QueryError;
 use crate::eval::{holds, tag_condition, Regexes, Row, Verdict};
@@ -113,8 +113,8 @@ pub(super) fn run(
     // Tag sets by group, each with whether its rows must pass the condition one by one (the
     // condition names fields).
     let mut groups: BTreeMap<Vec<(String, String)>, Vec<TagSetRead>> = BTreeMap::new();
-    let keys = super::tag_keys(all.iter().map(|s| &*s.tags));
-    for fields in tag_sets(&all) {
+    let keys = all.tag_keys();
+    for fields in candidate_tag_sets(&all, condition, &is_field) {
         let tags = fields.tags().clone();
         let mut per_row = false;
         if let Some(condition) = condition {
@@ -124,7 +124,7 @@ pub(super) fn run(
                 Verdict::Unknown => per_row = true,
             }
         }
-        let key = super::group_key(&statement.group_by, &[], &keys, &tags);
+        let key = super::group_key(&statement.group_by, &[], keys, &tags);
         groups.entry(key).or_default().push((tags, fields, per_row));
     }
     let zone = crate::time::zone_of(statement)?;

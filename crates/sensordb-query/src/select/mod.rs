@@ -400,19 +400,19 @@ pub(crate) fn distinct_sorted<'s, T: AsRef<str> + ?Sized>(names: impl IntoIterat
 
 /// The field names of a measurement's series, sorted and distinct (the series' own shared
 /// names, so columns made of them allocate nothing).
-pub(crate) struct FieldNames<'s>(Vec<&'s std::sync::Arc<str>>);
+pub(crate) struct FieldNames<'s>(&'s [std::sync::Arc<str>]);
 
 impl<'s> FieldNames<'s> {
-    pub(crate) fn of(series: &'s [crate::storage::StoredSeries]) -> FieldNames<'s> {
-        FieldNames(distinct_sorted(series.iter().map(|s| &s.field)))
+    pub(crate) fn of(series: &'s crate::SeriesList) -> FieldNames<'s> {
+        FieldNames(series.field_names())
     }
 
     pub(crate) fn contains(&self, name: &str) -> bool {
-        self.0.binary_search_by(|known| (***known).cmp(name)).is_ok()
+        self.0.binary_search_by(|known| (**known).cmp(name)).is_ok()
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &'s std::sync::Arc<str>> + '_ {
-        self.0.iter().copied()
+        self.0.iter()
     }
 }
 

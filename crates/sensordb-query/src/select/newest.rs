@@ -39,7 +39,7 @@ pub(super) fn run(context: &Context<'_>, query: &LatestQuery<'_>) -> Result<Opti
     let all = context.storage.series(database, Some(measurement));
     let field_names = super::FieldNames::of(&all);
     let is_field = |name: &str| field_names.contains(name);
-    let keys = super::tag_keys(all.iter().map(|s| &*s.tags));
+    let keys = all.tag_keys();
     let only_wildcard = matches!(statement.group_by.as_slice(), [Dimension::Wildcard]);
     let no_tags = statement.group_by.iter().all(|d| matches!(d, Dimension::Time { .. }));
     let ungrouped: TagSet = Arc::from(Vec::new());
@@ -47,16 +47,11 @@ pub(super) fn run(context: &Context<'_>, query: &LatestQuery<'_>) -> Result<Opti
     // The wanted series in the catalog's order (by tag set), and the groups as runs of them
     // with their keys. Where the key is the tag set itself (or there is one group), the runs
     // come out in key order without comparing keys.
-    debug_assert!(all.windows(2).all(|w| w[0].tags <= w[1].tags), "the store lists series by tag set");
     let mut wanted: Vec<&StoredSeries> = Vec::new();
     let mut groups: Vec<(TagSet, std::ops::Range<usize>)> = Vec::new();
     let mut keys_in_order = true;
-    let mut start = 0;
-    while start < all.len() {
-        let tags = &all[start].tags;
-        let end = start + all[start..].iter().take_while(|s| same_tags(&s.tags, tags)).count();
-        let run = &all[start..end];
-        start = end;
+    for run in super::table::candidate_tag_sets(&all, condition, &is_field).iter().map(|set| set.series()) {
+        let tags = &run[0].tags;
         if let Some(condition) = condition {
             match tag_condition(condition, tags, &is_field, regexes) {
                 Verdict::False => continue,
@@ -78,7 +73,7 @@ pub(super) fn run(context: &Context<'_>, query: &LatestQuery<'_>) -> Result<Opti
             // Every key present: the group is the tag set itself, shared.
             groups.push((tags.clone(), first..wanted.len()));
         } else {
-            groups.push((Arc::from(super::group_key(&statement.group_by, &[], &keys, tags)), first..wanted.len()));
+            groups.push((Arc::from(super::group_key(&statement.group_by, &[], keys, tags)), first..wanted.len()));
             keys_in_order = false;
         }
     }

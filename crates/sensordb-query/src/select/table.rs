@@ -5,10 +5,11 @@ use crate::bound::Scope;
 use crate::error::QueryError;
 use crate::eval::{tag_condition, Regexes, Verdict};
 use crate::result::ResultSeries;
+use crate::series_list::SeriesList;
 use crate::storage::{ScanOrder, Storage, StoredSeries};
 use crate::time::TimeRange;
 use crate::value::{ColumnSlice, FieldValue};
-use sensordb_influxql::Expr;
+use sensordb_influxql::{BinaryOp, DataType, Expr, VarRef};
 use std::cell::Cell;
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -95,29 +96,57 @@ impl<'a> TagSetSeries<'a> {
         &self.0[0].tags
     }
 
+    /// Its series, one a field, sorted by field.
+    pub fn series(&self) -> &'a [StoredSeries] {
+        self.0
+    }
+
     /// The series of field `name`, if this tag set has one.
     pub fn get(&self, name: &str) -> Option<&'a StoredSeries> {
         self.0.binary_search_by(|s| (*s.field).cmp(name)).ok().map(|i| &self.0[i])
     }
 }
 
-/// The tag sets of a store's series list, in its order, without copying: the list is sorted by
-/// tag set and then field ([`crate::Storage::series`]), so a tag set's series are one run, and
-/// the engine's list shares one allocation per tag set, so a run is found by comparing
-/// pointers.
-pub(crate) fn tag_sets(series: &[StoredSeries]) -> impl Iterator<Item = TagSetSeries<'_>> {
-    debug_assert!(
-        series.windows(2).all(|w| (&w[0].tags, &w[0].field) < (&w[1].tags, &w[1].field)),
-        "the store lists series by tag set, then field: {series:?}"
-    );
-    let mut rest = series;
-    std::iter::from_fn(move || {
-        let tags = &rest.first()?.tags;
-        let length = rest.iter().take_while(|s| Arc::ptr_eq(&s.tags, tags) || s.tags == *tags).count();
-        let (run, after) = rest.split_at(length);
-        rest = after;
-        Some(TagSetSeries(run))
-    })
+/// The tag sets of a series list of one measurement that can satisfy `condition`, in list
+/// order: where the condition requires `tag = 'value'` (a conjunct of its top-level AND), only
+/// the tag sets carrying that value, from the list's index; otherwise all. The condition is
+/// still decided on each (this only leaves out tag sets it must reject).
+pub(crate) fn candidate_tag_sets<'l>(
+    list: &'l SeriesList,
+    condition: Option<&Expr>,
+    is_field: &dyn Fn(&str) -> bool,
+) -> Vec<TagSetSeries<'l>> {
+    match condition.and_then(|c| required_tag_value(c, is_field)) {
+        Some((key, value)) => list.tag_sets_with(key, value).map(TagSetSeries).collect(),
+        None => list.tag_sets().map(TagSetSeries).collect(),
+    }
+}
+
+/// A `tag = 'value'` (value not empty: an empty one also matches series without the tag) that
+/// `condition` cannot hold without.
+fn required_tag_value<'e>(condition: &'e Expr, is_field: &dyn Fn(&str) -> bool) -> Option<(&'e str, &'e str)> {
+    match condition {
+        Expr::Paren(inner) => required_tag_value(inner, is_field),
+        Expr::Binary(b) if b.op == BinaryOp::And => required_tag_value(&b.lhs, is_field).or_else(|| required_tag_value(&b.rhs, is_field)),
+        Expr::Binary(b) if b.op == BinaryOp::Eq => match (&b.lhs, &b.rhs) {
+            (Expr::VarRef(tag), Expr::String(value)) | (Expr::String(value), Expr::VarRef(tag))
+                if !value.is_empty() && names_tag(tag, is_field) =>
+            {
+                Some((tag.name.as_str(), value.as_str()))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Whether a name in a condition is a tag's, as the condition's evaluation takes it.
+fn names_tag(name: &VarRef, is_field: &dyn Fn(&str) -> bool) -> bool {
+    match name.data_type {
+        Some(DataType::Tag) => true,
+        Some(_) => false,
+        None => !name.name.eq_ignore_ascii_case("time") && !is_field(&name.name),
+    }
 }
 
 /// What a raw query with a LIMIT needs of each table: its first `rows` counted rows in `order`.
@@ -153,7 +182,7 @@ pub(crate) fn read_measurement(
     let is_field = |name: &str| field_names.contains(name);
     let name: Arc<str> = Arc::from(measurement);
     let mut tables = Vec::new();
-    for fields in tag_sets(&all) {
+    for fields in candidate_tag_sets(&all, condition, &is_field) {
         let tags = fields.tags().clone();
         // Whether the rows of this tag set must pass the condition one by one (it names fields).
         let mut rows_decide = false;
@@ -443,5 +472,46 @@ mod tests {
         let single = (vec![5], vec![FieldValue::Integer(7)]);
         assert_eq!(join_on_time(vec![single.clone()]), single);
         assert_eq!(join_on_time(Vec::new()), (Vec::new(), Vec::new()));
+    }
+
+    #[test]
+    fn candidate_tag_sets_leave_out_only_tag_sets_the_condition_rejects() {
+        let mut storage = crate::memory::MemoryStorage::default();
+        for (name, fleet) in [("a", "x"), ("b", "x"), ("c", "y"), ("", "y")] {
+            let tags: Vec<(&str, &str)> = [("fleet", fleet), ("name", name)].into_iter().filter(|(_, v)| !v.is_empty()).collect();
+            storage.insert("db", "m", &tags, "v", vec![(1, FieldValue::Float(1.0))]);
+            storage.insert("db", "m", &tags, "w", vec![(1, FieldValue::Float(2.0))]);
+        }
+        let list = storage.series("db", Some("m"));
+        let is_field = |name: &str| name == "v" || name == "w";
+        let names = |sets: Vec<TagSetSeries<'_>>| -> Vec<String> {
+            sets.iter().map(|s| s.tags().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")).collect()
+        };
+        let regexes = crate::eval::Regexes::default();
+        for (condition, expected) in [
+            (r#""name" = 'a'"#, vec!["fleet=x,name=a"]),
+            (r#"'b' = "name" AND v > 0"#, vec!["fleet=x,name=b"]),
+            ("(fleet = 'y') AND (v > 0 OR w > 0)", vec!["fleet=y", "fleet=y,name=c"]),
+            // Not required by the condition as a whole: every tag set stays a candidate.
+            (r#""name" = 'a' OR "name" = 'c'"#, vec!["fleet=x,name=a", "fleet=x,name=b", "fleet=y", "fleet=y,name=c"]),
+            (r#""name" = ''"#, vec!["fleet=x,name=a", "fleet=x,name=b", "fleet=y", "fleet=y,name=c"]),
+            (r#""name"::field = 'a'"#, vec!["fleet=x,name=a", "fleet=x,name=b", "fleet=y", "fleet=y,name=c"]),
+            ("v = 'a'", vec!["fleet=x,name=a", "fleet=x,name=b", "fleet=y", "fleet=y,name=c"]),
+            (r#""name" = 'nobody'"#, vec![]),
+        ] {
+            let parsed = sensordb_influxql::parse(&format!("SELECT v FROM m WHERE {condition}")).expect("parses");
+            let sensordb_influxql::Statement::Select(select) = &parsed.statements[0] else { panic!("a select") };
+            let condition = select.condition.as_ref();
+            let candidates = candidate_tag_sets(&list, condition, &is_field);
+            assert_eq!(names(candidate_tag_sets(&list, condition, &is_field)), expected, "{condition:?}");
+            // Every tag set left out is one the condition rejects.
+            for set in list.tag_sets().map(TagSetSeries) {
+                let kept = candidates.iter().any(|c| Arc::ptr_eq(c.tags(), set.tags()));
+                if !kept {
+                    let verdict = tag_condition(condition.expect("a condition"), set.tags(), &is_field, &regexes);
+                    assert!(matches!(verdict, Verdict::False), "{condition:?} left out {:?}", set.tags());
+                }
+            }
+        }
     }
 }

@@ -411,16 +411,19 @@ proptest::proptest! {
     fn distinct_names_are_the_sorted_set_of_the_names(names in proptest::collection::vec("[a-d]{0,3}", 0..60)) {
         let expected: Vec<&str> = names.iter().map(String::as_str).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
         proptest::prop_assert_eq!(distinct_sorted(names.iter().map(String::as_str)), expected.clone());
+        // A tag set each, in the list's order: field names repeat across tag sets.
         let series: Vec<crate::storage::StoredSeries> = names
             .iter()
-            .map(|n| crate::storage::StoredSeries {
+            .enumerate()
+            .map(|(i, n)| crate::storage::StoredSeries {
                 handle: 0,
                 measurement: "m".into(),
-                tags: std::sync::Arc::from(Vec::new()),
+                tags: std::sync::Arc::from(vec![("i".to_string(), format!("{i:03}"))]),
                 field: n.as_str().into(),
                 kind: crate::storage::FieldKind::Float,
             })
             .collect();
+        let series = crate::SeriesList::new(series);
         let fields = FieldNames::of(&series);
         proptest::prop_assert_eq!(fields.iter().map(|f| &**f).collect::<Vec<_>>(), expected.clone());
         for probe in ["", "a", "ab", "dd", "e", "abc"] {

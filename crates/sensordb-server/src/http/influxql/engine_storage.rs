@@ -4,7 +4,7 @@
 //! is read.
 
 use sensordb_engine::{Engine, QueryStart, SeriesId, Value, ValueColumn, ValueKind};
-use sensordb_query::{ColumnSlice, FieldKind, FieldValue, ScanOrder, Storage, StorageError, StoredSeries};
+use sensordb_query::{ColumnSlice, FieldKind, FieldValue, ScanOrder, SeriesList, Storage, StorageError, StoredSeries};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -39,7 +39,7 @@ pub struct SeriesLists {
 /// One tag set, shared by the series of its fields.
 type Tags = Arc<[(String, String)]>;
 
-type SeriesListMap = HashMap<(String, Option<String>), (u64, Arc<Vec<StoredSeries>>)>;
+type SeriesListMap = HashMap<(String, Option<String>), (u64, Arc<SeriesList>)>;
 
 /// Lists kept at most; beyond it the cache starts over (queries over many measurements at once
 /// are rare, and each list is rebuilt in one catalog pass).
@@ -56,7 +56,7 @@ impl SeriesLists {
         (*seen == generation).then_some(list.len())
     }
 
-    fn get(&self, engine: &Engine, database: &str, measurement: Option<&str>) -> Arc<Vec<StoredSeries>> {
+    fn get(&self, engine: &Engine, database: &str, measurement: Option<&str>) -> Arc<SeriesList> {
         let generation = engine.series_generation();
         let key = (database.to_string(), measurement.map(str::to_string));
         if let Some((seen, list)) = self.lists.lock().get(&key) {
@@ -87,7 +87,7 @@ impl SeriesLists {
             })
             .collect();
         list.sort_by(|a, b| a.measurement.cmp(&b.measurement).then_with(|| a.tags.cmp(&b.tags)).then_with(|| a.field.cmp(&b.field)));
-        let list = Arc::new(list);
+        let list = Arc::new(SeriesList::new(list));
         let mut lists = self.lists.lock();
         if lists.len() >= SERIES_LISTS_MAX {
             lists.clear();
@@ -112,7 +112,7 @@ impl Storage for EngineStorage<'_> {
         self.engine.databases().policies.keys().cloned().collect()
     }
 
-    fn series(&self, database: &str, measurement: Option<&str>) -> Arc<Vec<StoredSeries>> {
+    fn series(&self, database: &str, measurement: Option<&str>) -> Arc<SeriesList> {
         self.series.get(self.engine, database, measurement)
     }
 
