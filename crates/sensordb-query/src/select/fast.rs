@@ -20,6 +20,7 @@ use crate::storage::{FieldKind, ScanOrder, StoredSeries};
 use crate::time::TimeRange;
 use crate::value::{Column, ColumnSlice, FieldValue};
 use sensordb_influxql::{BinaryOp, DataType, Dimension, Expr, MeasurementName, SelectStatement, Source, TimeOffset};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// A tag set to read: its tags, its series by field, and whether its rows must pass the
@@ -365,39 +366,44 @@ fn add_filtered_columns(
     per_field: &mut BTreeMap<&str, Vec<Acc>>,
     grid: Option<&[i64]>,
 ) -> Option<bool> {
-    // Usually every column has the same times (a sensor's fields written together).
+    // Usually every column has the same times (a sensor's fields written together): the
+    // columns are then taken as they were read, with no nulls to mark.
     let same_times = columns.iter().all(|(_, c)| c.0 == columns[0].1 .0);
-    let times: Vec<i64> = if same_times {
-        columns.first().map_or_else(Vec::new, |(_, c)| c.0.clone())
+    let union: Vec<i64>;
+    let times: &[i64] = if same_times {
+        columns.first().map_or(&[], |(_, c)| &c.0)
     } else {
-        columns.iter().fold(Vec::new(), |union, (_, c)| merge_union(&union, &c.0))
+        union = columns.iter().fold(Vec::new(), |union, (_, c)| merge_union(&union, &c.0));
+        &union
     };
     let aligned: Vec<AlignedColumn<'_>> = columns
         .iter()
         .map(|(name, (column_times, column_values))| {
-            let mut values = vec![None; times.len()];
+            if same_times {
+                return AlignedColumn { name, values: Cow::Borrowed(column_values), present: None };
+            }
+            let (mut values, mut present) = (vec![0.0; times.len()], vec![false; times.len()]);
             // Both ascend and every time of the column is in the union: one walk.
             let mut at = 0;
             for (&t, &x) in column_times.iter().zip(column_values) {
                 while times[at] < t {
                     at += 1;
                 }
-                values[at] = Some(x);
+                values[at] = x;
+                present[at] = true;
             }
-            (*name, values)
+            AlignedColumn { name, values: Cow::Owned(values), present: Some(present) }
         })
         .collect();
     let mask = column_mask(filter.condition, &aligned, times.len(), filter)?;
     let (mut kept_times, mut kept_values) = (Vec::new(), Vec::new());
-    for (name, values) in &aligned {
-        let Some(accs) = per_field.get_mut(*name) else { continue };
+    for column in &aligned {
+        let Some(accs) = per_field.get_mut(column.name) else { continue };
         kept_times.clear();
         kept_values.clear();
-        for ((&t, value), _) in times.iter().zip(values).zip(&mask).filter(|(_, &keep)| keep) {
-            if let Some(x) = value {
-                kept_times.push(t);
-                kept_values.push(*x);
-            }
+        for (i, _) in mask.iter().enumerate().filter(|(i, &keep)| keep && column.present.as_ref().is_none_or(|p| p[*i])) {
+            kept_times.push(times[i]);
+            kept_values.push(column.values[i]);
         }
         add_run(accs, grid, &kept_times, &kept_values);
     }
@@ -430,15 +436,21 @@ fn merge_union(a: &[i64], b: &[i64]) -> Vec<i64> {
     out
 }
 
-/// A float column by name, one value or null per time of the union.
-type AlignedColumn<'a> = (&'a str, Vec<Option<f64>>);
+/// A float column by name, one value per time of the union; where `present` is false the
+/// column has no point at that time (a null), and its value there means nothing.
+struct AlignedColumn<'a> {
+    name: &'a str,
+    values: Cow<'a, [f64]>,
+    /// `None`: a point at every time.
+    present: Option<Vec<bool>>,
+}
 
 /// Which rows `condition` keeps, computed over whole columns; `None` when it is not made of
 /// the parts [`add_filtered_columns`] takes.
 fn column_mask(condition: &Expr, columns: &[AlignedColumn<'_>], rows: usize, filter: &RowFilter<'_>) -> Option<Vec<bool>> {
     let column = |e: &Expr| match e {
         Expr::VarRef(v) if matches!(v.data_type, None | Some(DataType::Float | DataType::Field)) => {
-            columns.iter().find(|(n, _)| *n == v.name).map(|(_, values)| values)
+            columns.iter().find(|c| c.name == v.name)
         }
         _ => None,
     };
@@ -457,7 +469,7 @@ fn column_mask(condition: &Expr, columns: &[AlignedColumn<'_>], rows: usize, fil
         }
         Expr::Binary(b) => {
             // `field op number` or `number op field`, the operator turned to read field-first.
-            let (values, limit, op) = match (column(&b.lhs), number(&b.rhs), column(&b.rhs), number(&b.lhs)) {
+            let (column, limit, op) = match (column(&b.lhs), number(&b.rhs), column(&b.rhs), number(&b.lhs)) {
                 (Some(values), Some(limit), _, _) => (values, limit, b.op),
                 (_, _, Some(values), Some(limit)) => (values, limit, mirrored(b.op)?),
                 _ => {
@@ -479,7 +491,10 @@ fn column_mask(condition: &Expr, columns: &[AlignedColumn<'_>], rows: usize, fil
                 BinaryOp::Eq => |x, l| x == l,
                 _ => return None,
             };
-            Some(values.iter().map(|x| x.is_some_and(|x| keep(x, limit))).collect())
+            Some(match &column.present {
+                None => column.values.iter().map(|&x| keep(x, limit)).collect(),
+                Some(present) => column.values.iter().zip(present).map(|(&x, &present)| present && keep(x, limit)).collect(),
+            })
         }
         _ => {
             let is_field = |name: &str| filter.field_names.contains(name);
