@@ -21,7 +21,7 @@ use crate::storage::Storage;
 use crate::time::{split_condition, TimeRange};
 use sensordb_influxql::{Dimension, Expr, MeasurementName, SelectStatement, SortOrder, Source};
 use std::collections::BTreeMap;
-use table::{read_measurement, tables_of_result, Budget, RowLimit, Table};
+use table::{read_measurement, Budget, RowLimit, Table};
 
 /// Bounds on what one query may cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +73,54 @@ fn run(
     per_series_limit: Option<&[Dimension]>,
     budget: &Budget,
 ) -> Result<Vec<ResultSeries>, QueryError> {
+    let (groups, order_rows) = run_groups(context, statement, outer_range, per_series_limit, budget)?;
+    Ok(finish(statement, groups.into_iter().map(GroupRows::into_series).collect(), order_rows))
+}
+
+/// [`run`] for a subquery: its answer as the tables the outer query reads.
+fn run_as_tables(
+    context: &Context<'_>,
+    statement: &SelectStatement,
+    outer_range: TimeRange,
+    per_series_limit: Option<&[Dimension]>,
+    budget: &Budget,
+) -> Result<Vec<Table>, QueryError> {
+    let (groups, order_rows) = run_groups(context, statement, outer_range, per_series_limit, budget)?;
+    Ok(finish_tables(statement, groups.into_iter().map(GroupRows::into_table).collect(), order_rows))
+}
+
+/// The answer of one group: result series (aggregates, rows limited per stored series) or raw
+/// rows as a flat table.
+enum GroupRows {
+    Series(ResultSeries),
+    Table(Table),
+}
+
+impl GroupRows {
+    fn into_series(self) -> ResultSeries {
+        match self {
+            GroupRows::Series(series) => series,
+            GroupRows::Table(table) => table::series_of_table(table),
+        }
+    }
+
+    fn into_table(self) -> Table {
+        match self {
+            GroupRows::Series(series) => table::table_of_series(series),
+            GroupRows::Table(table) => table,
+        }
+    }
+}
+
+/// The groups of `statement`'s answer, named and tagged, and whether their rows are still to be
+/// ordered and limited (rows limited per stored series are already).
+fn run_groups(
+    context: &Context<'_>,
+    statement: &SelectStatement,
+    outer_range: TimeRange,
+    per_series_limit: Option<&[Dimension]>,
+    budget: &Budget,
+) -> Result<(Vec<GroupRows>, bool), QueryError> {
     if statement.into.is_some() {
         return Err(QueryError::invalid("SELECT ... INTO is not supported"));
     }
@@ -96,7 +144,7 @@ fn run(
     let regexes = Regexes::compile(regex_sources)?;
     if aggregate && per_series_limit.is_none() {
         if let Some(series) = fast::run(context, statement, range, condition.as_ref(), interval, &regexes, budget)? {
-            return Ok(finish(statement, series, true));
+            return Ok((series.into_iter().map(GroupRows::Series).collect(), true));
         }
     }
     let wanted = wanted_columns(statement, condition.as_ref());
@@ -128,7 +176,7 @@ fn run(
             Source::Subquery(inner) => {
                 let (inner, per_series) = subquery::under(inner, statement);
                 let outer_dimensions = per_series.then_some(statement.group_by.as_slice());
-                let result = tables_of_result(run(context, &inner, range, outer_dimensions, budget)?);
+                let result = run_as_tables(context, &inner, range, outer_dimensions, budget)?;
                 if needs_keys {
                     for table in &result {
                         let known = keys.entry(table.name.to_string()).or_default();
@@ -181,22 +229,24 @@ fn run(
         _ => None,
     };
     let groups = group(&tables, &statement.group_by, &keys)?;
-    let mut series = Vec::new();
+    let mut out = Vec::new();
     for ((name, tags), members) in groups {
-        let mut out = if aggregate {
+        let series = if aggregate {
             aggregate::run(statement, &members, range, interval, context, &regexes)?
         } else if let Some(limited) = &mut limited {
             limited.remove(&(name.clone(), tags.clone())).unwrap_or_default()
         } else {
-            raw::run(statement, &members, &regexes)?
+            let mut table = raw::run_table(statement, &members, &regexes)?;
+            table.name = name.into();
+            table.tags = tags.into();
+            out.push(GroupRows::Table(table));
+            continue;
         };
-        out.name = name.into();
-        out.tags = tags.into();
-        series.push(out);
+        out.push(GroupRows::Series(ResultSeries { name: name.into(), tags: tags.into(), ..series }));
     }
     // Rows already limited per stored series keep their order and count.
     let rows_limited = limited.is_some();
-    Ok(finish(statement, series, !rows_limited))
+    Ok((out, !rows_limited))
 }
 
 /// Orders and limits the rows of each series (unless `order_rows` is false: they were limited
@@ -220,6 +270,31 @@ fn finish(statement: &SelectStatement, all: Vec<ResultSeries>, order_rows: bool)
         series.truncate(limit as usize);
     }
     series
+}
+
+/// [`finish`] for a subquery's tables.
+fn finish_tables(statement: &SelectStatement, all: Vec<Table>, order_rows: bool) -> Vec<Table> {
+    let mut tables = Vec::with_capacity(all.len());
+    for mut table in all {
+        if order_rows {
+            if statement.order == SortOrder::Descending {
+                table.reverse_rows();
+            }
+            table.cut_rows(statement.offset.unwrap_or(0) as usize, statement.limit.map(|l| l as usize));
+        }
+        if !table.times.is_empty() {
+            tables.push(table);
+        }
+    }
+    if statement.order == SortOrder::Descending {
+        tables.reverse();
+    }
+    let series_offset = statement.series_offset.unwrap_or(0) as usize;
+    tables.drain(..series_offset.min(tables.len()));
+    if let Some(limit) = statement.series_limit {
+        tables.truncate(limit as usize);
+    }
+    tables
 }
 
 /// Puts rows in the statement's order and applies its OFFSET and LIMIT.

@@ -4,7 +4,7 @@
 use crate::bound::Scope;
 use crate::error::QueryError;
 use crate::eval::{tag_condition, Regexes, Verdict};
-use crate::result::ResultSeries;
+use crate::result::{ResultRow, ResultSeries};
 use crate::series_list::SeriesList;
 use crate::storage::{ScanOrder, Storage, StoredSeries};
 use crate::time::TimeRange;
@@ -40,6 +40,29 @@ impl Table {
     pub fn row(&self, i: usize) -> &[FieldValue] {
         let width = self.width();
         &self.values[i * width..(i + 1) * width]
+    }
+
+    /// Puts the rows in reverse order.
+    pub fn reverse_rows(&mut self) {
+        self.times.reverse();
+        let width = self.width();
+        if width > 0 {
+            // Reversed as a whole, each row's values come out reversed too: put them back.
+            self.values.reverse();
+            self.values.chunks_mut(width).for_each(<[FieldValue]>::reverse);
+        }
+    }
+
+    /// Drops the first `skip` rows and keeps at most `keep` of the rest.
+    pub fn cut_rows(&mut self, skip: usize, keep: Option<usize>) {
+        let width = self.width();
+        let skip = skip.min(self.times.len());
+        self.times.drain(..skip);
+        self.values.drain(..skip * width);
+        if let Some(keep) = keep {
+            self.times.truncate(keep);
+            self.values.truncate(keep.min(self.times.len()) * width);
+        }
     }
 
     /// What expressions see of this table.
@@ -415,23 +438,29 @@ fn join_on_time(mut columns: Vec<(Vec<i64>, Vec<FieldValue>)>) -> (Vec<i64>, Vec
     (times, values)
 }
 
-/// A subquery's result series as tables: their group tags become tags, their columns fields.
-pub(crate) fn tables_of_result(series: Vec<ResultSeries>) -> Vec<Table> {
-    series
-        .into_iter()
-        .map(|s| {
-            let columns: Vec<Arc<str>> = s.columns.iter().skip(usize::from(s.has_time)).map(|c| Arc::from(c.as_str())).collect();
-            let width = columns.len();
-            let mut times = Vec::with_capacity(s.rows.len());
-            let mut values = Vec::with_capacity(s.rows.len() * width);
-            for row in s.rows {
-                assert_eq!(row.values.len(), width, "BUG: a result row has a value a column");
-                times.push(row.time);
-                values.extend(row.values);
-            }
-            Table { name: s.name, tags: s.tags, columns, times, values }
-        })
-        .collect()
+/// A subquery's result series as a table: its group tags become tags, its columns fields.
+pub(crate) fn table_of_series(s: ResultSeries) -> Table {
+    let columns: Vec<Arc<str>> = s.columns.iter().skip(usize::from(s.has_time)).map(|c| Arc::from(c.as_str())).collect();
+    let width = columns.len();
+    let mut times = Vec::with_capacity(s.rows.len());
+    let mut values = Vec::with_capacity(s.rows.len() * width);
+    for row in s.rows {
+        assert_eq!(row.values.len(), width, "BUG: a result row has a value a column");
+        times.push(row.time);
+        values.extend(row.values);
+    }
+    Table { name: s.name, tags: s.tags, columns, times, values }
+}
+
+/// A table's rows as a result series (with a time column).
+pub(crate) fn series_of_table(table: Table) -> ResultSeries {
+    let width = table.width();
+    let mut columns = Vec::with_capacity(width + 1);
+    columns.push("time".to_string());
+    columns.extend(table.columns.iter().map(|c| c.to_string()));
+    let mut values = table.values.into_iter();
+    let rows = table.times.iter().map(|&time| ResultRow { time, values: values.by_ref().take(width).collect() }).collect();
+    ResultSeries { name: table.name, tags: table.tags, columns: columns.into(), rows, has_time: true }
 }
 
 #[cfg(test)]
@@ -513,5 +542,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn rows_reverse_and_cut_as_whole_rows() {
+        let int = FieldValue::Integer;
+        let mut table = Table {
+            name: Arc::from("m"),
+            tags: Arc::from(Vec::new()),
+            columns: vec![Arc::from("a"), Arc::from("b")],
+            times: vec![1, 2, 3, 4],
+            values: vec![int(10), int(11), int(20), int(21), int(30), int(31), int(40), int(41)],
+        };
+        table.reverse_rows();
+        assert_eq!(table.times, [4, 3, 2, 1]);
+        assert_eq!(table.row(0), [int(40), int(41)]);
+        assert_eq!(table.row(3), [int(10), int(11)]);
+        table.cut_rows(1, Some(2));
+        assert_eq!(table.times, [3, 2]);
+        assert_eq!(table.values, [int(30), int(31), int(20), int(21)]);
+        table.cut_rows(5, None);
+        assert!(table.times.is_empty() && table.values.is_empty());
+        // A table and its result series carry the same rows.
+        let table = Table { times: vec![7, 8], values: vec![int(1), int(2), int(3), int(4)], ..table };
+        let series = series_of_table(table);
+        assert_eq!(series.columns.as_ref(), ["time", "a", "b"]);
+        assert_eq!(series.rows[1], ResultRow { time: 8, values: vec![int(3), int(4)] });
+        let back = table_of_series(series);
+        assert_eq!((back.times, back.values), (vec![7, 8], vec![int(1), int(2), int(3), int(4)]));
     }
 }
