@@ -101,7 +101,14 @@ impl State {
 
     fn count_live(&mut self, database: &str, added: bool) {
         if added {
-            *self.per_database.entry(database.to_string()).or_default() += 1;
+            // Looked up before inserting: a load of millions of series into a few databases
+            // allocated the name's copy once per series.
+            match self.per_database.get_mut(database) {
+                Some(count) => *count += 1,
+                None => {
+                    self.per_database.insert(database.to_string(), 1);
+                }
+            }
         } else if let Some(count) = self.per_database.get_mut(database) {
             *count = count.saturating_sub(1);
         }
