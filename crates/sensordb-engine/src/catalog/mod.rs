@@ -253,6 +253,11 @@ impl Catalog {
         }
         let mut state = State { keys: KeyTable::new(), deletions: 0, per_database: HashMap::new() };
         let mut offset = HEADER_BYTES as usize;
+        // The table sized once: growing through every doubling rehashed every key again and
+        // again (a quarter of a large catalog's load). The arena gets the records' bytes, less
+        // than the texts (prefixes are shared), so it grows a few times and never overshoots.
+        let (records, body_bytes) = record::count(&bytes[offset..]);
+        state.keys.reserve(records, body_bytes);
         let mut last_text = String::new();
         let mut recovery = CatalogRecovery::default();
         while offset < bytes.len() {
@@ -288,14 +293,13 @@ impl Catalog {
                     // Kept in canonical form, the one lookups make (the writer wrote that form;
                     // an older build's spelling of the same key is found all the same).
                     let canonical = key.canonical();
-                    if let Some(first) = state.keys.find(&canonical) {
+                    if let Err(first) = state.keys.push_new(&canonical, kind as u8) {
                         // The writer never repeats a key: only damage that kept the checksums
                         // intact can. Cut here like any other damage.
                         recovery.truncated_at = Some((offset as u64, format!("series key {key} repeats series id {}", first + 1)));
                         break;
                     }
                     state.count_live(key.database(), true);
-                    state.keys.push(&canonical, kind as u8);
                     last_text = record.text;
                     offset += len;
                 }
