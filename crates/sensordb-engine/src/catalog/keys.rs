@@ -92,6 +92,50 @@ impl KeyTable {
         index
     }
 
+    /// [`KeyTable::push`] unless a live key has this text, in one probe of the table (loading
+    /// a catalog of millions of keys probed twice, to find and then to insert): `Err` with
+    /// the live key's index.
+    pub(super) fn push_new(&mut self, text: &str, kind_byte: u8) -> Result<usize, usize> {
+        debug_assert!(kind_byte & DELETED == 0);
+        let hash = self.hasher.hash_one(text.as_bytes());
+        let index = self.ends.len();
+        let (arena, ends, hasher) = (&self.arena, &self.ends, &self.hasher);
+        let entry = self.live.entry(
+            hash,
+            |&i| {
+                let (start, end) = Self::span(ends, i as usize);
+                &arena[start..end] == text.as_bytes()
+            },
+            |&i| {
+                let (start, end) = Self::span(ends, i as usize);
+                hasher.hash_one(&arena[start..end])
+            },
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(found) => return Err(*found.get() as usize),
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                vacant.insert(index as u32);
+            }
+        }
+        self.arena.extend_from_slice(text.as_bytes());
+        self.ends.push(self.arena.len() as u64);
+        self.flags.push(kind_byte);
+        Ok(index)
+    }
+
+    /// Room for `keys` more keys of `text_bytes` more text, so a load of a known size does not
+    /// grow the arena and rehash the table again and again.
+    pub(super) fn reserve(&mut self, keys: usize, text_bytes: usize) {
+        self.arena.reserve(text_bytes);
+        self.ends.reserve(keys);
+        self.flags.reserve(keys);
+        let (arena, ends, hasher) = (&self.arena, &self.ends, &self.hasher);
+        self.live.reserve(keys, |&i| {
+            let (start, end) = Self::span(ends, i as usize);
+            hasher.hash_one(&arena[start..end])
+        });
+    }
+
     /// Marks key `index` deleted and frees its text for a new index. False when it was deleted
     /// already or does not exist.
     pub(super) fn delete(&mut self, index: usize) -> bool {
@@ -155,6 +199,24 @@ mod tests {
         assert_eq!(table.push("m f", 4), 2);
         assert_eq!(table.find("m f"), Some(2));
         assert_eq!(table.find("m g"), Some(1));
+    }
+
+    #[test]
+    fn push_new_refuses_a_live_text_and_takes_a_deleted_one() {
+        let mut table = KeyTable::new();
+        table.reserve(3, 20);
+        assert_eq!(table.push_new("m f", 1), Ok(0));
+        assert_eq!(table.push_new("m g", 2), Ok(1));
+        assert_eq!(table.push_new("m f", 3), Err(0), "a live text keeps its index");
+        assert_eq!(table.len(), 2, "nothing appended for a refused text");
+        assert!(table.delete(0));
+        assert_eq!(table.push_new("m f", 3), Ok(2));
+        assert_eq!((table.find("m f"), table.find("m g")), (Some(2), Some(1)));
+        assert_eq!((table.text(2), table.kind_byte(2)), ("m f", Some(3)));
+        for i in 0..1_000 {
+            assert_eq!(table.push_new(&format!("k{i}"), 1), Ok(3 + i), "past the reserved room the table grows");
+        }
+        assert_eq!(table.find("k999"), Some(1_002));
     }
 
     #[test]

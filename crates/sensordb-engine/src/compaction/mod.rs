@@ -24,7 +24,7 @@
 //! Everything here goes through the [`BlockStore`] trait, so any backend compacts the same way.
 
 use crate::catalog::Catalog;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::flush::encode_series;
 use crate::index::BlockRef;
 use crate::memtable::ResolvedSeries;
@@ -32,6 +32,7 @@ use crate::model::{last_write_wins, Timestamp, ValueColumn};
 use crate::segment::{GroupBuilder, SharedTimestamps};
 use crate::store::{BlockStore, SegmentSummary};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Knobs of compaction.
@@ -159,7 +160,9 @@ pub fn compact_once(
 ) -> Result<Option<CompactionReport>> {
     let summaries = store.summaries();
     for run in candidate_runs(&summaries, options) {
+        limit.check_stop()?;
         let blocks = store.try_blocks_of_segments(&run)?;
+        limit.check_stop()?;
         let mut series_count = 0usize;
         let mut previous = None;
         for block in &blocks {
@@ -236,6 +239,7 @@ pub fn rewrite(
     let mut bytes_read = 0u64;
     let mut start = 0;
     while start < blocks.len() {
+        limit.check_stop()?;
         let series = blocks[start].entry.series;
         let end = start + blocks[start..].iter().take_while(|b| b.entry.series == series).count();
         let read: u64 = blocks[start..end].iter().map(|b| u64::from(b.entry.length)).sum();
@@ -284,22 +288,41 @@ fn disjoint_in_time(blocks: &[BlockRef]) -> bool {
     ranges.windows(2).all(|w| w[0].1 < w[1].0)
 }
 
-/// Paces maintenance I/O to a byte rate so it leaves the disk to ingestion.
+/// Paces maintenance I/O to a byte rate so it leaves the disk to ingestion, and stops a
+/// rewrite when asked ([`RateLimit::stopping_when`]).
 #[derive(Debug)]
-pub struct RateLimit {
+pub struct RateLimit<'a> {
     bytes_per_second: u64,
     started: std::time::Instant,
     taken: u64,
+    /// Set when the rewrite should give up (the engine is closing).
+    stop: Option<&'a AtomicBool>,
 }
 
-impl RateLimit {
+impl<'a> RateLimit<'a> {
     /// `bytes_per_second` of 0 means no limit.
-    pub fn new(bytes_per_second: u64) -> RateLimit {
-        RateLimit { bytes_per_second, started: std::time::Instant::now(), taken: 0 }
+    pub fn new(bytes_per_second: u64) -> RateLimit<'a> {
+        RateLimit { bytes_per_second, started: std::time::Instant::now(), taken: 0, stop: None }
     }
 
-    pub fn unlimited() -> RateLimit {
+    pub fn unlimited() -> RateLimit<'a> {
         RateLimit::new(0)
+    }
+
+    /// The same limit, and a rewrite under it fails with [`Error::Closed`] at its next series
+    /// once `stop` is set, leaving its inputs in place (the unfinished output is discarded). A
+    /// background compaction of a store of millions of series takes minutes at low priority;
+    /// a clean stop must not wait for it.
+    pub fn stopping_when(self, stop: &AtomicBool) -> RateLimit<'_> {
+        RateLimit { bytes_per_second: self.bytes_per_second, started: self.started, taken: self.taken, stop: Some(stop) }
+    }
+
+    /// [`Error::Closed`] once the flag given to [`RateLimit::stopping_when`] is set.
+    pub fn check_stop(&self) -> Result<()> {
+        match self.stop {
+            Some(stop) if stop.load(Ordering::Relaxed) => Err(Error::Closed),
+            _ => Ok(()),
+        }
     }
 
     /// Accounts for `bytes` of I/O, sleeping first when the rate is ahead of the limit.

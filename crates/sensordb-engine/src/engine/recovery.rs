@@ -95,7 +95,7 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<A
         }
     };
     let wal_checkpoint = store.wal_checkpoint();
-    for (id, kind) in store.series_kinds() {
+    for (id, kind) in store.series_kinds_above(SeriesId(catalog.len() as u32)) {
         adopt_lost_series(&catalog, &catalog_path(dir), id, kind, &mut report)?;
     }
 

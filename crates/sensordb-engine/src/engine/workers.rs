@@ -173,7 +173,9 @@ impl Inner {
     pub(super) fn compact_once(&self, paced: bool) -> Result<Option<crate::compaction::CompactionReport>> {
         let _compacting = self.maintenance.running.lock();
         let mut limit = if paced {
-            crate::compaction::RateLimit::new(self.options.reclaim.merge_bytes_per_second)
+            // The background compactor gives up when the engine closes: its inputs stay, and
+            // the next start compacts them.
+            crate::compaction::RateLimit::new(self.options.reclaim.merge_bytes_per_second).stopping_when(&self.health.closed)
         } else {
             crate::compaction::RateLimit::unlimited()
         };
@@ -236,6 +238,8 @@ impl Inner {
             }
             match self.compact_once(true) {
                 Ok(_) => backoff.succeeded(),
+                // Stopped by close: the loop sees the shutdown next.
+                Err(Error::Closed) => {}
                 // Inputs stay in place when a compaction fails; it is retried later.
                 Err(e) if e.is_no_space() => {
                     let retry_ms = backoff.failed().as_millis() as u64;

@@ -62,17 +62,36 @@ impl SeriesExtent {
 }
 
 /// Series → their extents, each list ordered by segment id.
+///
+/// Lists are found by id in a vector (`dense[id]`): the catalog gives ids densely from 1, and a
+/// directory lists its series in id order, so building the index at start-up walks memory in
+/// order, where a hash table sent each of millions of series to a random cache line (3 s of a
+/// 2 M-series start, 7 segments). An id too far beyond the vector to grow it for (damage, or a
+/// store whose low ids are long gone) is kept in a hash table instead.
 #[derive(Default)]
 pub struct ExtentIndex {
-    series: HashMap<SeriesId, Vec<SeriesExtent>, BuildHasherDefault<IdHasher>>,
+    dense: Vec<Vec<SeriesExtent>>,
+    sparse: HashMap<SeriesId, Vec<SeriesExtent>, BuildHasherDefault<IdHasher>>,
     blocks: usize,
 }
+
+/// The dense vector grows to take an id up to twice its length plus this (a directory of a new
+/// store starts it); beyond that, ids go to the hash table.
+const DENSE_GROWTH_MIN: usize = 1 << 20;
 
 impl ExtentIndex {
     /// Adds the directory of `segment`.
     pub fn insert(&mut self, segment: u64, directory: &[SeriesRun]) {
+        let reach = 2 * self.dense.len() + DENSE_GROWTH_MIN;
+        self.grow_for(directory.iter().map(|run| run.series.0 as usize).filter(|&id| id <= reach).max().unwrap_or(0));
         for run in directory {
-            let list = self.series.entry(run.series).or_default();
+            let list = self.list_mut(run.series);
+            if list.capacity() == 0 {
+                // Most series of a store sit in one segment or a few: a first allocation of
+                // one extent, not the four `Vec` reserves (224 bytes a series), which at 2 M
+                // series held 336 MB of never-used room.
+                list.reserve_exact(1);
+            }
             let extent = SeriesExtent::of(segment, run);
             let position = match list.last() {
                 Some(last) if last.segment > segment => list.partition_point(|e| e.segment < segment),
@@ -83,29 +102,68 @@ impl ExtentIndex {
         }
     }
 
+    /// Makes the dense vector reach `id` if that is not too far beyond it, taking over the
+    /// lists of the hash table that it then covers.
+    fn grow_for(&mut self, id: usize) {
+        if id < self.dense.len() || id > 2 * self.dense.len() + DENSE_GROWTH_MIN {
+            return;
+        }
+        self.dense.resize_with(id + 1, Vec::new);
+        if !self.sparse.is_empty() {
+            let covered: Vec<SeriesId> = self.sparse.keys().filter(|s| (s.0 as usize) <= id).copied().collect();
+            for series in covered {
+                if let Some(list) = self.sparse.remove(&series) {
+                    self.dense[series.0 as usize] = list;
+                }
+            }
+        }
+    }
+
+    fn list_mut(&mut self, series: SeriesId) -> &mut Vec<SeriesExtent> {
+        match self.dense.get_mut(series.0 as usize) {
+            Some(list) => list,
+            None => self.sparse.entry(series).or_default(),
+        }
+    }
+
+    fn list(&self, series: SeriesId) -> Option<&Vec<SeriesExtent>> {
+        match self.dense.get(series.0 as usize) {
+            Some(list) => Some(list),
+            None => self.sparse.get(&series),
+        }
+    }
+
     /// Forgets `segment`, given the series its directory lists.
     pub fn remove(&mut self, segment: u64, series: &[SeriesId]) {
-        for id in series {
-            let Some(list) = self.series.get_mut(id) else { continue };
+        for &id in series {
+            let list = match self.dense.get_mut(id.0 as usize) {
+                Some(list) => list,
+                None => match self.sparse.get_mut(&id) {
+                    Some(list) => list,
+                    None => continue,
+                },
+            };
             let before: usize = list.iter().map(|e| e.blocks as usize).sum();
             list.retain(|e| e.segment != segment);
             let after: usize = list.iter().map(|e| e.blocks as usize).sum();
             self.blocks -= before - after;
             if list.is_empty() {
-                self.series.remove(id);
+                // Its room goes too: a series whose data is gone costs an empty slot.
+                *list = Vec::new();
+                self.sparse.remove(&id);
             }
         }
     }
 
     /// Extents of `series` that may hold points in `[from, to)`.
     pub fn extents_in(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<SeriesExtent> {
-        let Some(list) = self.series.get(&series) else { return Vec::new() };
+        let Some(list) = self.list(series) else { return Vec::new() };
         list.iter().filter(|e| e.overlaps(from, to)).copied().collect()
     }
 
     /// The extent of `series` in `segment`.
     pub fn extent(&self, series: SeriesId, segment: u64) -> Option<SeriesExtent> {
-        let list = self.series.get(&series)?;
+        let list = self.list(series)?;
         let at = list.partition_point(|e| e.segment < segment);
         list.get(at).filter(|e| e.segment == segment).copied()
     }
@@ -116,7 +174,8 @@ impl ExtentIndex {
 
     /// Every series with extents and its value kind.
     pub fn series_kinds(&self) -> impl Iterator<Item = (SeriesId, ValueKind)> + '_ {
-        self.series.iter().filter_map(|(&id, list)| list.first().map(|e| (id, e.kind)))
+        let dense = self.dense.iter().enumerate().filter_map(|(id, list)| list.first().map(|e| (SeriesId(id as u32), e.kind)));
+        dense.chain(self.sparse.iter().filter_map(|(&id, list)| list.first().map(|e| (id, e.kind))))
     }
 }
 
@@ -257,6 +316,54 @@ mod tests {
         assert_eq!(segments(&index, 0, 1000), vec![1, 2]);
         assert_eq!(index.block_count(), 6);
         assert_eq!(index.series_kinds().count(), 1, "series 2 had blocks in segment 3 only");
+    }
+
+    /// A series in one segment costs one extent of room, not the four a `Vec` reserves first
+    /// (issue 14: 224 bytes a series at 2 M series); a second segment still grows the list.
+    #[test]
+    fn a_series_in_one_segment_holds_room_for_one_extent() {
+        let mut index = ExtentIndex::default();
+        let directory: Vec<SeriesRun> = (1..=1000).map(|s| run(s, 0, 99, 1)).collect();
+        index.insert(1, &directory);
+        let room: usize = index.dense.iter().map(Vec::capacity).sum();
+        assert_eq!(room, 1000);
+        assert_eq!(index.dense.len(), 1001, "found by id, slot 0 unused");
+        index.insert(2, &directory[..10]);
+        assert!(index.dense.iter().filter(|list| list.len() == 2).all(|list| list.capacity() >= 2));
+        assert_eq!(index.extents_in(SeriesId(5), 0, 100).len(), 2);
+    }
+
+    /// An id far beyond the others (damage, or a store whose low ids are gone) does not make
+    /// the vector of lists billions of slots long: it is kept aside, found, removed, and taken
+    /// over once the vector grows to it.
+    #[test]
+    fn ids_far_beyond_the_rest_are_kept_aside_and_found_alike() {
+        let mut index = ExtentIndex::default();
+        let far = u32::MAX - 1;
+        index.insert(1, &[run(3, 0, 9, 1), run(far, 0, 9, 2)]);
+        assert!(index.dense.len() < 1 << 22, "{} slots", index.dense.len());
+        assert_eq!(index.extent(SeriesId(far), 1).map(|e| e.blocks), Some(2));
+        assert_eq!(index.extents_in(SeriesId(far), 0, 10).len(), 1);
+        let mut kinds: Vec<u32> = index.series_kinds().map(|(s, _)| s.0).collect();
+        kinds.sort_unstable();
+        assert_eq!(kinds, [3, far]);
+        index.insert(2, &[run(far, 10, 19, 1)]);
+        assert_eq!(index.extents_in(SeriesId(far), 0, 100).iter().map(|e| e.segment).collect::<Vec<_>>(), [1, 2]);
+        index.remove(1, &[SeriesId(3), SeriesId(far)]);
+        assert_eq!(index.block_count(), 1);
+        assert_eq!(index.extents_in(SeriesId(3), 0, 100), []);
+        index.remove(2, &[SeriesId(far)]);
+        assert!(index.sparse.is_empty() && index.block_count() == 0);
+        // Lists kept aside move into the vector once it grows past them.
+        index.insert(3, &[run(1_000_000, 0, 9, 1)]);
+        assert!(index.dense.len() == 1_000_001 && index.sparse.is_empty());
+        index.insert(4, &[run(5_000_000, 0, 9, 1)]);
+        assert_eq!(index.sparse.len(), 1, "beyond twice the vector and a million");
+        index.insert(5, &[run(3_000_000, 0, 9, 1)]);
+        assert_eq!(index.sparse.len(), 1);
+        index.insert(5, &[run(5_000_001, 0, 9, 1)]);
+        assert_eq!(index.sparse.len(), 0, "taken over when the vector grew to it");
+        assert_eq!(index.extent(SeriesId(5_000_000), 4).map(|e| e.segment), Some(4));
     }
 
     #[test]

@@ -453,3 +453,39 @@ fn bytes_written_since_the_last_measurement_count_in_admission() {
     reclaimer.note_written(410_000);
     assert!(matches!(reclaimer.admission(), Admission::After(_)), "0.91: between the thresholds");
 }
+
+/// With no retention, deletion or eviction (every cutoff at the start of time), a cycle takes
+/// the segments' dead shares and the store's dead bytes from the summaries instead of visiting
+/// every block: the answers are the ones the visit gives, for sealed segments (resident and
+/// in runs) and the open one.
+#[test]
+fn a_store_where_nothing_can_be_dead_is_evaluated_from_summaries_as_by_visiting_its_blocks() {
+    use crate::store::{BlockStore, SegmentStore, SegmentStoreOptions};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = SegmentStoreOptions { segment_bytes_max: 1 << 20, sync: false, ..SegmentStoreOptions::default() };
+    let (store, _) = SegmentStore::open(Arc::new(crate::fs::RealFs), dir.path(), options).expect("store");
+    for g in 0..4u64 {
+        let mut group = crate::segment::GroupBuilder::new();
+        for series in 1..=50u32 {
+            let start = g as i64 * 1000 + i64::from(series);
+            let timestamps: Vec<i64> = (start..start + 30).collect();
+            group.add_block(SeriesId(series), &timestamps, &crate::model::ValueColumn::I64(timestamps.clone()));
+        }
+        store.put_group(group, g + 1).expect("put");
+        if g < 3 {
+            store.seal().expect("seal");
+        }
+    }
+    assert!(store.summaries().iter().any(|s| !s.sealed), "the last group stays in an open segment");
+    for (class_of, cutoffs) in [(vec![], vec![]), (vec![0; 50], vec![i64::MIN]), (vec![0, 1, 0, 1], vec![i64::MIN, i64::MIN])] {
+        let quick = super::evaluate_segments(&store, &class_of, &cutoffs);
+        let visited = super::evaluate_segments_block_by_block(&store, &class_of, &cutoffs);
+        assert_eq!(quick, visited);
+        assert_eq!(quick.len(), 3, "the sealed segments");
+        assert_eq!(super::dead_bytes(&store, &class_of, &cutoffs), super::dead_bytes_block_by_block(&store, &class_of, &cutoffs));
+    }
+    // A cutoff inside the data: the visit decides, and finds dead blocks.
+    let (class_of, cutoffs) = (vec![0; 50], vec![1500]);
+    assert!(super::dead_bytes(&store, &class_of, &cutoffs).0 > 0);
+    assert!(super::evaluate_segments(&store, &class_of, &cutoffs).iter().any(|c| c.dead_share == 1.0));
+}

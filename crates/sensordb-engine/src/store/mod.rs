@@ -206,6 +206,12 @@ pub trait BlockStore: Send + Sync {
 
     /// Every series with blocks, and the kind of its values.
     fn series_kinds(&self) -> Vec<(SeriesId, ValueKind)>;
+    /// [`BlockStore::series_kinds`] of the series whose id is above `id`: what start-up asks,
+    /// to find series the catalog lost. A store that can answer without listing every series
+    /// should: start-up otherwise pays for each series of a large store.
+    fn series_kinds_above(&self, id: SeriesId) -> Vec<(SeriesId, ValueKind)> {
+        self.series_kinds().into_iter().filter(|(series, _)| *series > id).collect()
+    }
     /// Every WAL file with a smaller id is fully contained in the store (0 when empty).
     fn wal_checkpoint(&self) -> u64;
 

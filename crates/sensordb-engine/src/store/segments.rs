@@ -310,6 +310,14 @@ impl BlockStore for SegmentStore {
         kinds.into_iter().collect()
     }
 
+    fn series_kinds_above(&self, id: SeriesId) -> Vec<(SeriesId, ValueKind)> {
+        let index = self.index.read();
+        // No map of every series: beyond the catalog's end there are none, or a few.
+        let mut kinds: BTreeMap<SeriesId, ValueKind> = index.sealed.series_kinds().filter(|(series, _)| *series > id).collect();
+        kinds.extend(index.resident.series_kinds().into_iter().filter(|(series, _)| *series > id));
+        kinds.into_iter().collect()
+    }
+
     fn wal_checkpoint(&self) -> u64 {
         self.files.read().values().map(|f| f.summary.wal_checkpoint).max().unwrap_or(0)
     }

@@ -460,4 +460,63 @@ mod tests {
         let all_dead: u64 = lives(&store, Some(Timestamp::MAX)).iter().filter(|l| l.0 == id).map(|l| l.2).sum();
         assert_eq!(Some(all_dead), lives(&store, None).iter().find(|l| l.0 == id).map(|l| l.1));
     }
+
+    /// A compaction told to stop (the engine is closing) gives up before listing its run and
+    /// between series, leaving every input segment in place, its points readable, and no
+    /// unfinished output; once the flag is down it compacts the same run.
+    #[test]
+    fn a_compaction_told_to_stop_leaves_its_inputs_and_no_output() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store_of_version(dir.path(), crate::segment::SEGMENT_FORMAT_VERSION, 1);
+        let catalog = catalog(dir.path());
+        let (room, options) = (|_: u64| Ok(()), compaction_options());
+        let points = |store: &SegmentStore| {
+            (1..=SERIES).map(|s| listed(store, s, 0, 10_000).into_iter().flat_map(|(_, t)| t).collect::<Vec<_>>()).collect::<Vec<_>>()
+        };
+        let (segments_before, points_before) = (store.segment_ids(), points(&store));
+        let temporaries = || {
+            std::fs::read_dir(dir.path().join("segments"))
+                .expect("list")
+                .filter(|e| crate::filenames::is_temporary_segment(&e.as_ref().expect("entry").path()))
+                .count()
+        };
+        let stop = std::sync::atomic::AtomicBool::new(true);
+        let outcome = compact_once(&store, &catalog, &options, &room, &mut RateLimit::new(0).stopping_when(&stop));
+        assert!(matches!(outcome, Err(Error::Closed)), "{outcome:?}");
+        // Stopped inside the rewrite, after its output file was begun.
+        let run = store.segment_ids();
+        let blocks = store.try_blocks_of_segments(&run).expect("blocks");
+        let limit = &mut RateLimit::new(0).stopping_when(&stop);
+        let outcome = crate::compaction::rewrite(&store, &catalog, &run, blocks, &options, limit, crate::compaction::BlockCopy::Reencode);
+        assert!(matches!(outcome, Err(Error::Closed)), "{outcome:?}");
+        assert_eq!(store.segment_ids(), segments_before, "no input removed");
+        assert_eq!(temporaries(), 0, "the unfinished output is discarded");
+        assert_eq!(points(&store), points_before);
+        stop.store(false, std::sync::atomic::Ordering::Relaxed);
+        let report =
+            compact_once(&store, &catalog, &options, &room, &mut RateLimit::new(0).stopping_when(&stop)).expect("compact").expect("a run");
+        assert_eq!(report.inputs, segments_before);
+        assert_ne!(store.segment_ids(), segments_before);
+        assert_eq!(points(&store), points_before);
+    }
+
+    /// Start-up asks only for the series beyond the catalog's end: the same answer as listing
+    /// every series and filtering, for series in runs of sealed segments and in the open one.
+    #[test]
+    fn series_kinds_above_an_id_are_every_series_listing_filtered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = SegmentStoreOptions { segment_bytes_max: 64 << 20, sync: false, run_cache_bytes: 1 << 20 };
+        let (store, _) = SegmentStore::open(Arc::new(RealFs), &dir.path().join("segments"), options).expect("open");
+        store.put_group(group(0), 1).expect("put");
+        store.seal().expect("seal");
+        let mut open = GroupBuilder::new();
+        open.add_block(SeriesId(9), &[5], &ValueColumn::F64(vec![1.0]));
+        store.put_group(open, 2).expect("put");
+        for above in [0, 3, 6, 8, 9] {
+            let mut all: Vec<_> = store.series_kinds().into_iter().filter(|(s, _)| s.0 > above).collect();
+            all.sort_by_key(|(s, _)| s.0);
+            assert_eq!(store.series_kinds_above(SeriesId(above)), all, "above {above}");
+        }
+        assert_eq!(store.series_kinds_above(SeriesId(6)), vec![(SeriesId(9), crate::model::ValueKind::F64)]);
+    }
 }
