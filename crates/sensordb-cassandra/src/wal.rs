@@ -133,10 +133,12 @@ pub(crate) struct AckLog {
     pub rows_written: AtomicU64,
     /// The heartbeat each adopted node had when adopted: adopted again only if it changes.
     adopted: Mutex<HashMap<u16, i64>>,
+    /// This node's advertised address and the live peers (see `peers`).
+    pub peers: crate::peers::Peers,
 }
 
 impl AckLog {
-    pub fn new(node: u16, ttl: Duration, dead_after: Duration, statements: WalStatements) -> AckLog {
+    pub fn new(node: u16, ttl: Duration, dead_after: Duration, statements: WalStatements, peers: crate::peers::Peers) -> AckLog {
         AckLog {
             node,
             ttl,
@@ -146,6 +148,7 @@ impl AckLog {
             recovered: AtomicBool::new(false),
             rows_written: AtomicU64::new(0),
             adopted: Mutex::new(HashMap::new()),
+            peers,
         }
     }
 
@@ -169,7 +172,7 @@ pub(crate) fn wall_clock_micros() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
@@ -277,25 +280,38 @@ pub(crate) fn log_write(store: &CassandraStore, log: &Arc<AckLog>, batch: &Write
     })
 }
 
-/// The completion mark of (client, tx) some node logged, if its row is still there.
-pub(crate) fn logged_mark(
+/// The completion marks of several (client, tx) ids some node logged, in order (`None` where no
+/// row is left): the reads go out concurrently, so a commit group's lookups cost one round trip.
+pub(crate) fn logged_marks(
     store: &CassandraStore,
     log: &Arc<AckLog>,
-    client: [u8; 16],
-    tx: [u8; 16],
-) -> Result<Option<TxMark>, CassandraError> {
+    ids: &[([u8; 16], [u8; 16])],
+) -> Result<Vec<Option<TxMark>>, CassandraError> {
     let log = log.clone();
+    let ids = ids.to_vec();
     store.client.bridge.run(move |c| async move {
-        let _permit = c.permit().await?;
-        let result = c
-            .session
-            .execute_unpaged(&log.statements.select_transaction, (&client[..], &tx[..]))
-            .await
-            .map_err(request("read transaction"))?;
-        let rows = result.into_rows_result().map_err(|e| CassandraError::Request { what: "read transaction", source: boxed(e) })?;
-        let row =
-            rows.maybe_first_row::<(i64, i64)>().map_err(|e| CassandraError::Request { what: "read transaction", source: boxed(e) })?;
-        Ok(row.map(|(completed_at_ns, points)| TxMark { client, tx, completed_at_ns, points: points.max(0) as u64 }))
+        let lookups = ids.iter().map(|&(client, tx)| {
+            let (c, log) = (&c, &log);
+            async move {
+                let _permit = c.permit().await?;
+                let result = c
+                    .session
+                    .execute_unpaged(&log.statements.select_transaction, (&client[..], &tx[..]))
+                    .await
+                    .map_err(request("read transaction"))?;
+                let rows = result.into_rows_result().map_err(|e| CassandraError::Request { what: "read transaction", source: boxed(e) })?;
+                let row = rows
+                    .maybe_first_row::<(i64, i64)>()
+                    .map_err(|e| CassandraError::Request { what: "read transaction", source: boxed(e) })?;
+                Ok::<_, CassandraError>(row.map(|(completed_at_ns, points)| TxMark {
+                    client,
+                    tx,
+                    completed_at_ns,
+                    points: points.max(0) as u64,
+                }))
+            }
+        });
+        try_join_all(lookups).await
     })
 }
 
@@ -428,6 +444,8 @@ pub(crate) fn start(store: &Arc<CassandraStore>, log: &Arc<AckLog>, engine: &Arc
         Replayed::default()
     };
     heartbeat(store, log)?;
+    crate::peers::advertise(store, log)?;
+    crate::peers::refresh(store, log)?;
     log.recovered.store(true, Ordering::Release);
     let (store_weak, engine_weak): (Weak<CassandraStore>, Weak<Engine>) = (Arc::downgrade(store), Arc::downgrade(engine));
     let log = log.clone();
@@ -437,7 +455,10 @@ pub(crate) fn start(store: &Arc<CassandraStore>, log: &Arc<AckLog>, engine: &Arc
         .spawn(move || loop {
             std::thread::sleep(pause);
             let (Some(store), Some(engine)) = (store_weak.upgrade(), engine_weak.upgrade()) else { break };
-            if let Err(error) = heartbeat(&store, &log).and_then(|()| adopt_dead_nodes(&store, &log, &engine).map(drop)) {
+            let polled = heartbeat(&store, &log)
+                .and_then(|()| adopt_dead_nodes(&store, &log, &engine).map(drop))
+                .and_then(|()| crate::peers::refresh(&store, &log));
+            if let Err(error) = polled {
                 tracing::warn!(%error, "heartbeat or adoption of dead nodes failed; tried again at the next poll");
             }
         })

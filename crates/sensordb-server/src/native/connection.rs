@@ -37,7 +37,9 @@ use crate::state::{ServerState, ShutdownSignal};
 use bytes::Bytes;
 use io::{read_loop, write_loop, HeldBack, Incoming, ReaderLink};
 use sensordb_engine::{SeriesId, SeriesKey, ValueKind};
-use sensordb_protocol::frame::{ErrorCode, Frame, TxId, ANSWERED_FRAME_VERSION, CHECKED_COMPLETE_VERSION, MIN_VERSION, VERSION};
+use sensordb_protocol::frame::{
+    ErrorCode, Frame, Peer, TxId, ANSWERED_FRAME_VERSION, CHECKED_COMPLETE_VERSION, MIN_VERSION, PEERS_MAX, PEERS_VERSION, VERSION,
+};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -335,6 +337,19 @@ impl Connection {
             }
             Frame::DefineSeries { short_id, kind, key } => self.define_series(short_id, kind, key).await,
             Frame::Ping { nonce } => self.send(Frame::Pong { nonce }),
+            Frame::Peers if self.version < PEERS_VERSION => self.send(error_frame(
+                ErrorCode::UnknownFrameType,
+                false,
+                None,
+                0,
+                format!("PEERS needs protocol version {PEERS_VERSION}; this connection speaks version {}", self.version),
+            )),
+            Frame::Peers => {
+                // From the store's memory (the heartbeat thread's last read): no wait here.
+                let peers = self.state.engine.store_peers().into_iter().take(PEERS_MAX);
+                let peers = peers.map(|(node_id, address)| Peer { node_id, address }).collect();
+                self.send(Frame::PeersOk { peers });
+            }
             Frame::Create { tx } => {
                 if self.open.contains_key(&tx) || self.completing.contains(&tx) {
                     self.send(error_frame(
