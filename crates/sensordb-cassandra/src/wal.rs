@@ -436,6 +436,7 @@ pub(crate) fn replay(store: &CassandraStore, log: &Arc<AckLog>, node: u16, engin
 /// an old one repeats them harmlessly), then the thread that keeps the heartbeat and adopts
 /// dead nodes every `visibility`.
 pub(crate) fn start(store: &Arc<CassandraStore>, log: &Arc<AckLog>, engine: &Arc<Engine>) -> Result<Replayed, CassandraError> {
+    refuse_if_id_in_use(store, log)?;
     let own = if nodes(store, log)?.iter().any(|n| n.node == log.node) {
         replay(store, log, log.node, engine)?
     } else {
@@ -464,6 +465,31 @@ pub(crate) fn start(store: &Arc<CassandraStore>, log: &Arc<AckLog>, engine: &Arc
         })
         .map_err(CassandraError::Runtime)?;
     Ok(own)
+}
+
+/// Refuses to start when another live process heartbeats under this node id. A heartbeat of
+/// this id fresher than `dead_after` may be this node's own, written just before a crash or a
+/// restart: the row is watched for two heartbeat periods (`visibility`, plus a margin) and only
+/// a heartbeat that moves meanwhile counts as another live process. A quick restart thus
+/// waits about two `visibility` periods; a start after `dead_after` not at all.
+fn refuse_if_id_in_use(store: &CassandraStore, log: &Arc<AckLog>) -> Result<(), CassandraError> {
+    let heartbeat_of = |nodes: Vec<WalNode>| nodes.into_iter().find(|n| n.node == log.node).map(|n| n.heartbeat_ms);
+    let Some(first) = heartbeat_of(nodes(store, log)?) else { return Ok(()) };
+    let age_ms = now_ms() - first;
+    if age_ms >= log.dead_after.as_millis() as i64 {
+        return Ok(());
+    }
+    let watch = store.visibility * 2 + Duration::from_millis(500);
+    let started = std::time::Instant::now();
+    while started.elapsed() < watch {
+        std::thread::sleep((store.visibility / 2).max(Duration::from_millis(10)));
+        let latest = heartbeat_of(nodes(store, log)?);
+        if latest.is_some_and(|latest| latest != first) {
+            let age_ms = now_ms() - latest.unwrap_or(first);
+            return Err(CassandraError::NodeIdInUse { node: log.node, keyspace: store.keyspace.to_string(), age_ms });
+        }
+    }
+    Ok(())
 }
 
 /// Replays the rows of every node silent for `dead_after`, when this node has the smallest id
