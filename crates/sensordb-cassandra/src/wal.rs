@@ -131,6 +131,8 @@ pub(crate) struct AckLog {
     recovered: AtomicBool,
     /// Rows logged and transactions recorded, for tests and metrics.
     pub rows_written: AtomicU64,
+    /// Transaction ids looked up in `transactions`, for tests and metrics.
+    pub lookups: AtomicU64,
     /// The heartbeat each adopted node had when adopted: adopted again only if it changes.
     adopted: Mutex<HashMap<u16, i64>>,
     /// This node's advertised address and the live peers (see `peers`).
@@ -147,6 +149,7 @@ impl AckLog {
             sequence: Mutex::new(0),
             recovered: AtomicBool::new(false),
             rows_written: AtomicU64::new(0),
+            lookups: AtomicU64::new(0),
             adopted: Mutex::new(HashMap::new()),
             peers,
         }
@@ -287,6 +290,7 @@ pub(crate) fn logged_marks(
     log: &Arc<AckLog>,
     ids: &[([u8; 16], [u8; 16])],
 ) -> Result<Vec<Option<TxMark>>, CassandraError> {
+    log.lookups.fetch_add(ids.len() as u64, Ordering::Relaxed);
     let log = log.clone();
     let ids = ids.to_vec();
     store.client.bridge.run(move |c| async move {
@@ -547,6 +551,12 @@ impl CassandraStore {
             Some(log) => crate::wal::nodes(self, log),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// Transaction ids this process has looked up in `transactions` (a COMPLETE of an id its
+    /// window lacks, not flagged a first attempt).
+    pub fn transactions_looked_up(&self) -> u64 {
+        self.ack.as_ref().map_or(0, |log| log.lookups.load(Ordering::Relaxed))
     }
 
     /// `wal` rows this process has written.

@@ -471,12 +471,12 @@ impl Client {
 
     /// A new transaction with a random id.
     pub fn transaction(&self) -> Transaction {
-        Transaction::new(self.clone(), TxId(rand::random()))
+        Transaction::new(self.clone(), TxId(rand::random()), true)
     }
 
     /// A new transaction with a chosen id (to retry one of an earlier process).
     pub fn transaction_with_id(&self, id: TxId) -> Transaction {
-        Transaction::new(self.clone(), id)
+        Transaction::new(self.clone(), id, false)
     }
 
     /// Test hook: the next `n` commits close the connection right after sending COMPLETE,

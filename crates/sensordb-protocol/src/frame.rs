@@ -10,7 +10,8 @@
 //! All integers little-endian. The CRC32C covers header bytes 0..8 followed by the body, so a
 //! flipped bit anywhere but in the checksum itself is caught. `flags` and `reserved` are 0 in
 //! every version so far (1 to 4: version 2 added a frame type and an error code, version 3 a
-//! meaning of ERROR's `context`, version 4 the PEERS and PEERS_OK frames, no flag), and
+//! meaning of ERROR's `context`, version 4 the PEERS, PEERS_OK and COMPLETE_FIRST frames, no
+//! flag), and
 //! a header with any of their bits set is refused ([`FrameError::Reserved`]) before the checksum
 //! is checked, whichever version the connection speaks. See `docs/PROTOCOL.md` for every body.
 
@@ -37,6 +38,8 @@ pub const CHECKED_COMPLETE_VERSION: u16 = 2;
 pub const ANSWERED_FRAME_VERSION: u16 = 3;
 /// The first version with PEERS and PEERS_OK (a node tells a client its peers' addresses).
 pub const PEERS_VERSION: u16 = 4;
+/// The first version with COMPLETE_FIRST (COMPLETE_CHECKED of a first attempt), also 4.
+pub const FIRST_ATTEMPT_VERSION: u16 = 4;
 /// Most peers a PEERS_OK lists.
 pub const PEERS_MAX: usize = 1024;
 /// Bytes of the frame header.
@@ -91,6 +94,8 @@ pub enum FrameType {
     CompleteChecked = 0x09,
     /// Version 4: asks for the node's live peers.
     Peers = 0x0A,
+    /// Version 4: COMPLETE_CHECKED of a first attempt (the id was never completed anywhere).
+    CompleteFirst = 0x0B,
     HelloOk = 0x81,
     SeriesOk = 0x82,
     Created = 0x83,
@@ -117,6 +122,7 @@ impl TryFrom<u8> for FrameType {
             0x08 => FrameType::Ping,
             0x09 => FrameType::CompleteChecked,
             0x0A => FrameType::Peers,
+            0x0B => FrameType::CompleteFirst,
             0x81 => FrameType::HelloOk,
             0x82 => FrameType::SeriesOk,
             0x83 => FrameType::Created,
@@ -242,6 +248,16 @@ pub enum Frame {
     /// COMPLETE that stores the transaction only if the server received exactly what the
     /// client sent: `crc`, `bytes` and `points` as in CONFIRMED, computed by the client.
     CompleteChecked {
+        tx: TxId,
+        crc: u32,
+        bytes: u64,
+        points: u64,
+    },
+    /// Version 4: COMPLETE_CHECKED sent by a client that has never sent COMPLETE,
+    /// COMPLETE_CHECKED or COMPLETE_FIRST for this id before (to any node): no other node can
+    /// have completed it, so a server that would look the id up among other nodes' completions
+    /// need not. Same body as COMPLETE_CHECKED.
+    CompleteFirst {
         tx: TxId,
         crc: u32,
         bytes: u64,
@@ -394,6 +410,7 @@ impl Frame {
             Frame::Confirm { .. } => FrameType::Confirm,
             Frame::Complete { .. } => FrameType::Complete,
             Frame::CompleteChecked { .. } => FrameType::CompleteChecked,
+            Frame::CompleteFirst { .. } => FrameType::CompleteFirst,
             Frame::Cancel { .. } => FrameType::Cancel,
             Frame::Ping { .. } => FrameType::Ping,
             Frame::Peers => FrameType::Peers,
@@ -417,6 +434,7 @@ impl Frame {
             | Frame::Confirm { tx }
             | Frame::Complete { tx }
             | Frame::CompleteChecked { tx, .. }
+            | Frame::CompleteFirst { tx, .. }
             | Frame::Cancel { tx }
             | Frame::Created { tx, .. }
             | Frame::Confirmed { tx, .. }
@@ -498,7 +516,9 @@ impl Frame {
                 out.extend_from_slice(&tx.0);
                 out.push(u8::from(*already_completed));
             }
-            Frame::Confirmed { tx, crc, bytes, points } | Frame::CompleteChecked { tx, crc, bytes, points } => {
+            Frame::Confirmed { tx, crc, bytes, points }
+            | Frame::CompleteChecked { tx, crc, bytes, points }
+            | Frame::CompleteFirst { tx, crc, bytes, points } => {
                 out.extend_from_slice(&tx.0);
                 out.extend_from_slice(&crc.to_le_bytes());
                 out.extend_from_slice(&bytes.to_le_bytes());
@@ -603,6 +623,12 @@ impl Frame {
                 points: r.u64().ok_or_else(truncated)?,
             },
             FrameType::CompleteChecked => Frame::CompleteChecked {
+                tx: tx_id(&mut r).ok_or_else(truncated)?,
+                crc: r.u32().ok_or_else(truncated)?,
+                bytes: r.u64().ok_or_else(truncated)?,
+                points: r.u64().ok_or_else(truncated)?,
+            },
+            FrameType::CompleteFirst => Frame::CompleteFirst {
                 tx: tx_id(&mut r).ok_or_else(truncated)?,
                 crc: r.u32().ok_or_else(truncated)?,
                 bytes: r.u64().ok_or_else(truncated)?,

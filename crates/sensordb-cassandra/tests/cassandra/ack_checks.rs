@@ -131,8 +131,8 @@ fn a_transaction_retried_on_another_node_is_answered_as_completed() {
     use sensordb_server::{Server, ServerConfig};
     let Some(options) = store_options("ack_tx") else { return };
     let (dir_a, dir_b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
-    let (a, _store_a) = open_node(dir_a.path(), &options, 1);
-    let (b, _store_b) = open_node(dir_b.path(), &options, 2);
+    let (a, store_a) = open_node(dir_a.path(), &options, 1);
+    let (b, store_b) = open_node(dir_b.path(), &options, 2);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     runtime.block_on(async {
         let server = |dir: &Path, engine: &Arc<Engine>, node: u16| {
@@ -165,6 +165,16 @@ fn a_transaction_retried_on_another_node_is_answered_as_completed() {
         assert!(retry.duplicate, "node 2 recognised node 1's transaction: {retry:?}");
         assert_eq!(try_points(&b, "retried").expect("read"), Vec::new(), "nothing written again on node 2");
         assert_eq!(try_points(&a, "retried").expect("read").len(), 10);
+        // A chosen id may be a retry: looked up on both nodes. A fresh id's first attempt
+        // (COMPLETE_FIRST) cannot have completed anywhere: not looked up.
+        assert_eq!((store_a.transactions_looked_up(), store_b.transactions_looked_up()), (1, 1));
+        let client = Client::connect_with(server_a.native_addr, ClientOptions::default()).await.expect("connects");
+        let series = client.series(&key("fresh"), ValueKind::I64).await.expect("series");
+        let mut tx = client.transaction();
+        tx.push(&series, 1, Value::I64(1)).expect("push");
+        assert!(!tx.commit().await.expect("commits").duplicate);
+        assert_eq!(store_a.transactions_looked_up(), 1, "a first attempt is not looked up");
+        assert_eq!(try_points(&a, "fresh").expect("read"), vec![(1, Value::I64(1))]);
         server_a.shutdown().await;
         server_b.shutdown().await;
     });

@@ -38,7 +38,8 @@ use bytes::Bytes;
 use io::{read_loop, write_loop, HeldBack, Incoming, ReaderLink};
 use sensordb_engine::{SeriesId, SeriesKey, ValueKind};
 use sensordb_protocol::frame::{
-    ErrorCode, Frame, Peer, TxId, ANSWERED_FRAME_VERSION, CHECKED_COMPLETE_VERSION, MIN_VERSION, PEERS_MAX, PEERS_VERSION, VERSION,
+    ErrorCode, Frame, Peer, TxId, ANSWERED_FRAME_VERSION, CHECKED_COMPLETE_VERSION, FIRST_ATTEMPT_VERSION, MIN_VERSION, PEERS_MAX,
+    PEERS_VERSION, VERSION,
 };
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -393,7 +394,7 @@ impl Connection {
                 }
                 None => self.not_open(tx, "CONFIRM"),
             },
-            Frame::Complete { tx } => self.complete(client_id, tx, None),
+            Frame::Complete { tx } => self.complete(client_id, tx, None, false),
             Frame::CompleteChecked { tx, crc, bytes, points } => {
                 if self.version < CHECKED_COMPLETE_VERSION {
                     self.send(error_frame(
@@ -407,9 +408,17 @@ impl Connection {
                         ),
                     ));
                 } else {
-                    self.complete(client_id, tx, Some((crc, bytes, points)));
+                    self.complete(client_id, tx, Some((crc, bytes, points)), false);
                 }
             }
+            Frame::CompleteFirst { tx, .. } if self.version < FIRST_ATTEMPT_VERSION => self.send(error_frame(
+                ErrorCode::UnknownFrameType,
+                false,
+                Some(tx),
+                0,
+                format!("COMPLETE_FIRST needs protocol version {FIRST_ATTEMPT_VERSION}; this connection speaks version {}", self.version),
+            )),
+            Frame::CompleteFirst { tx, crc, bytes, points } => self.complete(client_id, tx, Some((crc, bytes, points)), true),
             Frame::Cancel { tx } => {
                 if self.completing.contains(&tx) {
                     self.send(error_frame(

@@ -19,8 +19,10 @@ use std::time::Instant;
 
 impl Connection {
     /// COMPLETE, or with `expected` (the client's checksum, bytes and points) COMPLETE_CHECKED,
-    /// which stores the transaction only if the server received exactly that.
-    pub(super) fn complete(&mut self, client_id: [u8; 16], tx: TxId, expected: Option<(u32, u64, u64)>) {
+    /// which stores the transaction only if the server received exactly that. `first_attempt`
+    /// (COMPLETE_FIRST): the client never completed this id before, anywhere, so no other node's
+    /// completions need be looked up.
+    pub(super) fn complete(&mut self, client_id: [u8; 16], tx: TxId, expected: Option<(u32, u64, u64)>, first_attempt: bool) {
         let confirmed = self.open.get(&tx).map(|open| (open.confirmed, (open.crc, open.bytes, open.points)));
         match confirmed {
             Some((true, received)) => {
@@ -76,7 +78,7 @@ impl Connection {
         let small = batch.value_bytes() <= SMALL_TRANSACTION_BYTES;
         // With acknowledgements in Cassandra an id unknown here may have been completed on
         // another node: the committer looks it up (with its group's others) before writing.
-        let look_up = acks_in_cassandra(&self.state);
+        let look_up = acks_in_cassandra(&self.state) && !first_attempt;
         if small && self.state.engine.admit(Instant::now()).is_ok_and(|admission| admission != Admission::WaitForSpace) {
             match self.txlog.try_begin(key) {
                 Some(Begin::Known(points)) => {
@@ -95,11 +97,15 @@ impl Connection {
             }
         }
         let (txlog, committer) = (self.txlog.clone(), self.committer.clone());
-        tokio::spawn(finish(txlog, committer, key, batch, points, held, answer));
+        tokio::spawn(finish(txlog, committer, key, batch, points, held, answer, look_up));
     }
 }
 
-/// Makes a transaction durable (once) and answers its COMPLETE, when that may mean waiting.
+/// Makes a transaction durable (once) and answers its COMPLETE, when that may mean waiting;
+/// with `look_up`, first asks whether another node completed the id (a large transaction's own
+/// lookup; a small one's is the committer's).
+// The transaction's parts as the connection hands them over; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn finish(
     txlog: Arc<TxLog>,
     committer: Arc<Committer>,
@@ -108,6 +114,7 @@ async fn finish(
     points: u64,
     held: Vec<HeldBytes>,
     mut answer: Answer,
+    look_up: bool,
 ) {
     let state = answer.state.clone();
     let guard = match txlog.begin(key).await {
@@ -119,7 +126,7 @@ async fn finish(
         Begin::Started(guard) => guard,
     };
     let small = batch.value_bytes() <= SMALL_TRANSACTION_BYTES;
-    if acks_in_cassandra(&state) && !small {
+    if look_up && !small {
         // (A small one is looked up by the committer, with its group's others.)
         // A retry sent here after its first attempt completed on another node: that node
         // logged the id in Cassandra with the points (see sensordb-cassandra's `wal`).
@@ -151,7 +158,6 @@ async fn finish(
     }
     answer.started = Instant::now();
     if small {
-        let look_up = acks_in_cassandra(&state);
         return committer.submit(Job { batch, points, guard, held, reply: Reply::Connection(answer), look_up }).await;
     }
     let writer = state.clone();
