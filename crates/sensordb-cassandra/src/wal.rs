@@ -459,10 +459,17 @@ pub(crate) fn start(store: &Arc<CassandraStore>, log: &Arc<AckLog>, engine: &Arc
         .name("sensordb-cassandra-ack".into())
         .spawn(move || loop {
             std::thread::sleep(pause);
-            let (Some(store), Some(engine)) = (store_weak.upgrade(), engine_weak.upgrade()) else { break };
-            let polled = heartbeat(&store, &log)
-                .and_then(|()| adopt_dead_nodes(&store, &log, &engine).map(drop))
-                .and_then(|()| crate::peers::refresh(&store, &log));
+            let Some(store) = store_weak.upgrade() else { break };
+            if engine_weak.strong_count() == 0 {
+                break;
+            }
+            // The engine is held only while adopting: whoever closes it must not find it
+            // shared for longer (the peers' refresh below does not need it).
+            let adopted = heartbeat(&store, &log).and_then(|()| match engine_weak.upgrade() {
+                Some(engine) => adopt_dead_nodes(&store, &log, &engine).map(drop),
+                None => Ok(()),
+            });
+            let polled = adopted.and_then(|()| crate::peers::refresh(&store, &log));
             if let Err(error) = polled {
                 tracing::warn!(%error, "heartbeat or adoption of dead nodes failed; tried again at the next poll");
             }
