@@ -28,6 +28,10 @@ pub enum CassandraError {
     Runtime(std::io::Error),
     #[error("the store's runtime stopped before the request finished")]
     RuntimeStopped,
+    /// Another live process heartbeats under this node id (two nodes must never share one:
+    /// their segments, series and acknowledged writes would mix).
+    #[error("node_id {node} is in use: another live sensordb process heartbeats under it in keyspace {keyspace:?} (last heartbeat {age_ms} ms ago); give this node another node_id, or stop the other")]
+    NodeIdInUse { node: u16, keyspace: String, age_ms: i64 },
     /// The engine refused what another node asked of it (a database definition).
     #[error("the engine refused a shared change: {0}")]
     Engine(#[source] sensordb_engine::Error),

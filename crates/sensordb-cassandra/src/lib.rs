@@ -20,6 +20,7 @@
 //! - `databases`: database definitions shared by those nodes.
 //! - `wal`: acknowledged writes and completed transaction ids kept in Cassandra
 //!   (`ack_writes`), and the adoption of a dead node's unflushed writes.
+//! - `peers`: the live nodes' advertised native addresses, for clients (the PEERS frame).
 //!
 //! # Data model
 //! One row per sealed block, partitioned by `(series, time bucket)` with the block start as
@@ -71,6 +72,7 @@ mod cluster;
 mod databases;
 mod error;
 mod options;
+mod peers;
 mod rewrite;
 mod schema;
 mod segment;

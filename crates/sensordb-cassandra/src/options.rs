@@ -55,6 +55,10 @@ pub struct CassandraOptions {
     pub wal_ttl: Duration,
     /// With `ack_writes`: a node whose heartbeat is older than this is adopted by a live one.
     pub dead_after: Duration,
+    /// With `ack_writes`: `host:port` of this node's native listener as clients reach it,
+    /// written to `node_addresses` so that other nodes list it among their peers (see `peers`).
+    /// `None`: not listed.
+    pub advertise: Option<String>,
 }
 
 impl Default for CassandraOptions {
@@ -76,6 +80,7 @@ impl Default for CassandraOptions {
             ack_writes: false,
             wal_ttl: Duration::from_secs(86_400),
             dead_after: Duration::from_secs(10),
+            advertise: None,
         }
     }
 }

@@ -112,7 +112,8 @@ pub(crate) async fn create(session: &Session, options: &CassandraOptions) -> Res
              PRIMARY KEY ((node, bucket), id))"
         ),
     ];
-    for statement in statements.into_iter().chain(crate::wal::create_statements(keyspace)) {
+    let peers = crate::peers::create_statement(keyspace);
+    for statement in statements.into_iter().chain(crate::wal::create_statements(keyspace)).chain([peers]) {
         session.query_unpaged(statement, ()).await.map_err(|e| CassandraError::Request { what: "create schema", source: boxed(e) })?;
     }
     Ok(())

@@ -117,7 +117,10 @@ impl CassandraStore {
             let scope = i32::from(connect.node_id.unwrap_or(0));
             let statements = Statements::prepare(&session, &connect.keyspace, connect.consistency, scope).await?;
             let wal = match connect.ack_writes {
-                true => Some(crate::wal::WalStatements::prepare(&session, &connect.keyspace, connect.consistency).await?),
+                true => Some((
+                    crate::wal::WalStatements::prepare(&session, &connect.keyspace, connect.consistency).await?,
+                    crate::peers::Peers::prepare(&session, &connect.keyspace, connect.consistency, connect.advertise.clone()).await?,
+                )),
                 false => None,
             };
             Ok((session, statements, (buckets, wal)))
@@ -140,8 +143,8 @@ impl CassandraStore {
             writer: Mutex::new(()),
             state: RwLock::new(State { next_id: first_segment_id(options.node_id), ..State::default() }),
             ack: match (wal, options.node_id) {
-                (Some(statements), Some(node)) => {
-                    Some(Arc::new(crate::wal::AckLog::new(node, options.wal_ttl, options.dead_after, statements)))
+                (Some((statements, peers)), Some(node)) => {
+                    Some(Arc::new(crate::wal::AckLog::new(node, options.wal_ttl, options.dead_after, statements, peers)))
                 }
                 _ => None,
             },
@@ -505,8 +508,22 @@ impl BlockStore for CassandraStore {
 
     fn logged_mark(&self, client: &[u8; 16], tx: &[u8; 16]) -> Result<Option<sensordb_engine::TxMark>> {
         match &self.ack {
-            Some(log) => crate::wal::logged_mark(self, log, *client, *tx).map_err(|e| self.engine_error(e)),
+            Some(log) => match crate::wal::logged_marks(self, log, &[(*client, *tx)]) {
+                Ok(mut found) => Ok(found.pop().flatten()),
+                Err(e) => Err(self.engine_error(e)),
+            },
             None => Ok(None),
+        }
+    }
+
+    fn peers(&self) -> Vec<(u16, String)> {
+        self.live_peers()
+    }
+
+    fn logged_marks(&self, ids: &[([u8; 16], [u8; 16])]) -> Result<Vec<Option<sensordb_engine::TxMark>>> {
+        match &self.ack {
+            Some(log) if !ids.is_empty() => crate::wal::logged_marks(self, log, ids).map_err(|e| self.engine_error(e)),
+            _ => Ok(vec![None; ids.len()]),
         }
     }
 

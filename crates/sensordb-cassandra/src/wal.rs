@@ -131,12 +131,16 @@ pub(crate) struct AckLog {
     recovered: AtomicBool,
     /// Rows logged and transactions recorded, for tests and metrics.
     pub rows_written: AtomicU64,
+    /// Transaction ids looked up in `transactions`, for tests and metrics.
+    pub lookups: AtomicU64,
     /// The heartbeat each adopted node had when adopted: adopted again only if it changes.
     adopted: Mutex<HashMap<u16, i64>>,
+    /// This node's advertised address and the live peers (see `peers`).
+    pub peers: crate::peers::Peers,
 }
 
 impl AckLog {
-    pub fn new(node: u16, ttl: Duration, dead_after: Duration, statements: WalStatements) -> AckLog {
+    pub fn new(node: u16, ttl: Duration, dead_after: Duration, statements: WalStatements, peers: crate::peers::Peers) -> AckLog {
         AckLog {
             node,
             ttl,
@@ -145,7 +149,9 @@ impl AckLog {
             sequence: Mutex::new(0),
             recovered: AtomicBool::new(false),
             rows_written: AtomicU64::new(0),
+            lookups: AtomicU64::new(0),
             adopted: Mutex::new(HashMap::new()),
+            peers,
         }
     }
 
@@ -169,7 +175,7 @@ pub(crate) fn wall_clock_micros() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
@@ -277,25 +283,39 @@ pub(crate) fn log_write(store: &CassandraStore, log: &Arc<AckLog>, batch: &Write
     })
 }
 
-/// The completion mark of (client, tx) some node logged, if its row is still there.
-pub(crate) fn logged_mark(
+/// The completion marks of several (client, tx) ids some node logged, in order (`None` where no
+/// row is left): the reads go out concurrently, so a commit group's lookups cost one round trip.
+pub(crate) fn logged_marks(
     store: &CassandraStore,
     log: &Arc<AckLog>,
-    client: [u8; 16],
-    tx: [u8; 16],
-) -> Result<Option<TxMark>, CassandraError> {
+    ids: &[([u8; 16], [u8; 16])],
+) -> Result<Vec<Option<TxMark>>, CassandraError> {
+    log.lookups.fetch_add(ids.len() as u64, Ordering::Relaxed);
     let log = log.clone();
+    let ids = ids.to_vec();
     store.client.bridge.run(move |c| async move {
-        let _permit = c.permit().await?;
-        let result = c
-            .session
-            .execute_unpaged(&log.statements.select_transaction, (&client[..], &tx[..]))
-            .await
-            .map_err(request("read transaction"))?;
-        let rows = result.into_rows_result().map_err(|e| CassandraError::Request { what: "read transaction", source: boxed(e) })?;
-        let row =
-            rows.maybe_first_row::<(i64, i64)>().map_err(|e| CassandraError::Request { what: "read transaction", source: boxed(e) })?;
-        Ok(row.map(|(completed_at_ns, points)| TxMark { client, tx, completed_at_ns, points: points.max(0) as u64 }))
+        let lookups = ids.iter().map(|&(client, tx)| {
+            let (c, log) = (&c, &log);
+            async move {
+                let _permit = c.permit().await?;
+                let result = c
+                    .session
+                    .execute_unpaged(&log.statements.select_transaction, (&client[..], &tx[..]))
+                    .await
+                    .map_err(request("read transaction"))?;
+                let rows = result.into_rows_result().map_err(|e| CassandraError::Request { what: "read transaction", source: boxed(e) })?;
+                let row = rows
+                    .maybe_first_row::<(i64, i64)>()
+                    .map_err(|e| CassandraError::Request { what: "read transaction", source: boxed(e) })?;
+                Ok::<_, CassandraError>(row.map(|(completed_at_ns, points)| TxMark {
+                    client,
+                    tx,
+                    completed_at_ns,
+                    points: points.max(0) as u64,
+                }))
+            }
+        });
+        try_join_all(lookups).await
     })
 }
 
@@ -420,6 +440,7 @@ pub(crate) fn replay(store: &CassandraStore, log: &Arc<AckLog>, node: u16, engin
 /// an old one repeats them harmlessly), then the thread that keeps the heartbeat and adopts
 /// dead nodes every `visibility`.
 pub(crate) fn start(store: &Arc<CassandraStore>, log: &Arc<AckLog>, engine: &Arc<Engine>) -> Result<Replayed, CassandraError> {
+    refuse_if_id_in_use(store, log)?;
     let own = if nodes(store, log)?.iter().any(|n| n.node == log.node) {
         replay(store, log, log.node, engine)?
     } else {
@@ -428,6 +449,8 @@ pub(crate) fn start(store: &Arc<CassandraStore>, log: &Arc<AckLog>, engine: &Arc
         Replayed::default()
     };
     heartbeat(store, log)?;
+    crate::peers::advertise(store, log)?;
+    crate::peers::refresh(store, log)?;
     log.recovered.store(true, Ordering::Release);
     let (store_weak, engine_weak): (Weak<CassandraStore>, Weak<Engine>) = (Arc::downgrade(store), Arc::downgrade(engine));
     let log = log.clone();
@@ -436,13 +459,48 @@ pub(crate) fn start(store: &Arc<CassandraStore>, log: &Arc<AckLog>, engine: &Arc
         .name("sensordb-cassandra-ack".into())
         .spawn(move || loop {
             std::thread::sleep(pause);
-            let (Some(store), Some(engine)) = (store_weak.upgrade(), engine_weak.upgrade()) else { break };
-            if let Err(error) = heartbeat(&store, &log).and_then(|()| adopt_dead_nodes(&store, &log, &engine).map(drop)) {
+            let Some(store) = store_weak.upgrade() else { break };
+            if engine_weak.strong_count() == 0 {
+                break;
+            }
+            // The engine is held only while adopting: whoever closes it must not find it
+            // shared for longer (the peers' refresh below does not need it).
+            let adopted = heartbeat(&store, &log).and_then(|()| match engine_weak.upgrade() {
+                Some(engine) => adopt_dead_nodes(&store, &log, &engine).map(drop),
+                None => Ok(()),
+            });
+            let polled = adopted.and_then(|()| crate::peers::refresh(&store, &log));
+            if let Err(error) = polled {
                 tracing::warn!(%error, "heartbeat or adoption of dead nodes failed; tried again at the next poll");
             }
         })
         .map_err(CassandraError::Runtime)?;
     Ok(own)
+}
+
+/// Refuses to start when another live process heartbeats under this node id. A heartbeat of
+/// this id fresher than `dead_after` may be this node's own, written just before a crash or a
+/// restart: the row is watched for two heartbeat periods (`visibility`, plus a margin) and only
+/// a heartbeat that moves meanwhile counts as another live process. A quick restart thus
+/// waits about two `visibility` periods; a start after `dead_after` not at all.
+fn refuse_if_id_in_use(store: &CassandraStore, log: &Arc<AckLog>) -> Result<(), CassandraError> {
+    let heartbeat_of = |nodes: Vec<WalNode>| nodes.into_iter().find(|n| n.node == log.node).map(|n| n.heartbeat_ms);
+    let Some(first) = heartbeat_of(nodes(store, log)?) else { return Ok(()) };
+    let age_ms = now_ms() - first;
+    if age_ms >= log.dead_after.as_millis() as i64 {
+        return Ok(());
+    }
+    let watch = store.visibility * 2 + Duration::from_millis(500);
+    let started = std::time::Instant::now();
+    while started.elapsed() < watch {
+        std::thread::sleep((store.visibility / 2).max(Duration::from_millis(10)));
+        let latest = heartbeat_of(nodes(store, log)?);
+        if latest.is_some_and(|latest| latest != first) {
+            let age_ms = now_ms() - latest.unwrap_or(first);
+            return Err(CassandraError::NodeIdInUse { node: log.node, keyspace: store.keyspace.to_string(), age_ms });
+        }
+    }
+    Ok(())
 }
 
 /// Replays the rows of every node silent for `dead_after`, when this node has the smallest id
@@ -500,6 +558,12 @@ impl CassandraStore {
             Some(log) => crate::wal::nodes(self, log),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// Transaction ids this process has looked up in `transactions` (a COMPLETE of an id its
+    /// window lacks, not flagged a first attempt).
+    pub fn transactions_looked_up(&self) -> u64 {
+        self.ack.as_ref().map_or(0, |log| log.lookups.load(Ordering::Relaxed))
     }
 
     /// `wal` rows this process has written.

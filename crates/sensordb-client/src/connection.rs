@@ -23,6 +23,8 @@ use tokio::task::JoinHandle;
 struct Routes {
     by_tx: HashMap<TxId, Arc<Inbox>, BuildHasherDefault<TxIdHasher>>,
     by_series: HashMap<u32, oneshot::Sender<Frame>>,
+    /// PEERS asked on this connection, answered in order.
+    peers: VecDeque<oneshot::Sender<Frame>>,
 }
 
 impl Routes {
@@ -32,6 +34,7 @@ impl Routes {
             inbox.close();
         }
         self.by_series.clear();
+        self.peers.clear();
     }
 }
 
@@ -275,6 +278,13 @@ impl Conn {
         TxRoute { inbox, routes: self.routes.clone(), tx }
     }
 
+    /// Where the answer to a PEERS written next goes (answers come in the order asked).
+    pub(crate) fn route_peers(&self) -> oneshot::Receiver<Frame> {
+        let (sender, receiver) = oneshot::channel();
+        self.routes.lock().peers.push_back(sender);
+        receiver
+    }
+
     pub(crate) fn route_series(&self, short_id: u32) -> oneshot::Receiver<Frame> {
         let (sender, receiver) = oneshot::channel();
         self.routes.lock().by_series.insert(short_id, sender);
@@ -357,6 +367,11 @@ fn dispatch(routes: &mut Routes, closed: &AtomicBool, frame: Frame) {
     match &frame {
         Frame::SeriesOk { short_id, .. } | Frame::Error { tx: None, context: short_id, fatal: false, .. } if *short_id != 0 => {
             if let Some(sender) = routes.by_series.remove(short_id) {
+                let _ = sender.send(frame);
+            }
+        }
+        Frame::PeersOk { .. } => {
+            if let Some(sender) = routes.peers.pop_front() {
                 let _ = sender.send(frame);
             }
         }

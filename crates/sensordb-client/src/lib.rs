@@ -23,9 +23,11 @@
 //! storing it again. Several transactions may run at once over one client (one connection,
 //! frames interleaved). Given several nodes ([`Client::connect_to_any`]), the client starts on
 //! the one its id picks and each retry after a lost connection goes to the next node
-//! (docs/PROTOCOL.md, "Several nodes").
+//! (docs/PROTOCOL.md, "Several nodes"). With a version-4 server the client also asks the node
+//! it connected to for its peers (PEERS) and adds their addresses to the nodes it fails over to
+//! ([`ClientOptions::learn_peers`], [`Client::peers`]).
 //!
-//! The client offers protocol versions 1 to 3 ([`sensordb_protocol::frame::VERSION`]). Under
+//! The client offers protocol versions 1 to 4 ([`sensordb_protocol::frame::VERSION`]). Under
 //! version 3 an ERROR naming a transaction says which frame it answers; the client does not need
 //! that count: after an ERROR in a pipelined transaction it resends on a new connection, so no
 //! late answer of the failed attempt can be taken for the retry's.
@@ -35,12 +37,12 @@ mod transaction;
 
 pub use connection::ServerLimits;
 pub use sensordb_model::{SeriesKey, Timestamp, Value, ValueColumn, ValueKind};
-pub use sensordb_protocol::frame::{ErrorCode, TxId};
+pub use sensordb_protocol::frame::{ErrorCode, Peer, TxId};
 pub use transaction::{Transaction, TxStats};
 
 use connection::Conn;
-use parking_lot::Mutex;
-use sensordb_protocol::frame::Frame;
+use parking_lot::{Mutex, RwLock};
+use sensordb_protocol::frame::{Frame, PEERS_VERSION};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -112,6 +114,10 @@ pub struct ClientOptions {
     /// round trip per commit. Off (or with a version-1 server), COMPLETE waits for CONFIRMED.
     /// On by default.
     pub checked_complete: bool,
+    /// With [`Client::connect_to_any`] and a server speaking protocol version 4: after the first
+    /// connection, ask the node for its peers (the live nodes sharing its store) and add their
+    /// addresses to the nodes to fail over to. On by default.
+    pub learn_peers: bool,
 }
 
 /// How the client verifies a TLS server: the CA certificate(s) it trusts and the name the
@@ -178,6 +184,7 @@ impl Default for ClientOptions {
             tls: None,
             pipeline: true,
             checked_complete: true,
+            learn_peers: true,
         }
     }
 }
@@ -196,8 +203,9 @@ impl SeriesHandle {
 }
 
 pub(crate) struct Inner {
-    /// The nodes this client may use (one for [`Client::connect_with`]).
-    addrs: Vec<SocketAddr>,
+    /// The nodes this client may use (one for [`Client::connect_with`]), the given ones first,
+    /// then the peers learnt from them.
+    addrs: RwLock<Vec<SocketAddr>>,
     /// Index (modulo `addrs.len()`) of the node the next connection goes to.
     next_addr: AtomicUsize,
     pub(crate) options: ClientOptions,
@@ -222,8 +230,9 @@ impl Client {
         Self::connect_with(addr, ClientOptions { token: token.to_string(), ..ClientOptions::default() }).await
     }
 
+    /// Connects to one node; it does not learn peers (see [`Client::connect_to_any`]).
     pub async fn connect_with(addr: SocketAddr, options: ClientOptions) -> Result<Client, ClientError> {
-        Self::connect_to_any(&[addr], options).await
+        Self::open(&[addr], options, false).await
     }
 
     /// Connects to one of several sensordb nodes sharing a store (docs/CASSANDRA.md): the first
@@ -231,15 +240,22 @@ impl Client {
     /// connection fails or an answer does not come, the retry goes to the next node (the same
     /// transaction id, which the nodes recognise cluster-wide under `[cassandra] ack =
     /// "cassandra"`). A node that refuses the connection is skipped. Fails only when none
-    /// answers.
+    /// answers. With [`ClientOptions::learn_peers`] (the default) and a version-4 server, the
+    /// node's peers are then added to the addresses given ([`Client::peers`]): one address of a
+    /// cluster is enough to fail over to every live node.
     pub async fn connect_to_any(addrs: &[SocketAddr], options: ClientOptions) -> Result<Client, ClientError> {
+        let learn_peers = options.learn_peers;
+        Self::open(addrs, options, learn_peers).await
+    }
+
+    async fn open(addrs: &[SocketAddr], options: ClientOptions, learn_peers: bool) -> Result<Client, ClientError> {
         if addrs.is_empty() {
             return Err(ClientError::Protocol("no server address given".into()));
         }
         let first = usize::from(options.client_id[0]) % addrs.len();
         let client = Client {
             inner: Arc::new(Inner {
-                addrs: addrs.to_vec(),
+                addrs: RwLock::new(addrs.to_vec()),
                 next_addr: AtomicUsize::new(first),
                 options,
                 series: Mutex::new(Vec::new()),
@@ -250,7 +266,60 @@ impl Client {
             }),
         };
         client.connection().await?;
+        if learn_peers {
+            // A hint: without it the client fails over among the addresses it was given.
+            if let Err(error) = client.peers().await {
+                tracing::debug!(%error, "could not learn the node's peers");
+            }
+        }
         Ok(client)
+    }
+
+    /// Asks the connected node for its peers (protocol version 4: the live nodes sharing its
+    /// store, with their advertised native addresses) and adds the addresses this client does
+    /// not have to those it fails over to. Empty from an older server or one that shares no
+    /// store; an address that does not parse as `ip:port` or resolve is skipped.
+    pub async fn peers(&self) -> Result<Vec<Peer>, ClientError> {
+        let conn = self.connection().await?;
+        if conn.limits.version < PEERS_VERSION {
+            return Ok(Vec::new());
+        }
+        let answer = conn.route_peers();
+        conn.write(&Frame::Peers.to_bytes()).await?;
+        let peers = match tokio::time::timeout(self.inner.options.reply_timeout, answer).await {
+            Err(_) => return Err(ClientError::Timeout("PEERS_OK")),
+            Ok(Err(_)) => return Err(ClientError::ConnectionLost),
+            Ok(Ok(Frame::PeersOk { peers })) => peers,
+            Ok(Ok(other)) => return Err(ClientError::Protocol(format!("expected PEERS_OK, got {:?}", other.frame_type()))),
+        };
+        for peer in &peers {
+            let resolved = match peer.address.parse::<SocketAddr>() {
+                Ok(addr) => Some(addr),
+                Err(_) => tokio::net::lookup_host(peer.address.as_str()).await.ok().and_then(|mut found| found.next()),
+            };
+            match resolved {
+                Some(addr) => self.add_address(addr),
+                None => tracing::debug!(address = %peer.address, node = peer.node_id, "peer address does not resolve; skipped"),
+            }
+        }
+        Ok(peers)
+    }
+
+    /// Adds `addr` to the nodes to fail over to, unless known; the current node stays current.
+    fn add_address(&self, addr: SocketAddr) {
+        let mut addrs = self.inner.addrs.write();
+        if addrs.contains(&addr) {
+            return;
+        }
+        // Under the write lock: the index keeps naming the same node as the list grows.
+        let current = self.inner.next_addr.load(Ordering::SeqCst) % addrs.len();
+        self.inner.next_addr.store(current, Ordering::SeqCst);
+        addrs.push(addr);
+    }
+
+    /// The nodes this client may connect to: those given, then the peers it learnt.
+    pub fn addresses(&self) -> Vec<SocketAddr> {
+        self.inner.addrs.read().clone()
     }
 
     pub fn options(&self) -> &ClientOptions {
@@ -259,13 +328,13 @@ impl Client {
 
     /// The node the current (or next) connection goes to.
     pub fn current_address(&self) -> SocketAddr {
-        let addrs = &self.inner.addrs;
+        let addrs = self.inner.addrs.read();
         addrs[self.inner.next_addr.load(Ordering::SeqCst) % addrs.len()]
     }
 
     /// Sends the next connection to the next node (with one address: the same one again).
     pub(crate) fn fail_over(&self) {
-        if self.inner.addrs.len() > 1 {
+        if self.inner.addrs.read().len() > 1 {
             self.inner.next_addr.fetch_add(1, Ordering::SeqCst);
         }
     }
@@ -292,7 +361,8 @@ impl Client {
         let options = &self.inner.options;
         // Each node at most once: a dead one refuses at once (or times out), then the next.
         let mut failed = None;
-        for _ in 0..self.inner.addrs.len() {
+        let nodes = self.inner.addrs.read().len();
+        for _ in 0..nodes {
             let addr = self.current_address();
             match Conn::open(addr, options.client_id, &options.token, &options.client_name, options.reply_timeout, options.tls.as_ref())
                 .await
@@ -301,7 +371,7 @@ impl Client {
                     *slot = Some(conn.clone());
                     return Ok(conn);
                 }
-                Err(error) if error.is_retryable() && self.inner.addrs.len() > 1 => {
+                Err(error) if error.is_retryable() && nodes > 1 => {
                     tracing::debug!(%addr, %error, "node unreachable; trying the next");
                     self.fail_over();
                     failed = Some(error);
@@ -401,12 +471,12 @@ impl Client {
 
     /// A new transaction with a random id.
     pub fn transaction(&self) -> Transaction {
-        Transaction::new(self.clone(), TxId(rand::random()))
+        Transaction::new(self.clone(), TxId(rand::random()), true)
     }
 
     /// A new transaction with a chosen id (to retry one of an earlier process).
     pub fn transaction_with_id(&self, id: TxId) -> Transaction {
-        Transaction::new(self.clone(), id)
+        Transaction::new(self.clone(), id, false)
     }
 
     /// Test hook: the next `n` commits close the connection right after sending COMPLETE,

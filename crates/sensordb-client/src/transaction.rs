@@ -3,7 +3,7 @@
 use crate::connection::{Conn, TxRoute};
 use crate::{take_one, Client, ClientError, SeriesHandle};
 use sensordb_model::{Timestamp, Value, ValueColumn};
-use sensordb_protocol::frame::{ErrorCode, Frame, FrameType, TxId, CHECKED_COMPLETE_VERSION, HEADER_LEN};
+use sensordb_protocol::frame::{ErrorCode, Frame, FrameType, TxId, CHECKED_COMPLETE_VERSION, FIRST_ATTEMPT_VERSION, HEADER_LEN};
 use sensordb_protocol::points::PointsEncoder;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -53,11 +53,15 @@ pub struct Transaction {
     points: u64,
     /// Bytes of the bytes values pushed (for the size of the encoding).
     payload_bytes: usize,
+    /// The id was made for this transaction ([`Client::transaction`]), so before its first
+    /// COMPLETE no node can have completed it: the first attempt may say so (COMPLETE_FIRST).
+    /// False for an id chosen by the caller, who may be retrying an earlier process's.
+    fresh_id: bool,
 }
 
 impl Transaction {
-    pub(crate) fn new(client: Client, id: TxId) -> Self {
-        Transaction { client, id, runs: BTreeMap::new(), points: 0, payload_bytes: 0 }
+    pub(crate) fn new(client: Client, id: TxId, fresh_id: bool) -> Self {
+        Transaction { client, id, runs: BTreeMap::new(), points: 0, payload_bytes: 0, fresh_id }
     }
 
     pub fn id(&self) -> TxId {
@@ -114,7 +118,9 @@ impl Transaction {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.attempt().await {
+            // Only the first attempt of a fresh id: any later one may follow a COMPLETE that
+            // reached a node whose answer was lost.
+            match self.attempt(attempt == 1 && self.fresh_id).await {
                 Ok(mut stats) => {
                     stats.attempts = attempt;
                     return Ok(stats);
@@ -133,7 +139,7 @@ impl Transaction {
         }
     }
 
-    async fn attempt(&self) -> Result<TxStats, ClientError> {
+    async fn attempt(&self, first_attempt: bool) -> Result<TxStats, ClientError> {
         let client = &self.client;
         let options = &client.inner.options;
         let conn = client.connection().await?;
@@ -153,7 +159,12 @@ impl Transaction {
             stats.bytes = bytes;
             Frame::Confirm { tx: self.id }.encode(&mut out);
             if options.checked_complete && conn.limits.version >= CHECKED_COMPLETE_VERSION {
-                Frame::CompleteChecked { tx: self.id, crc, bytes: stats.bytes, points: self.points }.encode(&mut out);
+                let (tx, bytes, points) = (self.id, stats.bytes, self.points);
+                if first_attempt && conn.limits.version >= FIRST_ATTEMPT_VERSION {
+                    Frame::CompleteFirst { tx, crc, bytes, points }.encode(&mut out);
+                } else {
+                    Frame::CompleteChecked { tx, crc, bytes, points }.encode(&mut out);
+                }
                 return self.attempt_checked(client, &conn, route, out, crc, stats).await;
             }
             // CREATE, SENDs and CONFIRM without waiting in between: the server handles a

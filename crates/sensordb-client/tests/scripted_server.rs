@@ -63,7 +63,7 @@ async fn serve(script: Script) -> (std::net::SocketAddr, Arc<Mutex<Vec<u8>>>) {
                     let (crc, bytes, points) = sums.get(&tx).copied().unwrap_or_default();
                     Some(Frame::Confirmed { tx, crc, bytes, points })
                 }
-                Frame::Complete { tx } | Frame::CompleteChecked { tx, .. } if !script.silent_complete => {
+                Frame::Complete { tx } | Frame::CompleteChecked { tx, .. } | Frame::CompleteFirst { tx, .. } if !script.silent_complete => {
                     let points = sums.get(&tx).map_or(0, |sum| sum.2);
                     Some(Frame::Completed { tx, duplicate: false, points })
                 }
@@ -102,6 +102,7 @@ async fn commit(addr: std::net::SocketAddr, timeout: Duration) -> Result<sensord
 
 const COMPLETE: u8 = 0x06;
 const COMPLETE_CHECKED: u8 = 0x09;
+const COMPLETE_FIRST: u8 = 0x0B;
 
 #[tokio::test]
 async fn a_version_1_server_gets_complete_after_confirmed() {
@@ -136,13 +137,26 @@ async fn an_unanswered_complete_times_out() {
 }
 
 /// The client offers protocol version 3 (ERRORs name the frame they answer) and commits with
-/// COMPLETE_CHECKED under it, as under version 2.
+/// COMPLETE_CHECKED under it, as under version 2 (version 4's COMPLETE_FIRST only to a version-4
+/// server).
 #[tokio::test]
 async fn a_version_3_server_gets_complete_checked() {
-    assert_eq!(sensordb_protocol::frame::VERSION, 3);
+    const { assert!(sensordb_protocol::frame::VERSION >= 3) };
     let (addr, seen) = serve(Script { version: 3, bytewise: false, silent_complete: false }).await;
     let stats = commit(addr, Duration::from_secs(10)).await.expect("commit");
     assert!(stats.checked_complete);
     assert_eq!(stats.points, 40);
     assert!(seen.lock().expect("log").contains(&COMPLETE_CHECKED));
+}
+
+/// Under version 4 the first attempt of a fresh transaction is COMPLETE_FIRST (no node can have
+/// completed its id), not COMPLETE_CHECKED.
+#[tokio::test]
+async fn a_version_4_server_gets_complete_first_on_a_first_attempt() {
+    assert_eq!(sensordb_protocol::frame::VERSION, 4);
+    let (addr, seen) = serve(Script { version: 4, bytewise: false, silent_complete: false }).await;
+    let stats = commit(addr, Duration::from_secs(10)).await.expect("commit");
+    assert_eq!(stats.points, 40);
+    let seen = seen.lock().expect("log").clone();
+    assert!(seen.contains(&COMPLETE_FIRST) && !seen.contains(&COMPLETE_CHECKED), "{seen:x?}");
 }

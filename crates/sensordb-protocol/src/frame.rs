@@ -9,8 +9,9 @@
 //! ```
 //! All integers little-endian. The CRC32C covers header bytes 0..8 followed by the body, so a
 //! flipped bit anywhere but in the checksum itself is caught. `flags` and `reserved` are 0 in
-//! every version so far (1 to 3: version 2 added a frame type and an error code, version 3 a
-//! meaning of ERROR's `context`, no flag), and
+//! every version so far (1 to 4: version 2 added a frame type and an error code, version 3 a
+//! meaning of ERROR's `context`, version 4 the PEERS, PEERS_OK and COMPLETE_FIRST frames, no
+//! flag), and
 //! a header with any of their bits set is refused ([`FrameError::Reserved`]) before the checksum
 //! is checked, whichever version the connection speaks. See `docs/PROTOCOL.md` for every body.
 
@@ -22,9 +23,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Newest protocol version spoken by this build. Version 2 adds COMPLETE_CHECKED and the
 /// CHECKSUM_MISMATCH error code; version 3 has an ERROR naming a transaction carry the type of
-/// the frame it answers in `context` ([`ANSWERED_FRAME_VERSION`]). A connection negotiates the
-/// highest version both ends speak.
-pub const VERSION: u16 = 3;
+/// the frame it answers in `context` ([`ANSWERED_FRAME_VERSION`]); version 4 adds PEERS, which
+/// asks a node for the live nodes sharing its store ([`PEERS_VERSION`]). A connection negotiates
+/// the highest version both ends speak.
+pub const VERSION: u16 = 4;
 /// Oldest protocol version this build still speaks.
 pub const MIN_VERSION: u16 = 1;
 /// The first version with COMPLETE_CHECKED (one round trip per transaction).
@@ -34,6 +36,12 @@ pub const CHECKED_COMPLETE_VERSION: u16 = 2;
 /// transaction but a successful SEND answered once and in order, a pipelining client can tell
 /// which answer is the last.
 pub const ANSWERED_FRAME_VERSION: u16 = 3;
+/// The first version with PEERS and PEERS_OK (a node tells a client its peers' addresses).
+pub const PEERS_VERSION: u16 = 4;
+/// The first version with COMPLETE_FIRST (COMPLETE_CHECKED of a first attempt), also 4.
+pub const FIRST_ATTEMPT_VERSION: u16 = 4;
+/// Most peers a PEERS_OK lists.
+pub const PEERS_MAX: usize = 1024;
 /// Bytes of the frame header.
 pub const HEADER_LEN: usize = 12;
 /// First bytes of every HELLO body.
@@ -84,6 +92,10 @@ pub enum FrameType {
     Ping = 0x08,
     /// Version 2: COMPLETE with the client's checksum, bytes and points of what it sent.
     CompleteChecked = 0x09,
+    /// Version 4: asks for the node's live peers.
+    Peers = 0x0A,
+    /// Version 4: COMPLETE_CHECKED of a first attempt (the id was never completed anywhere).
+    CompleteFirst = 0x0B,
     HelloOk = 0x81,
     SeriesOk = 0x82,
     Created = 0x83,
@@ -91,6 +103,8 @@ pub enum FrameType {
     Completed = 0x86,
     Cancelled = 0x87,
     Pong = 0x88,
+    /// Version 4: the answer to PEERS.
+    PeersOk = 0x8A,
     Error = 0xEE,
 }
 
@@ -107,6 +121,8 @@ impl TryFrom<u8> for FrameType {
             0x07 => FrameType::Cancel,
             0x08 => FrameType::Ping,
             0x09 => FrameType::CompleteChecked,
+            0x0A => FrameType::Peers,
+            0x0B => FrameType::CompleteFirst,
             0x81 => FrameType::HelloOk,
             0x82 => FrameType::SeriesOk,
             0x83 => FrameType::Created,
@@ -114,6 +130,7 @@ impl TryFrom<u8> for FrameType {
             0x86 => FrameType::Completed,
             0x87 => FrameType::Cancelled,
             0x88 => FrameType::Pong,
+            0x8A => FrameType::PeersOk,
             0xEE => FrameType::Error,
             other => return Err(other),
         })
@@ -236,12 +253,24 @@ pub enum Frame {
         bytes: u64,
         points: u64,
     },
+    /// Version 4: COMPLETE_CHECKED sent by a client that has never sent COMPLETE,
+    /// COMPLETE_CHECKED or COMPLETE_FIRST for this id before (to any node): no other node can
+    /// have completed it, so a server that would look the id up among other nodes' completions
+    /// need not. Same body as COMPLETE_CHECKED.
+    CompleteFirst {
+        tx: TxId,
+        crc: u32,
+        bytes: u64,
+        points: u64,
+    },
     Cancel {
         tx: TxId,
     },
     Ping {
         nonce: u64,
     },
+    /// Version 4: which nodes share this node's store (empty body).
+    Peers,
     HelloOk {
         version: u16,
         max_frame_bytes: u32,
@@ -277,6 +306,11 @@ pub enum Frame {
     Pong {
         nonce: u64,
     },
+    /// Version 4: the live nodes sharing the answering node's store (itself included, when it
+    /// advertises an address), each with the address clients reach its native listener at.
+    PeersOk {
+        peers: Vec<Peer>,
+    },
     /// `context`: the short series id a DEFINE_SERIES error is about; from version 3, for an
     /// error naming a transaction, the type of the frame it answers (0: none); else 0.
     Error {
@@ -286,6 +320,15 @@ pub enum Frame {
         context: u32,
         message: String,
     },
+}
+
+/// One node of a PEERS_OK.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// The node's id among those sharing the store (`[cassandra] node_id`).
+    pub node_id: u16,
+    /// `host:port` of its native listener, as the node advertises it.
+    pub address: String,
 }
 
 /// Why bytes are not a valid frame.
@@ -367,8 +410,10 @@ impl Frame {
             Frame::Confirm { .. } => FrameType::Confirm,
             Frame::Complete { .. } => FrameType::Complete,
             Frame::CompleteChecked { .. } => FrameType::CompleteChecked,
+            Frame::CompleteFirst { .. } => FrameType::CompleteFirst,
             Frame::Cancel { .. } => FrameType::Cancel,
             Frame::Ping { .. } => FrameType::Ping,
+            Frame::Peers => FrameType::Peers,
             Frame::HelloOk { .. } => FrameType::HelloOk,
             Frame::SeriesOk { .. } => FrameType::SeriesOk,
             Frame::Created { .. } => FrameType::Created,
@@ -376,6 +421,7 @@ impl Frame {
             Frame::Completed { .. } => FrameType::Completed,
             Frame::Cancelled { .. } => FrameType::Cancelled,
             Frame::Pong { .. } => FrameType::Pong,
+            Frame::PeersOk { .. } => FrameType::PeersOk,
             Frame::Error { .. } => FrameType::Error,
         }
     }
@@ -388,6 +434,7 @@ impl Frame {
             | Frame::Confirm { tx }
             | Frame::Complete { tx }
             | Frame::CompleteChecked { tx, .. }
+            | Frame::CompleteFirst { tx, .. }
             | Frame::Cancel { tx }
             | Frame::Created { tx, .. }
             | Frame::Confirmed { tx, .. }
@@ -445,6 +492,15 @@ impl Frame {
                 out.extend_from_slice(records);
             }
             Frame::Ping { nonce } | Frame::Pong { nonce } => out.extend_from_slice(&nonce.to_le_bytes()),
+            Frame::Peers => {}
+            Frame::PeersOk { peers } => {
+                let peers = &peers[..peers.len().min(PEERS_MAX)];
+                out.extend_from_slice(&(peers.len() as u16).to_le_bytes());
+                for peer in peers {
+                    out.extend_from_slice(&peer.node_id.to_le_bytes());
+                    text(out, &peer.address);
+                }
+            }
             Frame::HelloOk { version, max_frame_bytes, max_transaction_bytes, transaction_timeout_ms, server } => {
                 out.extend_from_slice(&version.to_le_bytes());
                 out.extend_from_slice(&max_frame_bytes.to_le_bytes());
@@ -460,7 +516,9 @@ impl Frame {
                 out.extend_from_slice(&tx.0);
                 out.push(u8::from(*already_completed));
             }
-            Frame::Confirmed { tx, crc, bytes, points } | Frame::CompleteChecked { tx, crc, bytes, points } => {
+            Frame::Confirmed { tx, crc, bytes, points }
+            | Frame::CompleteChecked { tx, crc, bytes, points }
+            | Frame::CompleteFirst { tx, crc, bytes, points } => {
                 out.extend_from_slice(&tx.0);
                 out.extend_from_slice(&crc.to_le_bytes());
                 out.extend_from_slice(&bytes.to_le_bytes());
@@ -530,6 +588,20 @@ impl Frame {
             }
             FrameType::Ping => Frame::Ping { nonce: r.u64().ok_or_else(truncated)? },
             FrameType::Pong => Frame::Pong { nonce: r.u64().ok_or_else(truncated)? },
+            FrameType::Peers => Frame::Peers,
+            FrameType::PeersOk => {
+                let count = r.u16().ok_or_else(truncated)? as usize;
+                if count > PEERS_MAX {
+                    return Err(malformed("more peers than PEERS_MAX"));
+                }
+                let mut peers = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let node_id = r.u16().ok_or_else(truncated)?;
+                    let address = utf8(text(&mut r))?;
+                    peers.push(Peer { node_id, address });
+                }
+                Frame::PeersOk { peers }
+            }
             FrameType::HelloOk => {
                 let version = r.u16().ok_or_else(truncated)?;
                 let max_frame_bytes = r.u32().ok_or_else(truncated)?;
@@ -551,6 +623,12 @@ impl Frame {
                 points: r.u64().ok_or_else(truncated)?,
             },
             FrameType::CompleteChecked => Frame::CompleteChecked {
+                tx: tx_id(&mut r).ok_or_else(truncated)?,
+                crc: r.u32().ok_or_else(truncated)?,
+                bytes: r.u64().ok_or_else(truncated)?,
+                points: r.u64().ok_or_else(truncated)?,
+            },
+            FrameType::CompleteFirst => Frame::CompleteFirst {
                 tx: tx_id(&mut r).ok_or_else(truncated)?,
                 crc: r.u32().ok_or_else(truncated)?,
                 bytes: r.u64().ok_or_else(truncated)?,

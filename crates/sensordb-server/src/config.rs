@@ -41,6 +41,8 @@
 //! ack = "local"                   # with node_id: "cassandra" acknowledges writes once they are in Cassandra at `consistency`
 //! dead_after_ms = 10000           # with ack = "cassandra": a node silent this long has its unflushed writes adopted
 //! wal_ttl_s = 86400               # with ack = "cassandra": how long acknowledged-write rows live in Cassandra
+//! commit_groups_in_flight = 8     # with ack = "cassandra": native commit groups waiting for Cassandra at once
+//! advertise = "10.0.0.5:7070"     # with ack = "cassandra": the native address told to clients asking for peers
 //! ```
 //! With no `[[tokens]]` the server accepts every request (a local development default, logged
 //! as a warning at start). Without `[cassandra]` sealed blocks stay in segment files under
@@ -180,6 +182,13 @@ pub struct CassandraConfig {
     pub dead_after_ms: u64,
     /// With `ack = "cassandra"`: how long acknowledged-write and transaction rows live (s).
     pub wal_ttl_s: u64,
+    /// With `ack = "cassandra"`: native commit groups written at once (each waits for its
+    /// `wal` row in Cassandra; see the committer). Without it groups are written one at a time.
+    pub commit_groups_in_flight: usize,
+    /// With `ack = "cassandra"`: `host:port` clients reach this node's native listener at, told
+    /// to clients that ask a node for its peers (protocol version 4, PEERS). Unset: the
+    /// `native_listen` address when it names one host and port (not 0.0.0.0, not port 0).
+    pub advertise: Option<String>,
 }
 
 /// The largest `[cassandra] node_id` (segment ids carry it in their top bits).
@@ -198,6 +207,8 @@ impl Default for CassandraConfig {
             ack: "local".to_string(),
             dead_after_ms: 10_000,
             wal_ttl_s: 86_400,
+            commit_groups_in_flight: 8,
+            advertise: None,
         }
     }
 }
@@ -206,6 +217,16 @@ impl CassandraConfig {
     /// Whether acknowledgements wait for Cassandra (`ack = "cassandra"`).
     pub fn acks_in_cassandra(&self) -> bool {
         self.ack == "cassandra"
+    }
+
+    /// The native address told to clients: `advertise`, else `native_listen` when it names one
+    /// host and port.
+    pub fn advertised_address(&self, native_listen: std::net::SocketAddr) -> Option<String> {
+        match &self.advertise {
+            Some(address) => Some(address.clone()),
+            None if native_listen.ip().is_unspecified() || native_listen.port() == 0 => None,
+            None => Some(native_listen.to_string()),
+        }
     }
 }
 
@@ -233,6 +254,15 @@ impl CassandraConfig {
         }
         if self.visibility_ms == 0 {
             return invalid("visibility_ms must be at least 1".into());
+        }
+        if let Some(address) = &self.advertise {
+            let (host, port) = address.rsplit_once(':').unwrap_or((address.as_str(), ""));
+            if host.is_empty() || port.parse::<u16>().map_or(true, |p| p == 0) {
+                return invalid(format!("advertise {address:?}: host:port"));
+            }
+        }
+        if self.commit_groups_in_flight == 0 || self.commit_groups_in_flight > 256 {
+            return invalid("commit_groups_in_flight must be 1 to 256".into());
         }
         match self.ack.as_str() {
             "local" => {}

@@ -93,7 +93,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let engine = match &config.cassandra {
         None => Engine::open(&config.data_dir, options),
         Some(cassandra) => {
-            let store = open_cassandra(cassandra)?;
+            let store = open_cassandra(cassandra, config.native_listen)?;
             cassandra_store = Some(store.clone());
             Engine::open_with_store(&config.data_dir, options, store)
         }
@@ -164,7 +164,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// The Cassandra store `[cassandra]` asks for (connects, and creates the keyspace if missing).
-fn open_cassandra(config: &sensordb_server::config::CassandraConfig) -> anyhow::Result<Arc<sensordb_cassandra::CassandraStore>> {
+fn open_cassandra(
+    config: &sensordb_server::config::CassandraConfig,
+    native_listen: std::net::SocketAddr,
+) -> anyhow::Result<Arc<sensordb_cassandra::CassandraStore>> {
     let consistency = sensordb_cassandra::consistency_from_name(&config.consistency)
         .with_context(|| format!("[cassandra] consistency {:?}", config.consistency))?;
     let options = sensordb_cassandra::CassandraOptions {
@@ -178,6 +181,7 @@ fn open_cassandra(config: &sensordb_server::config::CassandraConfig) -> anyhow::
         ack_writes: config.acks_in_cassandra(),
         dead_after: std::time::Duration::from_millis(config.dead_after_ms),
         wal_ttl: std::time::Duration::from_secs(config.wal_ttl_s),
+        advertise: config.advertised_address(native_listen),
         ..sensordb_cassandra::CassandraOptions::default()
     };
     let store = sensordb_cassandra::CassandraStore::open(options)

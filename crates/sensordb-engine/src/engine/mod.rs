@@ -442,6 +442,17 @@ impl Engine {
         self.inner.block_cache.query_start()
     }
 
+    /// The live nodes sharing the store and their native addresses ([`BlockStore::peers`]).
+    pub fn store_peers(&self) -> Vec<(u16, String)> {
+        self.inner.store.peers()
+    }
+
+    /// [`Engine::logged_mark`] of several (client, transaction) ids, in order, looked up at once
+    /// ([`BlockStore::logged_marks`]).
+    pub fn logged_marks(&self, ids: &[([u8; 16], [u8; 16])]) -> Result<Vec<Option<TxMark>>> {
+        self.inner.store.logged_marks(ids)
+    }
+
     /// Points of `series` in `[from, to)`, in time order, repeated timestamps resolved.
     pub fn read(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> RangeRead {
         let inner = &self.inner;

@@ -191,6 +191,17 @@ pub trait BlockStore: Send + Sync {
         let _ = (client, tx);
         Ok(None)
     }
+    /// The live nodes sharing this store, each with the native address clients reach it at
+    /// (node id, `host:port`), when the store knows them (a store shared by several servers).
+    /// Answered from memory: a server calls it on its async workers. Default: none.
+    fn peers(&self) -> Vec<(u16, String)> {
+        Vec::new()
+    }
+    /// [`BlockStore::logged_mark`] of several ids at once, in order: a store that asks over the
+    /// network overlaps the lookups (one wait for all). Default: one after the other.
+    fn logged_marks(&self, ids: &[([u8; 16], [u8; 16])]) -> Result<Vec<Option<crate::mark::TxMark>>> {
+        ids.iter().map(|(client, tx)| self.logged_mark(client, tx)).collect()
+    }
 
     // Read path.
 

@@ -55,6 +55,15 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
         (tx_strategy(), any::<bool>(), any::<u64>()).prop_map(|(tx, duplicate, points)| Frame::Completed { tx, duplicate, points }),
         tx_strategy().prop_map(|tx| Frame::Cancelled { tx }),
         any::<u64>().prop_map(|nonce| Frame::Pong { nonce }),
+        Just(Frame::Peers),
+        (tx_strategy(), any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(tx, crc, bytes, points)| Frame::CompleteFirst {
+            tx,
+            crc,
+            bytes,
+            points
+        }),
+        proptest::collection::vec((any::<u16>(), ".{0,30}"), 0..5)
+            .prop_map(|peers| Frame::PeersOk { peers: peers.into_iter().map(|(node_id, address)| Peer { node_id, address }).collect() }),
         (code_strategy(), any::<bool>(), proptest::option::of(tx_strategy()), any::<u32>(), ".{0,40}")
             .prop_map(|(code, fatal, tx, context, message)| Frame::Error { code, fatal, tx, context, message }),
     ]

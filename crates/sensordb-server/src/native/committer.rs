@@ -35,6 +35,20 @@
 //! up every small transaction: the server's engine does not throttle inside `write`
 //! (`ServerConfig::engine_options`); the server delays acknowledgements itself, per transaction,
 //! after the write.
+//!
+//! Groups in flight: with `[cassandra] ack = "cassandra"` a write returns only once its `wal`
+//! row is in Cassandra, a network round trip during which the local disk and CPU are idle. There
+//! the committer runs several threads (`groups_in_flight`, `[cassandra] commit_groups_in_flight`)
+//! that share the queue: the free thread takes everything queued, so while some groups wait for
+//! Cassandra the next one gathers and goes out; the bound (threads) and the queue's length are the
+//! backpressure. Groups of concurrent threads are independent writes, as concurrent HTTP writes
+//! are (`Engine::write` is safe to call from many threads; a transaction id is completed by one
+//! group at a time, its `CompletionGuard` sees to that). Locally it stays one thread (above).
+//!
+//! Cluster-wide ids: a job marked `look_up` (a COMPLETE of an id the node's window does not know,
+//! with `ack = "cassandra"`) may have been completed on another node. Its thread looks up all such
+//! ids of the group at once (`Engine::logged_marks`, one concurrent round of reads), answers those
+//! found *duplicate* without writing them, and writes the rest.
 
 use super::answer::{Answer, Outcome};
 use super::transaction::HeldBytes;
@@ -55,7 +69,7 @@ const QUEUE_LEN: usize = 4096;
 
 /// Told the points of each group's stored transactions, after they are durable and before
 /// their ids are recorded (so a retry answered from the log never sees them uncounted).
-pub type OnStored = Box<dyn Fn(u64) + Send>;
+pub type OnStored = Arc<dyn Fn(u64) + Send + Sync>;
 
 /// Where a transaction's outcome goes.
 pub enum Reply {
@@ -73,6 +87,8 @@ pub struct Job {
     /// The received bytes' permits, released once the batch is written (or failed).
     pub held: Vec<HeldBytes>,
     pub reply: Reply,
+    /// Look the id up among the marks other nodes logged before writing (see the module doc).
+    pub look_up: bool,
 }
 
 /// The handle that queues transactions for the committer thread; the thread ends when every
@@ -85,15 +101,57 @@ fn closed() -> Arc<EngineError> {
     Arc::new(EngineError::Closed)
 }
 
+/// The committer's threads; [`CommitterThreads::join`] them after dropping the [`Committer`].
+pub struct CommitterThreads(Vec<std::thread::JoinHandle<()>>);
+
+impl CommitterThreads {
+    /// Waits for every thread; the first panic's payload if one panicked.
+    pub fn join(self) -> std::thread::Result<()> {
+        let mut outcome = Ok(());
+        for thread in self.0 {
+            if let Err(panic) = thread.join() {
+                outcome = outcome.and(Err(panic));
+            }
+        }
+        outcome
+    }
+}
+
 impl Committer {
-    /// Starts the committer thread; join the handle after dropping the [`Committer`].
-    pub fn start(engine: Arc<Engine>, txlog: Arc<TxLog>, on_stored: OnStored) -> std::io::Result<(Committer, std::thread::JoinHandle<()>)> {
+    /// Starts the committer with one thread (one group at a time, as without Cassandra).
+    pub fn start(engine: Arc<Engine>, txlog: Arc<TxLog>, on_stored: OnStored) -> std::io::Result<(Committer, CommitterThreads)> {
+        Committer::start_with(engine, txlog, on_stored, 1)
+    }
+
+    /// Starts the committer with `groups_in_flight` threads (at least one) sharing its queue:
+    /// that many groups may be written at once (see the module doc).
+    pub fn start_with(
+        engine: Arc<Engine>,
+        txlog: Arc<TxLog>,
+        on_stored: OnStored,
+        groups_in_flight: usize,
+    ) -> std::io::Result<(Committer, CommitterThreads)> {
         let (queue, jobs) = mpsc::channel(QUEUE_LEN);
+        let jobs = Arc::new(parking_lot::Mutex::new(jobs));
         // Answers delayed by the disk-usage throttle wait on the runtime, not on this thread.
         let runtime = tokio::runtime::Handle::current();
-        let thread =
-            std::thread::Builder::new().name("sensordb-commit".into()).spawn(move || run(&engine, &txlog, &on_stored, &runtime, jobs))?;
-        Ok((Committer { queue }, thread))
+        let mut threads = Vec::new();
+        for n in 0..groups_in_flight.max(1) {
+            let (engine, txlog, on_stored, runtime, jobs) =
+                (engine.clone(), txlog.clone(), on_stored.clone(), runtime.clone(), jobs.clone());
+            let name = if n == 0 { "sensordb-commit".to_string() } else { format!("sensordb-commit-{n}") };
+            let thread = std::thread::Builder::new().name(name).spawn(move || run(&engine, &txlog, &*on_stored, &runtime, &jobs));
+            match thread {
+                Ok(thread) => threads.push(thread),
+                // The queue closes with the threads' receiver once the started ones end.
+                Err(error) if threads.is_empty() => return Err(error),
+                Err(error) => {
+                    tracing::warn!(%error, started = threads.len(), "could not start every committer thread");
+                    break;
+                }
+            }
+        }
+        Ok((Committer { queue }, CommitterThreads(threads)))
     }
 
     /// Queues `job` unless the queue is full (then it is given back) or the committer has
@@ -125,7 +183,7 @@ impl Committer {
     /// guard is dropped unrecorded and a retry may write).
     pub async fn commit(&self, batch: WriteBatch, points: u64, guard: CompletionGuard) -> Outcome {
         let (done, answer) = oneshot::channel();
-        self.submit(Job { batch, points, guard, held: Vec::new(), reply: Reply::Waiter(done) }).await;
+        self.submit(Job { batch, points, guard, held: Vec::new(), reply: Reply::Waiter(done), look_up: false }).await;
         answer.await.unwrap_or_else(|_| Err(closed()))
     }
 }
@@ -140,6 +198,14 @@ impl Job {
 }
 
 impl Reply {
+    /// Answers that the transaction was completed before (by another node), with `points`.
+    fn already_completed(self, points: u64) {
+        match self {
+            Reply::Waiter(done) => drop(done.send(Ok(()))),
+            Reply::Connection(answer) => answer.already_completed(points),
+        }
+    }
+
     fn send(self, outcome: Outcome, runtime: Option<&tokio::runtime::Handle>) {
         match self {
             // The task may have gone meanwhile; its transaction is stored all the same.
@@ -149,20 +215,79 @@ impl Reply {
     }
 }
 
-fn run(engine: &Engine, txlog: &TxLog, on_stored: &OnStored, runtime: &tokio::runtime::Handle, mut jobs: mpsc::Receiver<Job>) {
+/// Takes the next group: waits for one job, then takes what is queued behind it. Under the
+/// queue's lock, so with several threads the one waiting takes the whole backlog.
+fn next_group(jobs: &parking_lot::Mutex<mpsc::Receiver<Job>>, group: &mut Vec<Job>) -> bool {
+    let mut jobs = jobs.lock();
+    let Some(first) = jobs.blocking_recv() else { return false };
+    let mut value_bytes = first.batch.value_bytes();
+    group.push(first);
+    while group.len() < GROUP_TRANSACTIONS_MAX && value_bytes < GROUP_VALUE_BYTES_MAX {
+        match jobs.try_recv() {
+            Ok(job) => {
+                value_bytes += job.batch.value_bytes();
+                group.push(job);
+            }
+            Err(_) => break,
+        }
+    }
+    true
+}
+
+/// Answers the group's jobs whose ids another node completed (found in the store's marks) and
+/// takes them out of `group`; on a failed lookup, answers every job that needed one with the
+/// error (whether it completed elsewhere is unknown: the client retries).
+fn answer_completed_elsewhere(engine: &Engine, txlog: &TxLog, group: &mut Vec<Job>) {
+    let ids: Vec<([u8; 16], [u8; 16])> = group.iter().filter(|job| job.look_up).map(|job| job.guard.key()).collect();
+    if ids.is_empty() {
+        return;
+    }
+    let found = engine.logged_marks(&ids);
+    let mut found = match found {
+        Ok(found) => found.into_iter(),
+        Err(error) => {
+            let error = Arc::new(error);
+            for job in group.extract_if(.., |job| job.look_up) {
+                let Job { held, reply, .. } = job;
+                drop(held);
+                reply.send(Err(error.clone()), None);
+            }
+            return;
+        }
+    };
+    let mut remembered = Vec::new();
+    let mut kept = Vec::with_capacity(group.len());
+    for job in group.drain(..) {
+        let mark = if job.look_up { found.next().flatten() } else { None };
+        match mark {
+            Some(mark) => {
+                let Job { guard, held, reply, .. } = job;
+                drop(held);
+                remembered.push((guard, mark));
+                reply.already_completed(mark.points);
+            }
+            None => kept.push(job),
+        }
+    }
+    *group = kept;
+    if !remembered.is_empty() {
+        txlog.remember_all(remembered);
+    }
+}
+
+fn run(
+    engine: &Engine,
+    txlog: &TxLog,
+    on_stored: &(dyn Fn(u64) + Send + Sync),
+    runtime: &tokio::runtime::Handle,
+    jobs: &parking_lot::Mutex<mpsc::Receiver<Job>>,
+) {
     let mut merged = WriteBatch::new();
     let mut group = Vec::new();
-    while let Some(first) = jobs.blocking_recv() {
-        let mut value_bytes = first.batch.value_bytes();
-        group.push(first);
-        while group.len() < GROUP_TRANSACTIONS_MAX && value_bytes < GROUP_VALUE_BYTES_MAX {
-            match jobs.try_recv() {
-                Ok(job) => {
-                    value_bytes += job.batch.value_bytes();
-                    group.push(job);
-                }
-                Err(_) => break,
-            }
+    while next_group(jobs, &mut group) {
+        answer_completed_elsewhere(engine, txlog, &mut group);
+        if group.is_empty() {
+            continue;
         }
         let logs_marks = engine.logs_marks();
         let at_ns = now_ns();
@@ -263,7 +388,7 @@ mod tests {
             batch.push(series, t, Value::F64(t as f64)).expect("push");
         }
         let (done, answer) = oneshot::channel();
-        (Job { points: batch.len() as u64, batch, guard, held: Vec::new(), reply: Reply::Waiter(done) }, answer)
+        (Job { points: batch.len() as u64, batch, guard, held: Vec::new(), reply: Reply::Waiter(done), look_up: false }, answer)
     }
 
     #[tokio::test]
@@ -291,7 +416,7 @@ mod tests {
         let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let on_stored: OnStored = {
             let counted = counted.clone();
-            Box::new(move |points| {
+            Arc::new(move |points| {
                 counted.fetch_add(points, std::sync::atomic::Ordering::Relaxed);
             })
         };
@@ -319,6 +444,51 @@ mod tests {
         assert_eq!(counted.load(std::sync::atomic::Ordering::Relaxed), 30);
     }
 
+    /// Several groups in flight (as with `ack = "cassandra"`): every transaction of many
+    /// concurrent ones is stored once and remembered, whichever thread took it; jobs marked
+    /// `look_up` that no store knows are written like the others.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn groups_in_flight_store_every_transaction_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine =
+            Arc::new(Engine::open(dir.path(), EngineOptions { durability: Durability::Os, ..Default::default() }).expect("engine"));
+        let (log, _) = TxLog::open(dir.path(), TxLogOptions { sync: false, ..Default::default() }).expect("log");
+        engine.set_mark_sink(Some(log.clone()));
+        let series = engine.series_id(&SeriesKey::new("m", [("s", "many")], "v").expect("key"), ValueKind::F64).expect("series");
+        let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let on_stored: OnStored = {
+            let counted = counted.clone();
+            Arc::new(move |points| {
+                counted.fetch_add(points, std::sync::atomic::Ordering::Relaxed);
+            })
+        };
+        let (committer, threads) = Committer::start_with(engine.clone(), log.clone(), on_stored, 3).expect("committer");
+        assert_eq!(threads.0.len(), 3);
+        let committer = Arc::new(committer);
+        let commits: Vec<_> = (0u8..60)
+            .map(|n| {
+                let (log, committer) = (log.clone(), committer.clone());
+                tokio::spawn(async move {
+                    let Begin::Started(guard) = log.begin(([6; 16], [n; 16])).await else { panic!("new id") };
+                    let mut batch = WriteBatch::new();
+                    batch.push(series, i64::from(n), Value::F64(f64::from(n))).expect("push");
+                    let (done, answer) = oneshot::channel();
+                    let job = Job { batch, points: 1, guard, held: Vec::new(), reply: Reply::Waiter(done), look_up: n % 2 == 0 };
+                    committer.submit(job).await;
+                    answer.await.expect("answered")
+                })
+            })
+            .collect();
+        for commit in commits {
+            commit.await.expect("joins").expect("stored");
+        }
+        drop(committer);
+        threads.join().expect("every thread ends with the last handle");
+        assert_eq!(engine.read(series, 0, 100).points().count(), 60);
+        assert_eq!(counted.load(std::sync::atomic::Ordering::Relaxed), 60, "each counted once");
+        assert!((0u8..60).all(|n| log.lookup(&([6; 16], [n; 16])) == Some(1)), "every id remembered");
+    }
+
     /// A commit group costs one fdatasync, the WAL's: the ids travel in its record, and the
     /// log's file is written (and synced) by the engine's flush, off the commit path. Before,
     /// each group also synced the log's file.
@@ -338,7 +508,7 @@ mod tests {
         // The new series' catalog sync, out of the count.
         engine.write(&first).expect("written");
 
-        let (committer, thread) = Committer::start(engine.clone(), log.clone(), Box::new(|_| {})).expect("committer");
+        let (committer, thread) = Committer::start(engine.clone(), log.clone(), Arc::new(|_| {})).expect("committer");
         let (syncs_before, log_syncs_before) = (fs.data_syncs(), log.appends_synced());
         for n in 1..=5u8 {
             let Begin::Started(guard) = log.begin(([4; 16], [n; 16])).await else { panic!("new id") };

@@ -37,7 +37,10 @@ use crate::state::{ServerState, ShutdownSignal};
 use bytes::Bytes;
 use io::{read_loop, write_loop, HeldBack, Incoming, ReaderLink};
 use sensordb_engine::{SeriesId, SeriesKey, ValueKind};
-use sensordb_protocol::frame::{ErrorCode, Frame, TxId, ANSWERED_FRAME_VERSION, CHECKED_COMPLETE_VERSION, MIN_VERSION, VERSION};
+use sensordb_protocol::frame::{
+    ErrorCode, Frame, Peer, TxId, ANSWERED_FRAME_VERSION, CHECKED_COMPLETE_VERSION, FIRST_ATTEMPT_VERSION, MIN_VERSION, PEERS_MAX,
+    PEERS_VERSION, VERSION,
+};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -335,6 +338,19 @@ impl Connection {
             }
             Frame::DefineSeries { short_id, kind, key } => self.define_series(short_id, kind, key).await,
             Frame::Ping { nonce } => self.send(Frame::Pong { nonce }),
+            Frame::Peers if self.version < PEERS_VERSION => self.send(error_frame(
+                ErrorCode::UnknownFrameType,
+                false,
+                None,
+                0,
+                format!("PEERS needs protocol version {PEERS_VERSION}; this connection speaks version {}", self.version),
+            )),
+            Frame::Peers => {
+                // From the store's memory (the heartbeat thread's last read): no wait here.
+                let peers = self.state.engine.store_peers().into_iter().take(PEERS_MAX);
+                let peers = peers.map(|(node_id, address)| Peer { node_id, address }).collect();
+                self.send(Frame::PeersOk { peers });
+            }
             Frame::Create { tx } => {
                 if self.open.contains_key(&tx) || self.completing.contains(&tx) {
                     self.send(error_frame(
@@ -378,7 +394,7 @@ impl Connection {
                 }
                 None => self.not_open(tx, "CONFIRM"),
             },
-            Frame::Complete { tx } => self.complete(client_id, tx, None),
+            Frame::Complete { tx } => self.complete(client_id, tx, None, false),
             Frame::CompleteChecked { tx, crc, bytes, points } => {
                 if self.version < CHECKED_COMPLETE_VERSION {
                     self.send(error_frame(
@@ -392,9 +408,17 @@ impl Connection {
                         ),
                     ));
                 } else {
-                    self.complete(client_id, tx, Some((crc, bytes, points)));
+                    self.complete(client_id, tx, Some((crc, bytes, points)), false);
                 }
             }
+            Frame::CompleteFirst { tx, .. } if self.version < FIRST_ATTEMPT_VERSION => self.send(error_frame(
+                ErrorCode::UnknownFrameType,
+                false,
+                Some(tx),
+                0,
+                format!("COMPLETE_FIRST needs protocol version {FIRST_ATTEMPT_VERSION}; this connection speaks version {}", self.version),
+            )),
+            Frame::CompleteFirst { tx, crc, bytes, points } => self.complete(client_id, tx, Some((crc, bytes, points)), true),
             Frame::Cancel { tx } => {
                 if self.completing.contains(&tx) {
                     self.send(error_frame(

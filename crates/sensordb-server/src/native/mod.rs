@@ -59,11 +59,13 @@ pub async fn serve(listener: TcpListener, state: Arc<ServerState>, mut shutdown:
     }
     let on_stored = {
         let state = state.clone();
-        Box::new(move |points| {
+        Arc::new(move |points| {
             state.metrics.points_written.fetch_add(points, std::sync::atomic::Ordering::Relaxed);
         })
     };
-    let (committer, committer_thread) = match Committer::start(state.engine.clone(), txlog.clone(), on_stored) {
+    // Groups wait for Cassandra's round trip with `ack = "cassandra"`: several in flight then.
+    let groups_in_flight = state.config.cassandra.as_ref().filter(|c| c.acks_in_cassandra()).map_or(1, |c| c.commit_groups_in_flight);
+    let (committer, committer_thread) = match Committer::start_with(state.engine.clone(), txlog.clone(), on_stored, groups_in_flight) {
         Ok(started) => started,
         Err(error) => {
             tracing::error!(%error, "cannot start the committer thread; the native listener is closed");

@@ -507,6 +507,10 @@ impl CompletionGuard {
     }
 
     /// The completion mark to write with the transaction's points, completed at `at_ns`.
+    pub fn key(&self) -> TxKey {
+        self.key
+    }
+
     pub fn mark(&self, points: u64, at_ns: i64) -> TxMark {
         TxMark { client: self.key.0, tx: self.key.1, completed_at_ns: at_ns, points }
     }

@@ -1,9 +1,10 @@
 //! COMPLETE on a native connection: the checks against what was confirmed, then the hand-off of
 //! the transaction's batch, straight to the [`Committer`] in the common case, or to a
 //! completion task ([`finish`]) when that may mean waiting (a large batch, a disk that is full
-//! or about to be, an id another connection is completing, a full committer queue, or with
-//! `[cassandra] ack = "cassandra"` an id to look up in Cassandra first: another node may have
-//! completed it).
+//! or about to be, an id another connection is completing, a full committer queue). With
+//! `[cassandra] ack = "cassandra"` an id the node's window does not know may have been completed
+//! on another node: the committer looks up a small transaction's id with its group's others
+//! (one round of reads a group); [`finish`] looks up a large one's itself.
 
 use super::Connection;
 use crate::native::answer::{error_frame, Answer, Outcome};
@@ -18,8 +19,10 @@ use std::time::Instant;
 
 impl Connection {
     /// COMPLETE, or with `expected` (the client's checksum, bytes and points) COMPLETE_CHECKED,
-    /// which stores the transaction only if the server received exactly that.
-    pub(super) fn complete(&mut self, client_id: [u8; 16], tx: TxId, expected: Option<(u32, u64, u64)>) {
+    /// which stores the transaction only if the server received exactly that. `first_attempt`
+    /// (COMPLETE_FIRST): the client never completed this id before, anywhere, so no other node's
+    /// completions need be looked up.
+    pub(super) fn complete(&mut self, client_id: [u8; 16], tx: TxId, expected: Option<(u32, u64, u64)>, first_attempt: bool) {
         let confirmed = self.open.get(&tx).map(|open| (open.confirmed, (open.crc, open.bytes, open.points)));
         match confirmed {
             Some((true, received)) => {
@@ -74,16 +77,16 @@ impl Connection {
         // nobody else is completing, room in the committer's queue.
         let small = batch.value_bytes() <= SMALL_TRANSACTION_BYTES;
         // With acknowledgements in Cassandra an id unknown here may have been completed on
-        // another node: `finish` asks Cassandra before writing.
-        let cluster_ids = acks_in_cassandra(&self.state);
-        if small && !cluster_ids && self.state.engine.admit(Instant::now()).is_ok_and(|admission| admission != Admission::WaitForSpace) {
+        // another node: the committer looks it up (with its group's others) before writing.
+        let look_up = acks_in_cassandra(&self.state) && !first_attempt;
+        if small && self.state.engine.admit(Instant::now()).is_ok_and(|admission| admission != Admission::WaitForSpace) {
             match self.txlog.try_begin(key) {
                 Some(Begin::Known(points)) => {
                     drop(held);
                     return answer.already_completed(points);
                 }
                 Some(Begin::Started(guard)) => {
-                    let job = Job { batch, points, guard, held, reply: Reply::Connection(answer) };
+                    let job = Job { batch, points, guard, held, reply: Reply::Connection(answer), look_up };
                     if let Err(job) = self.committer.try_submit(job) {
                         let committer = self.committer.clone();
                         tokio::spawn(async move { committer.submit(job).await });
@@ -94,11 +97,15 @@ impl Connection {
             }
         }
         let (txlog, committer) = (self.txlog.clone(), self.committer.clone());
-        tokio::spawn(finish(txlog, committer, key, batch, points, held, answer));
+        tokio::spawn(finish(txlog, committer, key, batch, points, held, answer, look_up));
     }
 }
 
-/// Makes a transaction durable (once) and answers its COMPLETE, when that may mean waiting.
+/// Makes a transaction durable (once) and answers its COMPLETE, when that may mean waiting;
+/// with `look_up`, first asks whether another node completed the id (a large transaction's own
+/// lookup; a small one's is the committer's).
+// The transaction's parts as the connection hands them over; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn finish(
     txlog: Arc<TxLog>,
     committer: Arc<Committer>,
@@ -107,6 +114,7 @@ async fn finish(
     points: u64,
     held: Vec<HeldBytes>,
     mut answer: Answer,
+    look_up: bool,
 ) {
     let state = answer.state.clone();
     let guard = match txlog.begin(key).await {
@@ -117,7 +125,9 @@ async fn finish(
         }
         Begin::Started(guard) => guard,
     };
-    if acks_in_cassandra(&state) {
+    let small = batch.value_bytes() <= SMALL_TRANSACTION_BYTES;
+    if look_up && !small {
+        // (A small one is looked up by the committer, with its group's others.)
         // A retry sent here after its first attempt completed on another node: that node
         // logged the id in Cassandra with the points (see sensordb-cassandra's `wal`).
         let engine = state.engine.clone();
@@ -147,8 +157,8 @@ async fn finish(
         return answer.deliver(Err(Arc::new(error)), None);
     }
     answer.started = Instant::now();
-    if batch.value_bytes() <= SMALL_TRANSACTION_BYTES {
-        return committer.submit(Job { batch, points, guard, held, reply: Reply::Connection(answer) }).await;
+    if small {
+        return committer.submit(Job { batch, points, guard, held, reply: Reply::Connection(answer), look_up }).await;
     }
     let writer = state.clone();
     let task = tokio::task::spawn_blocking(move || {
