@@ -93,16 +93,7 @@ fn derive(series: &[StoredSeries]) -> Derived {
         tag_sets.push(start..start + length);
         start += length;
     }
-    let mut field_names: Vec<Arc<str>> = Vec::new();
-    for s in series {
-        // Equal names share their allocation in the engine's lists: known pointers skip the search.
-        if field_names.iter().rev().take(16).any(|known| Arc::ptr_eq(known, &s.field)) {
-            continue;
-        }
-        if let Err(at) = field_names.binary_search_by(|known| (**known).cmp(&*s.field)) {
-            field_names.insert(at, s.field.clone());
-        }
-    }
+    let field_names = crate::select::distinct_sorted(series.iter().map(|s| &s.field)).into_iter().cloned().collect();
     let mut tag_keys: Vec<String> = by_tag.keys().cloned().collect();
     tag_keys.sort_unstable();
     Derived { tag_sets, field_names, by_tag, tag_keys }

@@ -86,7 +86,7 @@ fn run_as_tables(
     budget: &Budget,
 ) -> Result<Vec<Table>, QueryError> {
     let (groups, order_rows) = run_groups(context, statement, outer_range, per_series_limit, budget)?;
-    Ok(finish_tables(statement, groups.into_iter().map(GroupRows::into_table).collect(), order_rows))
+    Ok(finish(statement, groups.into_iter().map(GroupRows::into_table).collect(), order_rows))
 }
 
 /// The answer of one group: result series (aggregates, rows limited per stored series) or raw
@@ -249,64 +249,64 @@ fn run_groups(
     Ok((out, !rows_limited))
 }
 
-/// Orders and limits the rows of each series (unless `order_rows` is false: they were limited
-/// already), drops empty series, then orders the series and applies SOFFSET and SLIMIT.
-fn finish(statement: &SelectStatement, all: Vec<ResultSeries>, order_rows: bool) -> Vec<ResultSeries> {
-    let mut series = Vec::with_capacity(all.len());
-    for mut out in all {
-        if order_rows {
-            order_and_limit(statement, &mut out.rows);
-        }
-        if !out.rows.is_empty() {
-            series.push(out);
-        }
-    }
-    if statement.order == SortOrder::Descending {
-        series.reverse();
-    }
-    let series_offset = statement.series_offset.unwrap_or(0) as usize;
-    series.drain(..series_offset.min(series.len()));
-    if let Some(limit) = statement.series_limit {
-        series.truncate(limit as usize);
-    }
-    series
+/// A group's answer as [`finish`] orders and limits it: result rows, or a subquery's table.
+trait GroupAnswer {
+    /// Puts the rows in the statement's order and applies its OFFSET and LIMIT.
+    fn order_and_limit(&mut self, statement: &SelectStatement);
+    fn has_rows(&self) -> bool;
 }
 
-/// [`finish`] for a subquery's tables.
-fn finish_tables(statement: &SelectStatement, all: Vec<Table>, order_rows: bool) -> Vec<Table> {
-    let mut tables = Vec::with_capacity(all.len());
-    for mut table in all {
-        if order_rows {
-            if statement.order == SortOrder::Descending {
-                table.reverse_rows();
-            }
-            table.cut_rows(statement.offset.unwrap_or(0) as usize, statement.limit.map(|l| l as usize));
+impl GroupAnswer for ResultSeries {
+    fn order_and_limit(&mut self, statement: &SelectStatement) {
+        if statement.order == SortOrder::Descending {
+            self.rows.reverse();
         }
-        if !table.times.is_empty() {
-            tables.push(table);
+        let offset = statement.offset.unwrap_or(0) as usize;
+        self.rows.drain(..offset.min(self.rows.len()));
+        if let Some(limit) = statement.limit {
+            self.rows.truncate(limit as usize);
         }
     }
-    if statement.order == SortOrder::Descending {
-        tables.reverse();
+
+    fn has_rows(&self) -> bool {
+        !self.rows.is_empty()
     }
-    let series_offset = statement.series_offset.unwrap_or(0) as usize;
-    tables.drain(..series_offset.min(tables.len()));
-    if let Some(limit) = statement.series_limit {
-        tables.truncate(limit as usize);
-    }
-    tables
 }
 
-/// Puts rows in the statement's order and applies its OFFSET and LIMIT.
-fn order_and_limit(statement: &SelectStatement, rows: &mut Vec<crate::result::ResultRow>) {
+impl GroupAnswer for Table {
+    fn order_and_limit(&mut self, statement: &SelectStatement) {
+        if statement.order == SortOrder::Descending {
+            self.reverse_rows();
+        }
+        self.cut_rows(statement.offset.unwrap_or(0) as usize, statement.limit.map(|l| l as usize));
+    }
+
+    fn has_rows(&self) -> bool {
+        !self.times.is_empty()
+    }
+}
+
+/// Orders and limits the rows of each group (unless `order_rows` is false: they were limited
+/// already), drops empty groups, then orders the groups and applies SOFFSET and SLIMIT.
+fn finish<G: GroupAnswer>(statement: &SelectStatement, all: Vec<G>, order_rows: bool) -> Vec<G> {
+    let mut groups = Vec::with_capacity(all.len());
+    for mut group in all {
+        if order_rows {
+            group.order_and_limit(statement);
+        }
+        if group.has_rows() {
+            groups.push(group);
+        }
+    }
     if statement.order == SortOrder::Descending {
-        rows.reverse();
+        groups.reverse();
     }
-    let offset = statement.offset.unwrap_or(0) as usize;
-    rows.drain(..offset.min(rows.len()));
-    if let Some(limit) = statement.limit {
-        rows.truncate(limit as usize);
+    let series_offset = statement.series_offset.unwrap_or(0) as usize;
+    groups.drain(..series_offset.min(groups.len()));
+    if let Some(limit) = statement.series_limit {
+        groups.truncate(limit as usize);
     }
+    groups
 }
 
 /// The rows of a raw subquery limited as InfluxDB 1.8's engine limits them when the outer
