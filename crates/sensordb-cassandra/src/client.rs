@@ -19,7 +19,10 @@ use crate::schema::{series_bucket, SegmentState, Statements};
 use futures_util::future::try_join_all;
 use futures_util::StreamExt;
 use scylla::client::session::Session;
+use scylla::deserialize::row::DeserializeRow;
+use scylla::serialize::row::SerializeRow;
 use scylla::statement::batch::{Batch, BatchType};
+use scylla::statement::prepared::PreparedStatement;
 use scylla::value::MaybeUnset;
 use std::future::Future;
 use std::sync::Arc;
@@ -198,24 +201,48 @@ impl Connection {
             .map_err(|e| CassandraError::Request { what: "commit group", source: boxed(e) })
     }
 
-    /// Every group row of `segment`, by position.
-    pub async fn select_groups(&self, segment: i64) -> Result<Vec<GroupRow>, CassandraError> {
+    /// Every row of `statement` bound to `values`, read page by page under one in-flight
+    /// permit; `what` names the read in its errors.
+    pub(crate) async fn select_all<R>(
+        &self,
+        statement: &PreparedStatement,
+        values: impl SerializeRow,
+        what: &'static str,
+    ) -> Result<Vec<R>, CassandraError>
+    where
+        R: for<'frame, 'metadata> DeserializeRow<'frame, 'metadata> + Unpin,
+    {
         let _permit = self.permit().await?;
-        let what = CassandraError::request("read groups");
         let mut rows = self
             .session
-            .execute_iter(self.statements.select_groups.clone(), (segment,))
+            .execute_iter(statement.clone(), values)
             .await
             .map_err(boxed)
-            .and_then(|pager| pager.rows_stream::<(i64, i64, i64, Vec<u8>, Option<Vec<u8>>)>().map_err(boxed))
-            .map_err(what)?;
-        let mut groups = Vec::new();
+            .and_then(|pager| pager.rows_stream::<R>().map_err(boxed))
+            .map_err(CassandraError::request(what))?;
+        let mut all = Vec::new();
         while let Some(row) = rows.next().await {
-            let (position, end_position, wal_checkpoint, entries, expiries) =
-                row.map_err(|e| CassandraError::Request { what: "read groups", source: boxed(e) })?;
-            groups.push(GroupRow { segment, position, end_position, wal_checkpoint, entries, expiries });
+            all.push(row.map_err(|e| CassandraError::Request { what, source: boxed(e) })?);
         }
-        Ok(groups)
+        Ok(all)
+    }
+
+    /// Every group row of `segment`, by position.
+    pub async fn select_groups(&self, segment: i64) -> Result<Vec<GroupRow>, CassandraError> {
+        // Position, end position, WAL checkpoint, entries, expiries.
+        type Columns = (i64, i64, i64, Vec<u8>, Option<Vec<u8>>);
+        let rows: Vec<Columns> = self.select_all(&self.statements.select_groups, (segment,), "read groups").await?;
+        Ok(rows
+            .into_iter()
+            .map(|(position, end_position, wal_checkpoint, entries, expiries)| GroupRow {
+                segment,
+                position,
+                end_position,
+                wal_checkpoint,
+                entries,
+                expiries,
+            })
+            .collect())
     }
 
     /// Deletes the group rows of `segment` (one partition tombstone).
@@ -249,21 +276,13 @@ impl Connection {
 
     /// Every segment row of node `scope`: id, raw state, and whether it is sealed.
     pub async fn select_segments(&self, scope: i32) -> Result<Vec<(i64, i8, bool)>, CassandraError> {
-        let _permit = self.permit().await?;
-        let mut rows = self
-            .session
-            .execute_iter(self.statements.select_segments.clone(), (scope,))
-            .await
-            .map_err(boxed)
-            .and_then(|pager| pager.rows_stream::<(i64, Option<i8>, Option<bool>)>().map_err(boxed))
-            .map_err(CassandraError::request("read segments"))?;
-        let mut segments = Vec::new();
-        while let Some(row) = rows.next().await {
-            let (id, state, sealed) = row.map_err(|e| CassandraError::Request { what: "read segments", source: boxed(e) })?;
-            // A row whose state was never set is a segment being created: treat it as unfinished.
-            segments.push((id, state.unwrap_or(SegmentState::Writing as i8), sealed.unwrap_or(false)));
-        }
-        Ok(segments)
+        let rows: Vec<(i64, Option<i8>, Option<bool>)> =
+            self.select_all(&self.statements.select_segments, (scope,), "read segments").await?;
+        // A row whose state was never set is a segment being created: treat it as unfinished.
+        Ok(rows
+            .into_iter()
+            .map(|(id, state, sealed)| (id, state.unwrap_or(SegmentState::Writing as i8), sealed.unwrap_or(false)))
+            .collect())
     }
 
     /// Tells other nodes that this node's segment takes no more groups.
@@ -288,19 +307,8 @@ impl Connection {
 
     /// The ids of the nodes sharing the keyspace.
     pub async fn select_nodes(&self) -> Result<Vec<i32>, CassandraError> {
-        let _permit = self.permit().await?;
-        let mut rows = self
-            .session
-            .execute_iter(self.statements.select_nodes.clone(), ())
-            .await
-            .map_err(boxed)
-            .and_then(|pager| pager.rows_stream::<(i32,)>().map_err(boxed))
-            .map_err(CassandraError::request("read nodes"))?;
-        let mut nodes = Vec::new();
-        while let Some(row) = rows.next().await {
-            nodes.push(row.map_err(|e| CassandraError::Request { what: "read nodes", source: boxed(e) })?.0);
-        }
-        Ok(nodes)
+        let rows: Vec<(i32,)> = self.select_all(&self.statements.select_nodes, (), "read nodes").await?;
+        Ok(rows.into_iter().map(|(node,)| node).collect())
     }
 
     /// Publishes series of this node: (id, canonical key, kind), at most the in-flight bound at
@@ -320,19 +328,7 @@ impl Connection {
 
     /// The series node `node` published in `bucket`: (id, canonical key, kind).
     pub async fn select_series(&self, node: i32, bucket: i32) -> Result<Vec<(i64, String, i8)>, CassandraError> {
-        let _permit = self.permit().await?;
-        let mut rows = self
-            .session
-            .execute_iter(self.statements.select_series.clone(), (node, bucket))
-            .await
-            .map_err(boxed)
-            .and_then(|pager| pager.rows_stream::<(i64, String, i8)>().map_err(boxed))
-            .map_err(CassandraError::request("read series"))?;
-        let mut series = Vec::new();
-        while let Some(row) = rows.next().await {
-            series.push(row.map_err(|e| CassandraError::Request { what: "read series", source: boxed(e) })?);
-        }
-        Ok(series)
+        self.select_all(&self.statements.select_series, (node, bucket), "read series").await
     }
 
     /// Writes database definitions: (name, definition), last write wins.
@@ -349,19 +345,7 @@ impl Connection {
 
     /// Every shared database definition: (name, definition).
     pub async fn select_databases(&self) -> Result<Vec<(String, String)>, CassandraError> {
-        let _permit = self.permit().await?;
-        let mut rows = self
-            .session
-            .execute_iter(self.statements.select_databases.clone(), ())
-            .await
-            .map_err(boxed)
-            .and_then(|pager| pager.rows_stream::<(String, String)>().map_err(boxed))
-            .map_err(CassandraError::request("read database definitions"))?;
-        let mut definitions = Vec::new();
-        while let Some(row) = rows.next().await {
-            definitions.push(row.map_err(|e| CassandraError::Request { what: "read database definitions", source: boxed(e) })?);
-        }
-        Ok(definitions)
+        self.select_all(&self.statements.select_databases, (), "read database definitions").await
     }
 
     /// Deletes a segment's row, the last step of removing it.

@@ -14,7 +14,6 @@
 use crate::error::{boxed, CassandraError};
 use crate::store::CassandraStore;
 use crate::wal::{now_ms, AckLog};
-use futures_util::StreamExt;
 use parking_lot::Mutex;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
@@ -85,22 +84,8 @@ pub(crate) fn refresh(store: &CassandraStore, log: &Arc<AckLog>) -> Result<(), C
     let addresses = {
         let log = log.clone();
         store.client.bridge.run(move |c| async move {
-            let _permit = c.permit().await?;
-            let mut rows = c
-                .session
-                .execute_iter(log.peers.select.clone(), ())
-                .await
-                .map_err(boxed)
-                .and_then(|pager| pager.rows_stream::<(i32, Option<String>)>().map_err(boxed))
-                .map_err(CassandraError::request("read node addresses"))?;
-            let mut addresses = HashMap::new();
-            while let Some(row) = rows.next().await {
-                let (node, native) = row.map_err(|e| CassandraError::Request { what: "read node addresses", source: boxed(e) })?;
-                if let (Ok(node), Some(native)) = (u16::try_from(node), native) {
-                    addresses.insert(node, native);
-                }
-            }
-            Ok(addresses)
+            let rows: Vec<(i32, Option<String>)> = c.select_all(&log.peers.select, (), "read node addresses").await?;
+            Ok(rows.into_iter().filter_map(|(node, native)| Some((u16::try_from(node).ok()?, native?))).collect::<HashMap<u16, String>>())
         })?
     };
     let now = now_ms();

@@ -32,7 +32,6 @@
 use crate::error::{boxed, CassandraError};
 use crate::store::CassandraStore;
 use futures_util::future::try_join_all;
-use futures_util::StreamExt;
 use parking_lot::Mutex;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
@@ -323,22 +322,14 @@ pub(crate) fn logged_marks(
 pub(crate) fn nodes(store: &CassandraStore, log: &Arc<AckLog>) -> Result<Vec<WalNode>, CassandraError> {
     let log = log.clone();
     store.client.bridge.run(move |c| async move {
-        let _permit = c.permit().await?;
-        let mut rows = c
-            .session
-            .execute_iter(log.statements.select_nodes.clone(), ())
-            .await
-            .map_err(boxed)
-            .and_then(|pager| pager.rows_stream::<(i32, Option<i64>, Option<i64>)>().map_err(boxed))
-            .map_err(CassandraError::request("read wal nodes"))?;
-        let mut nodes = Vec::new();
-        while let Some(row) = rows.next().await {
-            let (node, heartbeat, flushed) = row.map_err(|e| CassandraError::Request { what: "read wal nodes", source: boxed(e) })?;
-            if let Ok(node) = u16::try_from(node) {
-                nodes.push(WalNode { node, heartbeat_ms: heartbeat.unwrap_or(0), flushed_before: flushed.unwrap_or(0) });
-            }
-        }
-        Ok(nodes)
+        let rows: Vec<(i32, Option<i64>, Option<i64>)> = c.select_all(&log.statements.select_nodes, (), "read wal nodes").await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(node, heartbeat, flushed)| {
+                let node = u16::try_from(node).ok()?;
+                Some(WalNode { node, heartbeat_ms: heartbeat.unwrap_or(0), flushed_before: flushed.unwrap_or(0) })
+            })
+            .collect())
     })
 }
 
@@ -389,18 +380,9 @@ fn read_rows(store: &CassandraStore, log: &Arc<AckLog>, node: u16, from: u64) ->
     store.client.bridge.run(move |c| async move {
         let mut rows = Vec::new();
         for slot in first_slot..=last_slot {
-            let _permit = c.permit().await?;
-            let mut pages = c
-                .session
-                .execute_iter(log.statements.select_slot.clone(), (i32::from(node), slot, from as i64))
-                .await
-                .map_err(boxed)
-                .and_then(|pager| pager.rows_stream::<(i64, Vec<u8>)>().map_err(boxed))
-                .map_err(CassandraError::request("read wal rows"))?;
-            while let Some(row) = pages.next().await {
-                let (sequence, record) = row.map_err(|e| CassandraError::Request { what: "read wal rows", source: boxed(e) })?;
-                rows.push((sequence as u64, record));
-            }
+            let slot_rows: Vec<(i64, Vec<u8>)> =
+                c.select_all(&log.statements.select_slot, (i32::from(node), slot, from as i64), "read wal rows").await?;
+            rows.extend(slot_rows.into_iter().map(|(sequence, record)| (sequence as u64, record)));
         }
         Ok(rows)
     })
