@@ -413,13 +413,7 @@ mod tests {
 
         // Through the thread: every queued transaction answered, ids recorded once durable.
         let engine = Arc::new(engine);
-        let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let on_stored: OnStored = {
-            let counted = counted.clone();
-            Arc::new(move |points| {
-                counted.fetch_add(points, std::sync::atomic::Ordering::Relaxed);
-            })
-        };
+        let (counted, on_stored) = counting_on_stored();
         let (committer, thread) = Committer::start(engine.clone(), log.clone(), on_stored).expect("committer");
         let committer = Arc::new(committer);
         let commits: Vec<_> = (10u8..40)
@@ -444,6 +438,18 @@ mod tests {
         assert_eq!(counted.load(std::sync::atomic::Ordering::Relaxed), 30);
     }
 
+    /// A stored-points callback and the count it keeps.
+    fn counting_on_stored() -> (Arc<std::sync::atomic::AtomicU64>, OnStored) {
+        let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let on_stored: OnStored = {
+            let counted = counted.clone();
+            Arc::new(move |points| {
+                counted.fetch_add(points, std::sync::atomic::Ordering::Relaxed);
+            })
+        };
+        (counted, on_stored)
+    }
+
     /// Several groups in flight (as with `ack = "cassandra"`): every transaction of many
     /// concurrent ones is stored once and remembered, whichever thread took it; jobs marked
     /// `look_up` that no store knows are written like the others.
@@ -455,13 +461,7 @@ mod tests {
         let (log, _) = TxLog::open(dir.path(), TxLogOptions { sync: false, ..Default::default() }).expect("log");
         engine.set_mark_sink(Some(log.clone()));
         let series = engine.series_id(&SeriesKey::new("m", [("s", "many")], "v").expect("key"), ValueKind::F64).expect("series");
-        let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let on_stored: OnStored = {
-            let counted = counted.clone();
-            Arc::new(move |points| {
-                counted.fetch_add(points, std::sync::atomic::Ordering::Relaxed);
-            })
-        };
+        let (counted, on_stored) = counting_on_stored();
         let (committer, threads) = Committer::start_with(engine.clone(), log.clone(), on_stored, 3).expect("committer");
         assert_eq!(threads.0.len(), 3);
         let committer = Arc::new(committer);
