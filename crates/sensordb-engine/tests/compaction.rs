@@ -3,7 +3,7 @@
 //! crash at any step of a compaction loses and duplicates nothing.
 
 use sensordb_engine::test_support::fs::FaultyFs;
-use sensordb_engine::{Durability, Engine, EngineOptions, RealFs, SeriesId, SeriesKey, Value, ValueKind, WriteBatch};
+use sensordb_engine::{Durability, Engine, EngineOptions, RealFs, ReclaimOptions, SeriesId, SeriesKey, Value, ValueKind, WriteBatch};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -16,6 +16,9 @@ fn options(fs: Arc<dyn sensordb_engine::FileSystem>) -> EngineOptions {
         segment_bytes_max: 64 * 1024,
         // Explicit compactions only, so each test controls when it happens.
         background_compaction: false,
+        // The host's disk may be nearly full (above the throttle threshold), which would make
+        // compactions back off with `NoSpace`; these tests are about compaction, not the host.
+        reclaim: ReclaimOptions { file_system_usage: false, ..ReclaimOptions::default() },
         fs,
         ..EngineOptions::default()
     }

@@ -62,6 +62,14 @@ fn segment_ids(data: &Path) -> Vec<u64> {
 }
 
 /// A file system of 1 GiB with `available` bytes left: full of other processes' files.
+/// A file system whose `statvfs` says half of it is free until a test says otherwise, so the
+/// host's own disk (which may be nearly full where the tests run) decides nothing here.
+fn disk_with_room() -> FaultyFs {
+    let disk = FaultyFs::new(Arc::new(RealFs));
+    disk.set_reported_space(filled_by_others(1 << 29));
+    disk
+}
+
 fn filled_by_others(available: u64) -> Option<DiskSpace> {
     Some(DiskSpace { total_bytes: 1 << 30, available_bytes: available })
 }
@@ -72,7 +80,7 @@ fn filled_by_others(available: u64) -> Option<DiskSpace> {
 #[test]
 fn a_file_system_filled_by_others_deletes_no_live_data_and_writes_are_refused_instead() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let disk = FaultyFs::new(Arc::new(RealFs));
+    let disk = disk_with_room();
     let now = 10 * HOUR;
     let engine = Engine::open(dir.path(), EngineOptions { clock: Arc::new(move || now), ..options(&disk) }).expect("open");
     let kept = series(&engine, "kept", 0);
@@ -125,7 +133,7 @@ fn a_file_system_filled_by_others_deletes_no_live_data_and_writes_are_refused_in
 #[test]
 fn sensordb_s_own_files_over_its_capacity_still_evict_the_oldest() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let disk = FaultyFs::new(Arc::new(RealFs));
+    let disk = disk_with_room();
     let engine = Engine::open(dir.path(), options(&disk)).expect("open");
     let id = series(&engine, "d", 0);
     for hour in 0..10 {
@@ -165,7 +173,7 @@ fn by_default_a_write_on_a_full_disk_is_answered_within_common_client_timeouts()
     assert!(ReclaimOptions::default().full_wait_max < TELEGRAF_TIMEOUT, "{:?}", ReclaimOptions::default().full_wait_max);
     for (case, full_statvfs) in [("statvfs says full", true), ("ENOSPC from the write", false)] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let disk = FaultyFs::new(Arc::new(RealFs));
+        let disk = disk_with_room();
         let mut opened = EngineOptions { fs: Arc::new(disk.clone()), ..EngineOptions::default() };
         opened.reclaim.file_system_usage = full_statvfs;
         let engine = Arc::new(Engine::open(dir.path(), opened).expect("open"));
@@ -192,7 +200,7 @@ fn by_default_a_write_on_a_full_disk_is_answered_within_common_client_timeouts()
         assert!(took >= Duration::from_secs(1), "{case}: it waited for space first ({took:?})");
         writer.join().expect("writer");
         disk.set_space_left(None);
-        disk.set_reported_space(None);
+        disk.set_reported_space(filled_by_others(1 << 29));
     }
 }
 
@@ -202,7 +210,7 @@ fn by_default_a_write_on_a_full_disk_is_answered_within_common_client_timeouts()
 #[test]
 fn closing_on_a_full_disk_is_prompt_loses_nothing_and_leaves_no_temporary_segment() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let disk = FaultyFs::new(Arc::new(RealFs));
+    let disk = disk_with_room();
     let engine = Engine::open(dir.path(), EngineOptions { segment_bytes_max: 1 << 30, ..options(&disk) }).expect("open");
     let id = series(&engine, "d", 0);
     for hour in 0..3 {
@@ -226,7 +234,7 @@ fn closing_on_a_full_disk_is_prompt_loses_nothing_and_leaves_no_temporary_segmen
 #[test]
 fn a_compaction_that_meets_a_full_disk_leaves_no_temporary_segment_and_burns_no_id() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let disk = FaultyFs::new(Arc::new(RealFs));
+    let disk = disk_with_room();
     let engine = Engine::open(dir.path(), options(&disk)).expect("open");
     let id = series(&engine, "d", 0);
     for hour in 0..4 {
@@ -256,7 +264,7 @@ fn a_compaction_that_meets_a_full_disk_leaves_no_temporary_segment_and_burns_no_
 #[test]
 fn a_start_with_no_space_left_serves_reads_and_refuses_writes_until_space_returns() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let disk = FaultyFs::new(Arc::new(RealFs));
+    let disk = disk_with_room();
     // Segments seal only at close: the kill below leaves the open one unsealed.
     let engine = Engine::open(dir.path(), EngineOptions { segment_bytes_max: 1 << 30, ..options(&disk) }).expect("open");
     let id = series(&engine, "d", 0);
@@ -288,7 +296,7 @@ fn a_start_with_no_space_left_serves_reads_and_refuses_writes_until_space_return
 #[test]
 fn under_enospc_background_flushes_and_compactions_back_off_instead_of_spinning() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let disk = FaultyFs::new(Arc::new(RealFs));
+    let disk = disk_with_room();
     // Four sealed segments of short blocks: work for the compactor.
     {
         let engine = Engine::open(dir.path(), options(&disk)).expect("open");

@@ -15,7 +15,13 @@ fn key(device: u32, field: &str) -> SeriesKey {
 fn one_point_each_for_many_series_is_flushed_within_the_memory_bound() {
     let dir = tempfile::tempdir().expect("tempdir");
     let bound = 1 << 20;
-    let options = EngineOptions { durability: Durability::None, memtable_bytes_max: bound, ..EngineOptions::default() };
+    // Writers slowed by a nearly full host disk would keep the memtable from filling.
+    let options = EngineOptions {
+        durability: Durability::None,
+        memtable_bytes_max: bound,
+        reclaim: ReclaimOptions { file_system_usage: false, ..ReclaimOptions::default() },
+        ..EngineOptions::default()
+    };
     let engine = Engine::open(dir.path(), options).expect("open");
     let (devices, per_batch) = (40_000u32, 2_000u32);
     // One point per series costs 16 bytes of points: 80,000 series hold 1.28 MB of points but
@@ -54,7 +60,11 @@ fn one_point_each_for_many_series_is_flushed_within_the_memory_bound() {
 #[test]
 fn every_key_keeps_its_id_across_restarts() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = EngineOptions { durability: Durability::Os, ..EngineOptions::default() };
+    let options = EngineOptions {
+        durability: Durability::Os,
+        reclaim: ReclaimOptions { file_system_usage: false, ..ReclaimOptions::default() },
+        ..EngineOptions::default()
+    };
     let devices = 30_000u32;
     // Key, kind, id, deleted.
     let mut ids: Vec<(SeriesKey, ValueKind, sensordb_engine::SeriesId, bool)> = Vec::new();
