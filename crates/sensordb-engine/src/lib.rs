@@ -89,7 +89,7 @@ pub use wal::Durability;
 pub use batch::{BatchKindError, SeriesPoints, WriteBatch};
 pub use mark::{MarkSink, TxMark};
 // Read.
-pub use catalog::SeriesEntry;
+pub use catalog::{SeriesCursor, SeriesEntry};
 pub use memtable::SERIES_OVERHEAD_BYTES;
 pub use query::{Chunk, ChunkView, Points, RangeRead};
 // Statistics, recovery, maintenance.

@@ -76,6 +76,14 @@ pub struct SeriesEntry {
     pub kind: ValueKind,
 }
 
+/// Where a reader of the catalog stood: how many series had been created (they are appended,
+/// never reordered) and how many deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeriesCursor {
+    created: usize,
+    deletions: u64,
+}
+
 struct State {
     /// Key text, kind and deletion of every series (index = id - 1); live ones by text. A
     /// deleted key is free for a new id.
@@ -87,6 +95,10 @@ struct State {
 }
 
 impl State {
+    fn cursor(&self) -> SeriesCursor {
+        SeriesCursor { created: self.keys.len(), deletions: self.deletions }
+    }
+
     /// The entry of the series at `index` (id - 1), its key parsed from the text.
     fn entry(&self, index: usize) -> Option<SeriesEntry> {
         let kind = ValueKind::try_from(self.keys.kind_byte(index)?).ok()?;
@@ -574,12 +586,49 @@ impl Catalog {
     /// Live series of `database` (any when `None`) and `measurement` (any when `None`) whose
     /// tags include every `(key, value)` of `tag_filter`, in id order.
     pub fn select(&self, database: Option<&str>, measurement: Option<&str>, tag_filter: &[(&str, &str)]) -> Vec<SeriesEntry> {
+        self.select_with_cursor(database, measurement, tag_filter).0
+    }
+
+    /// [`Catalog::select`], and where the catalog stood when it answered, for
+    /// [`Catalog::select_created_since`] to go on from.
+    pub fn select_with_cursor(
+        &self,
+        database: Option<&str>,
+        measurement: Option<&str>,
+        tag_filter: &[(&str, &str)],
+    ) -> (Vec<SeriesEntry>, SeriesCursor) {
+        let state = self.state.read();
+        (Self::select_in(&state, 0, database, measurement, tag_filter), state.cursor())
+    }
+
+    /// The series [`Catalog::select`] would add to what it answered at `since`: those created
+    /// after it (series are only ever appended), and the cursor after them. `None` when a series
+    /// was deleted since, so an answer kept from then may hold a dead series: select again.
+    pub fn select_created_since(
+        &self,
+        since: SeriesCursor,
+        database: Option<&str>,
+        measurement: Option<&str>,
+    ) -> Option<(Vec<SeriesEntry>, SeriesCursor)> {
+        let state = self.state.read();
+        if state.deletions != since.deletions || state.keys.len() < since.created {
+            return None;
+        }
+        Some((Self::select_in(&state, since.created, database, measurement, &[]), state.cursor()))
+    }
+
+    fn select_in(
+        state: &State,
+        first: usize,
+        database: Option<&str>,
+        measurement: Option<&str>,
+        tag_filter: &[(&str, &str)],
+    ) -> Vec<SeriesEntry> {
         // Texts that cannot match are passed over without parsing: the canonical text starts
         // with the database and measurement, and holds each tag pair as `,key=value`.
         let prefix = select::Prefix::new(database, measurement);
         let pairs: Vec<String> = tag_filter.iter().filter_map(|(k, v)| select::pair_text(k, v)).collect();
-        let state = self.state.read();
-        (0..state.keys.len())
+        (first..state.keys.len())
             .filter(|&index| !state.keys.is_deleted(index))
             .filter(|&index| {
                 let text = state.keys.text(index);
@@ -592,11 +641,10 @@ impl Catalog {
             .collect()
     }
 
-    /// A number that changes whenever a series is created or deleted: callers cache what
-    /// [`Catalog::select`] gave them under it.
-    pub fn generation(&self) -> u64 {
-        let state = self.state.read();
-        state.keys.len() as u64 + state.deletions
+    /// Where the catalog stands now; it changes whenever a series is created or deleted, so
+    /// callers may keep what [`Catalog::select`] gave them under it.
+    pub fn cursor(&self) -> SeriesCursor {
+        self.state.read().cursor()
     }
 
     /// Bytes on disk.

@@ -498,3 +498,23 @@ fn a_database_holds_at_most_its_series_limit_and_deletions_make_room() {
     catalog.set_series_per_database_max(usize::MAX);
     catalog.get_or_create(&in_db("plant", "e"), ValueKind::F64).expect("no limit");
 }
+
+#[test]
+fn a_cursor_yields_the_series_created_after_it_until_a_deletion() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (catalog, _) = Catalog::open(&RealFs, &dir.path().join("c"), true).expect("open");
+    catalog.get_or_create(&key("a", "x"), ValueKind::F64).expect("create");
+    let (all, cursor) = catalog.select_with_cursor(None, Some("m"), &[]);
+    assert_eq!(all.len(), 1);
+    assert_eq!(cursor, catalog.cursor(), "nothing changed");
+    assert_eq!(catalog.select_created_since(cursor, None, Some("m")).map(|(new, _)| new.len()), Some(0));
+    let b = catalog.get_or_create(&key("b", "x"), ValueKind::F64).expect("create");
+    catalog.get_or_create(&SeriesKey::new("other", [("name", "c")], "x").expect("key"), ValueKind::F64).expect("create");
+    assert_ne!(cursor, catalog.cursor(), "a creation moves the cursor");
+    let (new, after) = catalog.select_created_since(cursor, None, Some("m")).expect("no deletion");
+    assert_eq!(new.iter().map(|e| e.id).collect::<Vec<_>>(), [b], "only the new series of the measurement");
+    assert_eq!(after, catalog.cursor());
+    catalog.delete(b).expect("delete");
+    assert_ne!(after, catalog.cursor(), "a deletion moves the cursor");
+    assert!(catalog.select_created_since(after, None, Some("m")).is_none(), "a deletion invalidates what was kept");
+}

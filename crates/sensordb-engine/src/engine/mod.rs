@@ -60,7 +60,7 @@ pub use options::{system_clock, Clock, EngineOptions};
 pub use recovery::{RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT};
 
 use crate::batch::WriteBatch;
-use crate::catalog::{Catalog, SeriesEntry};
+use crate::catalog::{Catalog, SeriesCursor, SeriesEntry};
 use crate::error::{Error, Result};
 use crate::mark::{MarkSink, TxMark};
 use crate::memtable::Memtable;
@@ -387,10 +387,29 @@ impl Engine {
         self.inner.catalog.select(database, measurement, tag_filter)
     }
 
-    /// Changes whenever a series is created or deleted, so a caller may keep what
-    /// [`Engine::select_series`] answered until it changes.
-    pub fn series_generation(&self) -> u64 {
-        self.inner.catalog.generation()
+    /// [`Engine::select_series`] without a tag filter, and where the catalog stood when it
+    /// answered, for [`Engine::select_series_created_since`] to go on from.
+    pub fn select_series_with_cursor(&self, database: Option<&str>, measurement: Option<&str>) -> (Vec<SeriesEntry>, SeriesCursor) {
+        self.inner.catalog.select_with_cursor(database, measurement, &[])
+    }
+
+    /// What [`Engine::select_series_with_cursor`] would add to its answer at `since`: the
+    /// series created after it, and the cursor after them; `None` when a series was deleted
+    /// since (select everything again). A list of millions of series is kept up to date at the
+    /// cost of its new series, not of the whole catalog.
+    pub fn select_series_created_since(
+        &self,
+        since: SeriesCursor,
+        database: Option<&str>,
+        measurement: Option<&str>,
+    ) -> Option<(Vec<SeriesEntry>, SeriesCursor)> {
+        self.inner.catalog.select_created_since(since, database, measurement)
+    }
+
+    /// Where the catalog stands now: it changes whenever a series is created or deleted, so a
+    /// caller may keep what [`Engine::select_series`] answered until it changes.
+    pub fn series_cursor(&self) -> SeriesCursor {
+        self.inner.catalog.cursor()
     }
 
     /// Writes `batch`; returns once it is durable under the configured durability.
