@@ -5,7 +5,11 @@
 
 use sensordb_engine::{Engine, QueryStart, SeriesCursor, SeriesEntry, SeriesId, Value, ValueColumn, ValueKind};
 use sensordb_query::{ColumnSlice, FieldKind, FieldValue, ScanOrder, SeriesList, Storage, StorageError, StoredSeries};
+use std::cmp::Ordering;
 use std::collections::HashMap;
+
+/// foldhash: the sets below hash every key of a list of millions of series.
+type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
@@ -89,38 +93,60 @@ fn build(engine: &Engine, database: &str, measurement: Option<&str>) -> (SeriesC
 /// one allocation shared by every series that has it: the query's column lists are made of
 /// field names, and equal names are then told apart from different ones by their pointers.
 fn sorted_series(entries: Vec<SeriesEntry>) -> Vec<StoredSeries> {
-    let mut tag_sets: HashMap<Vec<(String, String)>, Tags> = HashMap::new();
-    let mut measurements: HashMap<String, Arc<str>> = HashMap::new();
-    let mut fields: HashMap<String, Arc<str>> = HashMap::new();
-    let mut list: Vec<StoredSeries> = entries
-        .into_iter()
-        .map(|entry| {
-            let tags = entry.key.tags().to_vec();
-            let tags = tag_sets.entry(tags).or_insert_with_key(|t| Arc::from(t.clone())).clone();
-            let name = entry.key.measurement();
-            let measurement = measurements.entry(name.to_string()).or_insert_with(|| Arc::from(name)).clone();
-            StoredSeries {
-                handle: u64::from(entry.id.0),
-                measurement,
-                tags,
-                field: fields.entry(entry.key.field().to_string()).or_insert_with_key(|f| Arc::from(f.as_str())).clone(),
-                kind: kind(entry.kind),
-            }
-        })
-        .collect();
-    list.sort_by(|a, b| list_order(a).cmp(&list_order(b)));
+    // Looked up by borrowed slices and texts: only the first series of a tag set, measurement
+    // or field allocates. The fields of one device are mostly created together, so the tag set
+    // of the series before is tried first.
+    let mut tag_sets: HashSet<Tags> = HashSet::default();
+    let mut measurements: HashSet<Arc<str>> = HashSet::default();
+    let mut fields: HashSet<Arc<str>> = HashSet::default();
+    let mut list: Vec<StoredSeries> = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let tags = entry.key.tags();
+        let tags = match list.last() {
+            Some(before) if *before.tags == *tags => before.tags.clone(),
+            _ => shared(&mut tag_sets, tags),
+        };
+        list.push(StoredSeries {
+            handle: u64::from(entry.id.0),
+            measurement: shared(&mut measurements, entry.key.measurement()),
+            tags,
+            field: shared(&mut fields, entry.key.field()),
+            kind: kind(entry.kind),
+        });
+    }
+    // Keys are distinct, so an unstable sort gives the one order; equal allocations compare
+    // without reading their text.
+    list.sort_unstable_by(|a, b| {
+        let text = |x: &Arc<str>, y: &Arc<str>| if Arc::ptr_eq(x, y) { Ordering::Equal } else { x.cmp(y) };
+        text(&a.measurement, &b.measurement)
+            .then_with(|| if Arc::ptr_eq(&a.tags, &b.tags) { Ordering::Equal } else { a.tags.cmp(&b.tags) })
+            .then_with(|| text(&a.field, &b.field))
+    });
     list
+}
+
+/// The allocation of `set` holding `value`, made on its first use.
+fn shared<T: ?Sized + Eq + std::hash::Hash>(set: &mut HashSet<Arc<T>>, value: &T) -> Arc<T>
+where
+    Arc<T>: for<'a> From<&'a T>,
+{
+    if let Some(kept) = set.get(value) {
+        return kept.clone();
+    }
+    let made: Arc<T> = Arc::from(value);
+    set.insert(made.clone());
+    made
+}
+
+/// What a list is sorted by.
+fn list_order(series: &StoredSeries) -> (&str, &[(String, String)], &str) {
+    (&series.measurement, &series.tags, &series.field)
 }
 
 /// `list` with the series of `created` merged in, in order. A new series shares the tag set,
 /// measurement and field name allocations of the series beside it where they are equal, so the
 /// list keeps one allocation per tag set (the runs of `SeriesList::tag_sets` rely on equal sets
 /// being equal, the pointers make comparing them cheap).
-/// What a list is sorted by.
-fn list_order(series: &StoredSeries) -> (&str, &[(String, String)], &str) {
-    (&series.measurement, &series.tags, &series.field)
-}
-
 fn with_created(list: &SeriesList, created: Vec<SeriesEntry>) -> SeriesList {
     let created = sorted_series(created);
     let field_names = list.field_names();
