@@ -61,7 +61,6 @@ fn segment_ids(data: &Path) -> Vec<u64> {
     files_ending(&data.join("segments"), ".seg").iter().map(|name| name.trim_end_matches(".seg").parse().expect("numbered")).collect()
 }
 
-/// A file system of 1 GiB with `available` bytes left: full of other processes' files.
 /// A file system whose `statvfs` says half of it is free until a test says otherwise, so the
 /// host's own disk (which may be nearly full where the tests run) decides nothing here.
 fn disk_with_room() -> FaultyFs {
@@ -70,6 +69,7 @@ fn disk_with_room() -> FaultyFs {
     disk
 }
 
+/// A file system of 1 GiB with `available` bytes left: full of other processes' files.
 fn filled_by_others(available: u64) -> Option<DiskSpace> {
     Some(DiskSpace { total_bytes: 1 << 30, available_bytes: available })
 }

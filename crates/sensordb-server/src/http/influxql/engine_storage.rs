@@ -7,12 +7,12 @@ use sensordb_engine::{Engine, QueryStart, SeriesCursor, SeriesEntry, SeriesId, V
 use sensordb_query::{ColumnSlice, FieldKind, FieldValue, ScanOrder, SeriesList, Storage, StorageError, StoredSeries};
 use std::cmp::Ordering;
 use std::collections::HashMap;
-
-/// foldhash: the sets below hash every key of a list of millions of series.
-type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// foldhash: the sets below hash every key of a list of millions of series.
+type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 pub struct EngineStorage<'a> {
     pub engine: &'a Engine,
@@ -114,14 +114,8 @@ fn sorted_series(entries: Vec<SeriesEntry>) -> Vec<StoredSeries> {
             kind: kind(entry.kind),
         });
     }
-    // Keys are distinct, so an unstable sort gives the one order; equal allocations compare
-    // without reading their text.
-    list.sort_unstable_by(|a, b| {
-        let text = |x: &Arc<str>, y: &Arc<str>| if Arc::ptr_eq(x, y) { Ordering::Equal } else { x.cmp(y) };
-        text(&a.measurement, &b.measurement)
-            .then_with(|| if Arc::ptr_eq(&a.tags, &b.tags) { Ordering::Equal } else { a.tags.cmp(&b.tags) })
-            .then_with(|| text(&a.field, &b.field))
-    });
+    // Keys are distinct, so an unstable sort gives the one order.
+    list.sort_unstable_by(list_order);
     list
 }
 
@@ -138,9 +132,17 @@ where
     made
 }
 
-/// What a list is sorted by.
-fn list_order(series: &StoredSeries) -> (&str, &[(String, String)], &str) {
-    (&series.measurement, &series.tags, &series.field)
+/// The order of a list: by measurement, tag set, then field. Equal allocations compare without
+/// reading their text (the list shares one per tag set, measurement and field name).
+fn list_order(a: &StoredSeries, b: &StoredSeries) -> Ordering {
+    fn same_or_cmp<T: ?Sized + Ord>(x: &Arc<T>, y: &Arc<T>) -> Ordering {
+        if Arc::ptr_eq(x, y) {
+            Ordering::Equal
+        } else {
+            x.cmp(y)
+        }
+    }
+    same_or_cmp(&a.measurement, &b.measurement).then_with(|| same_or_cmp(&a.tags, &b.tags)).then_with(|| same_or_cmp(&a.field, &b.field))
 }
 
 /// `list` with the series of `created` merged in, in order. A new series shares the tag set,
@@ -156,7 +158,7 @@ fn with_created(list: &SeriesList, created: Vec<SeriesEntry>) -> SeriesList {
     // old series between places are copied in runs, without comparing them.
     let mut copied = 0;
     for mut series in created {
-        let place = copied + old[copied..].partition_point(|s| list_order(s) < list_order(&series));
+        let place = copied + old[copied..].partition_point(|s| list_order(s, &series).is_lt());
         merged.extend_from_slice(&old[copied..place]);
         copied = place;
         if let Ok(at) = field_names.binary_search(&series.field) {
