@@ -44,12 +44,7 @@ impl Peers {
         consistency: Consistency,
         advertise: Option<String>,
     ) -> Result<Peers, CassandraError> {
-        let prepare = |cql: String| async move {
-            let mut statement = session.prepare(cql).await.map_err(|e| CassandraError::Request { what: "prepare", source: boxed(e) })?;
-            statement.set_consistency(consistency);
-            statement.set_is_idempotent(true);
-            Ok::<_, CassandraError>(statement)
-        };
+        let prepare = |cql: String| crate::schema::prepare_idempotent(session, cql, consistency);
         Ok(Peers {
             upsert: prepare(format!("UPDATE {keyspace}.node_addresses SET native = ? WHERE node = ?")).await?,
             select: prepare(format!("SELECT node, native FROM {keyspace}.node_addresses")).await?,

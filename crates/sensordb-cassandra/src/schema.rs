@@ -168,16 +168,23 @@ pub(crate) struct Statements {
     pub scope: i32,
 }
 
+/// `cql` prepared at `consistency` and marked idempotent. Every statement of this crate reads,
+/// or writes or deletes whole rows by key: repeating one is harmless, so the driver may retry
+/// after a timeout.
+pub(crate) async fn prepare_idempotent(
+    session: &Session,
+    cql: String,
+    consistency: Consistency,
+) -> Result<PreparedStatement, CassandraError> {
+    let mut statement = session.prepare(cql).await.map_err(|e| CassandraError::Request { what: "prepare", source: boxed(e) })?;
+    statement.set_consistency(consistency);
+    statement.set_is_idempotent(true);
+    Ok(statement)
+}
+
 impl Statements {
     pub async fn prepare(session: &Session, keyspace: &str, consistency: Consistency, scope: i32) -> Result<Statements, CassandraError> {
-        let prepare = |cql: String| async move {
-            let mut statement = session.prepare(cql).await.map_err(|e| CassandraError::Request { what: "prepare", source: boxed(e) })?;
-            statement.set_consistency(consistency);
-            // Every request writes or deletes whole rows by key: repeating one is harmless, so
-            // the driver may retry after a timeout.
-            statement.set_is_idempotent(true);
-            Ok::<_, CassandraError>(statement)
-        };
+        let prepare = |cql: String| prepare_idempotent(session, cql, consistency);
         let block_key = "series = ? AND bucket = ? AND block_start = ? AND segment = ? AND position = ?";
         Ok(Statements {
             insert_block: prepare(format!(

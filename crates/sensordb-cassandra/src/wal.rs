@@ -60,13 +60,7 @@ pub(crate) struct WalStatements {
 
 impl WalStatements {
     pub async fn prepare(session: &Session, keyspace: &str, consistency: Consistency) -> Result<WalStatements, CassandraError> {
-        let prepare = |cql: String| async move {
-            let mut statement = session.prepare(cql).await.map_err(|e| CassandraError::Request { what: "prepare", source: boxed(e) })?;
-            statement.set_consistency(consistency);
-            // Whole rows by key: a repeat is harmless.
-            statement.set_is_idempotent(true);
-            Ok::<_, CassandraError>(statement)
-        };
+        let prepare = |cql: String| crate::schema::prepare_idempotent(session, cql, consistency);
         Ok(WalStatements {
             insert_row: prepare(format!("INSERT INTO {keyspace}.wal (node, slot, sequence, record) VALUES (?, ?, ?, ?) USING TTL ?"))
                 .await?,
