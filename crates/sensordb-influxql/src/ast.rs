@@ -225,6 +225,11 @@ impl BinaryOp {
         }
     }
 
+    /// `= != < <= > >=`: the operators that order two values.
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinaryOp::Eq | BinaryOp::NotEq | BinaryOp::Lt | BinaryOp::LtEq | BinaryOp::Gt | BinaryOp::GtEq)
+    }
+
     /// Comparisons and logic, which InfluxDB refuses in the SELECT list.
     pub fn is_condition(self) -> bool {
         self.precedence() <= 4

@@ -4,7 +4,7 @@
 //! (a property test holds the two together); the general path of SELECT evaluates its WHERE
 //! clauses and projections this way, tens of thousands of rows a query.
 
-use crate::eval::{apply, Regexes};
+use crate::eval::{apply, compares, Regexes};
 use crate::select::plan::Math;
 use crate::value::FieldValue;
 use sensordb_influxql::{BinaryOp, DataType, Expr};
@@ -184,9 +184,43 @@ impl<'r> Bound<'r> {
         }
     }
 
-    /// Whether the condition holds on the row (null and non-booleans are false).
+    /// Whether the condition holds on the row (null and non-booleans are false). Logic and
+    /// comparisons answer without making the boolean [`Bound::value`] would: a WHERE clause is
+    /// evaluated on every row a query reads.
     pub fn holds(&self, time: i64, row: &[FieldValue]) -> bool {
-        matches!(&*self.value(time, row), FieldValue::Boolean(true))
+        match self {
+            Bound::Logic { and: true, lhs, rhs } => lhs.holds(time, row) && rhs.holds(time, row),
+            Bound::Logic { and: false, lhs, rhs } => lhs.holds(time, row) || rhs.holds(time, row),
+            Bound::Binary { op, lhs, rhs } if op.is_comparison() => compares(*op, &lhs.value(time, row), &rhs.value(time, row)),
+            _ => matches!(&*self.value(time, row), FieldValue::Boolean(true)),
+        }
+    }
+
+    /// This expression as a WHERE clause, where only whether it holds matters: a side of AND
+    /// that the tags made true, or a side of OR they made false, drops out (`fleet = 'South'
+    /// AND fuel_state <= 0.1` bound to a South truck is the comparison alone). Its value may
+    /// differ from the expression's (`x AND true` is a boolean, `x` need not be), whether it
+    /// holds does not.
+    pub fn into_condition(self) -> Bound<'r> {
+        match self {
+            Bound::Logic { and, lhs, rhs } => {
+                let (lhs, rhs) = (lhs.into_condition(), rhs.into_condition());
+                // The side that leaves the other to decide: true under AND, anything that does
+                // not hold under OR.
+                let neutral = |side: &Bound<'_>| match side.constant() {
+                    Some(value) => matches!(value, FieldValue::Boolean(true)) == and,
+                    None => false,
+                };
+                if neutral(&rhs) {
+                    lhs
+                } else if neutral(&lhs) {
+                    rhs
+                } else {
+                    Bound::Logic { and, lhs: Box::new(lhs), rhs: Box::new(rhs) }
+                }
+            }
+            other => other,
+        }
     }
 
     /// Whether the expression reads a field column (a row whose fields it reads are all null
@@ -338,6 +372,24 @@ mod tests {
         }
     }
 
+    #[test]
+    fn what_the_tags_decide_leaves_a_condition() {
+        let parsed = parse("SELECT a FROM m WHERE (host = 'a' AND fuel <= 0.1) OR host = 'b'").expect("parses");
+        let Statement::Select(select) = &parsed.statements[0] else { panic!("a select") };
+        let condition = select.condition.clone().expect("a condition");
+        let regexes = Regexes::compile([&condition]).expect("regexes");
+        let columns: Vec<Arc<str>> = vec![Arc::from("fuel")];
+        let tags = vec![("host".to_string(), "a".to_string())];
+        let bound = Bound::new(&condition, &Scope { columns: &columns, tags: &tags }, &regexes).into_condition();
+        assert!(
+            matches!(&bound, Bound::Binary { op: BinaryOp::LtEq, lhs, rhs } if matches!(**lhs, Bound::Column(0)) && matches!(**rhs, Bound::Const(FieldValue::Float(_)))),
+            "{bound:?}"
+        );
+        assert!(bound.holds(0, &[FieldValue::Float(0.05)]));
+        assert!(!bound.holds(0, &[FieldValue::Float(0.5)]));
+        assert!(!bound.holds(0, &[FieldValue::Null]));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1_000))]
 
@@ -361,6 +413,10 @@ mod tests {
             let bound = Bound::new(&condition, &Scope { columns: &columns, tags: &tags }, &regexes);
             let actual = bound.value(row.time(), &values);
             prop_assert_eq!(format!("{expected:?}"), format!("{:?}", &*actual), "{} bound as {:?}", text, bound);
+            let holds = matches!(expected, FieldValue::Boolean(true));
+            prop_assert_eq!(bound.holds(row.time(), &values), holds, "{} bound as {:?}", text, bound);
+            let condition = Bound::new(&condition, &Scope { columns: &columns, tags: &tags }, &regexes).into_condition();
+            prop_assert_eq!(condition.holds(row.time(), &values), holds, "{} as a condition: {:?}", text, condition);
         }
     }
 }

@@ -143,17 +143,7 @@ fn is_tag_ref(expr: &Expr, row: &dyn Row) -> bool {
 pub fn apply(op: BinaryOp, left: &FieldValue, right: &FieldValue) -> FieldValue {
     use FieldValue::{Boolean, Float, Integer, Null, Unsigned};
     match op {
-        BinaryOp::Eq | BinaryOp::NotEq | BinaryOp::Lt | BinaryOp::LtEq | BinaryOp::Gt | BinaryOp::GtEq => {
-            let Some(ordering) = left.compare(right) else { return Boolean(false) };
-            Boolean(match op {
-                BinaryOp::Eq => ordering == Ordering::Equal,
-                BinaryOp::NotEq => ordering != Ordering::Equal,
-                BinaryOp::Lt => ordering == Ordering::Less,
-                BinaryOp::LtEq => ordering != Ordering::Greater,
-                BinaryOp::Gt => ordering == Ordering::Greater,
-                _ => ordering != Ordering::Less,
-            })
-        }
+        op if op.is_comparison() => Boolean(compares(op, left, right)),
         _ => match (left, right) {
             (Integer(a), Integer(b)) => match op {
                 BinaryOp::Add => Integer(a.wrapping_add(*b)),
@@ -197,6 +187,21 @@ pub fn apply(op: BinaryOp, left: &FieldValue, right: &FieldValue) -> FieldValue 
                 }
             }
         },
+    }
+}
+
+/// Whether `left op right` holds for a comparison operator (values that do not compare make it
+/// false); false for any other operator.
+pub fn compares(op: BinaryOp, left: &FieldValue, right: &FieldValue) -> bool {
+    let Some(ordering) = left.compare(right) else { return false };
+    match op {
+        BinaryOp::Eq => ordering == Ordering::Equal,
+        BinaryOp::NotEq => ordering != Ordering::Equal,
+        BinaryOp::Lt => ordering == Ordering::Less,
+        BinaryOp::LtEq => ordering != Ordering::Greater,
+        BinaryOp::Gt => ordering == Ordering::Greater,
+        BinaryOp::GtEq => ordering != Ordering::Less,
+        _ => false,
     }
 }
 

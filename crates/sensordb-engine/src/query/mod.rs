@@ -190,9 +190,8 @@ impl RangeRead {
                 Ok(block) => block,
                 Err(e) => return Some(Err(e)),
             };
-            let start = block.timestamps.partition_point(|&t| t < self.from);
-            let end = block.timestamps.partition_point(|&t| t < self.to);
-            return (start < end).then_some(Ok(ChunkView(View::Shared { block, range: start..end })));
+            let range = within(&block.timestamps, self.from, self.to);
+            return (!range.is_empty()).then_some(Ok(ChunkView(View::Shared { block, range })));
         }
         match self.read_cluster(cluster) {
             Ok(mut sources) => {
@@ -334,9 +333,24 @@ fn clip(chunk: Chunk, from: Timestamp, to: Timestamp) -> Chunk {
 
 /// The points of a shared decoded block within `[from, to)`.
 fn clip_block(block: &Block, from: Timestamp, to: Timestamp) -> Chunk {
-    let start = block.timestamps.partition_point(|&t| t < from);
-    let end = block.timestamps.partition_point(|&t| t < to);
-    Chunk { timestamps: block.timestamps[start..end].to_vec(), values: block.values.slice(start..end) }
+    let range = within(&block.timestamps, from, to);
+    Chunk { timestamps: block.timestamps[range.clone()].to_vec(), values: block.values.slice(range) }
+}
+
+/// The positions of the sorted `timestamps` in `[from, to)`. A range that takes in the whole
+/// block (a read without bounds, or over many blocks) looks at its two ends only: a binary
+/// search over a cached block's thousands of timestamps costs a cache miss a step, and a query
+/// over hundreds of series pays it for every block.
+fn within(timestamps: &[Timestamp], from: Timestamp, to: Timestamp) -> std::ops::Range<usize> {
+    let start = match timestamps.first() {
+        Some(&first) if first >= from => 0,
+        _ => timestamps.partition_point(|&t| t < from),
+    };
+    let end = match timestamps.last() {
+        Some(&last) if last < to => timestamps.len(),
+        _ => timestamps.partition_point(|&t| t < to),
+    };
+    start..end.max(start)
 }
 
 /// Merges sorted, repeat-free sources given oldest first; a repeated timestamp keeps the value
@@ -374,5 +388,17 @@ mod tests {
     #[test]
     fn clipping_keeps_the_half_open_range() {
         assert_eq!(clip(chunk(&[(1, 1), (2, 2), (3, 3)]), 2, 3), chunk(&[(2, 2)]));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn within_is_the_binary_search(mut timestamps in proptest::collection::vec(-20i64..20, 0..12), from in -25i64..25, length in 0i64..50) {
+            timestamps.sort_unstable();
+            timestamps.dedup();
+            let to = from + length;
+            let start = timestamps.partition_point(|&t| t < from);
+            let end = timestamps.partition_point(|&t| t < to);
+            proptest::prop_assert_eq!(within(&timestamps, from, to), start..end);
+        }
     }
 }

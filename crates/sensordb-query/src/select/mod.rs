@@ -149,7 +149,8 @@ fn run_groups(
     }
     let wanted = wanted_columns(statement, condition.as_ref());
     // A raw query with a LIMIT reads only the rows it can return.
-    let counted = |table: &Table| raw::counted_rows(statement, table, condition.as_ref(), &regexes);
+    let row_filter = raw::RowFilter::new(statement, condition.as_ref(), &regexes);
+    let counted = |table: &Table| row_filter.counted(table);
     let row_limit = match statement.limit {
         Some(limit) if !aggregate => {
             // Under an outer query grouped differently, each stored series gives one row more
@@ -426,7 +427,7 @@ fn keep_rows(table: &mut Table, condition: Option<&Expr>, regexes: &Regexes) {
         }
         crate::eval::Verdict::Unknown => {}
     }
-    let bound = Bound::new(condition, &table.scope(), regexes);
+    let bound = Bound::new(condition, &table.scope(), regexes).into_condition();
     if let Some(constant) = bound.constant() {
         if !matches!(constant, crate::value::FieldValue::Boolean(true)) {
             table.times.clear();
