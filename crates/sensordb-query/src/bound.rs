@@ -166,8 +166,18 @@ impl<'r> Bound<'r> {
         }
     }
 
-    /// The value on the row at `time` whose field columns are `row`.
+    /// The value on the row at `time` whose field columns are `row`. Inline for the leaves
+    /// every row reaches (a column, a constant); the rest computes out of line.
+    #[inline]
     pub fn value<'v>(&'v self, time: i64, row: &'v [FieldValue]) -> Cow<'v, FieldValue> {
+        match self {
+            Bound::Const(v) => Cow::Borrowed(v),
+            Bound::Column(c) => Cow::Borrowed(&row[*c]),
+            _ => self.computed(time, row),
+        }
+    }
+
+    fn computed<'v>(&'v self, time: i64, row: &'v [FieldValue]) -> Cow<'v, FieldValue> {
         match self {
             Bound::Const(v) => Cow::Borrowed(v),
             Bound::Column(c) => Cow::Borrowed(&row[*c]),

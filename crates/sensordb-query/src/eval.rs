@@ -192,6 +192,7 @@ pub fn apply(op: BinaryOp, left: &FieldValue, right: &FieldValue) -> FieldValue 
 
 /// Whether `left op right` holds for a comparison operator (values that do not compare make it
 /// false); false for any other operator.
+#[inline]
 pub fn compares(op: BinaryOp, left: &FieldValue, right: &FieldValue) -> bool {
     let Some(ordering) = left.compare(right) else { return false };
     match op {

@@ -4,8 +4,9 @@
 use crate::series_list::SeriesList;
 use crate::storage::{FieldKind, ScanOrder, Storage, StorageError, StoredSeries};
 use crate::value::{Column, ColumnSlice};
+use std::collections::HashMap;
 use std::ops::ControlFlow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Series and their points, kept sorted by time.
 #[derive(Default)]
@@ -14,6 +15,9 @@ pub struct MemoryStorage {
     /// Points per run handed to a reader (`None`: a range in one run), so tests see reads
     /// split as a store's blocks split them.
     run_points: Option<usize>,
+    /// The lists [`Storage::series`] built, by database and measurement, until the next
+    /// insert: a server keeps its lists too, and a query should not pay for building them.
+    lists: Mutex<HashMap<(String, Option<String>), Arc<SeriesList>>>,
 }
 
 impl MemoryStorage {
@@ -44,6 +48,7 @@ impl MemoryStorage {
             FieldKind::Boolean => Column::Boolean(points.iter().map(|p| p.1 == crate::FieldValue::Boolean(true)).collect()),
             FieldKind::String => Column::String(points.iter().map(|p| p.1.to_string()).collect()),
         };
+        self.lists.get_mut().unwrap_or_else(PoisonError::into_inner).clear();
         // One series per key, as in a store: inserting a key again replaces its points.
         let same_key = |(db, s, _, _): &(String, StoredSeries, Vec<i64>, Column)| {
             db == database && &*s.measurement == measurement && *s.tags == *tags && &*s.field == field
@@ -62,6 +67,17 @@ impl MemoryStorage {
         };
         self.series.push((database.to_string(), stored, times, column));
     }
+
+    fn build_list(&self, database: &str, measurement: Option<&str>) -> Arc<SeriesList> {
+        let mut list: Vec<StoredSeries> = self
+            .series
+            .iter()
+            .filter(|(db, s, _, _)| db == database && measurement.is_none_or(|m| &*s.measurement == m))
+            .map(|(_, s, _, _)| s.clone())
+            .collect();
+        list.sort_by(|a, b| a.measurement.cmp(&b.measurement).then_with(|| a.tags.cmp(&b.tags)).then_with(|| a.field.cmp(&b.field)));
+        Arc::new(SeriesList::new(list))
+    }
 }
 
 impl Storage for MemoryStorage {
@@ -73,14 +89,9 @@ impl Storage for MemoryStorage {
     }
 
     fn series(&self, database: &str, measurement: Option<&str>) -> Arc<SeriesList> {
-        let mut list: Vec<StoredSeries> = self
-            .series
-            .iter()
-            .filter(|(db, s, _, _)| db == database && measurement.is_none_or(|m| &*s.measurement == m))
-            .map(|(_, s, _, _)| s.clone())
-            .collect();
-        list.sort_by(|a, b| a.measurement.cmp(&b.measurement).then_with(|| a.tags.cmp(&b.tags)).then_with(|| a.field.cmp(&b.field)));
-        Arc::new(SeriesList::new(list))
+        let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (database.to_string(), measurement.map(str::to_string));
+        lists.entry(key).or_insert_with(|| self.build_list(database, measurement)).clone()
     }
 
     fn scan(

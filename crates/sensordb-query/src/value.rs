@@ -38,8 +38,10 @@ impl FieldValue {
     /// InfluxQL's comparison of two values: numbers compare numerically across types, strings
     /// and booleans only with their own kind; anything else (a null, a string against a number)
     /// does not compare, and a condition on it is false.
+    #[inline]
     pub fn compare(&self, other: &FieldValue) -> Option<Ordering> {
         match (self, other) {
+            (FieldValue::Float(a), FieldValue::Float(b)) => a.partial_cmp(b),
             (FieldValue::Integer(a), FieldValue::Integer(b)) => Some(a.cmp(b)),
             (FieldValue::Unsigned(a), FieldValue::Unsigned(b)) => Some(a.cmp(b)),
             (FieldValue::String(a), FieldValue::String(b)) => Some(a.cmp(b)),
