@@ -8,6 +8,9 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex, PoisonError};
 
+/// A series list's database and measurement (`None`: every measurement).
+type ListKey = (String, Option<String>);
+
 /// Series and their points, kept sorted by time.
 #[derive(Default)]
 pub struct MemoryStorage {
@@ -17,7 +20,7 @@ pub struct MemoryStorage {
     run_points: Option<usize>,
     /// The lists [`Storage::series`] built, by database and measurement, until the next
     /// insert: a server keeps its lists too, and a query should not pay for building them.
-    lists: Mutex<HashMap<(String, Option<String>), Arc<SeriesList>>>,
+    lists: Mutex<HashMap<ListKey, Arc<SeriesList>>>,
 }
 
 impl MemoryStorage {
