@@ -3,13 +3,17 @@
 //! each truck's series a few short ones whose points lack a tag (TSBS leaves tags out at
 //! random). Storage is a [`MemoryStorage`] handing out runs of 1,000 points, so what is timed is
 //! the executor's own work (tag sets, bound conditions, rounds of limited reads, grouping),
-//! which at scale 100 is most of a query's time.
+//! which at scale 100 is most of a query's time. The allocator is the server's (mimalloc):
+//! glibc's malloc would time page faults of its own.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use sensordb_influxql::{parse, Statement};
 use sensordb_query::memory::MemoryStorage;
 use sensordb_query::select::select;
 use sensordb_query::{Context, FieldValue, Limits};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const S: i64 = 1_000_000_000;
 const T0: i64 = 1_451_606_400 * S; // 2016-01-01T00:00:00Z, TSBS' default start
