@@ -22,27 +22,47 @@ pub(super) fn run(statement: &SelectStatement, members: &[&Table], regexes: &Reg
 pub(super) fn run_table(statement: &SelectStatement, members: &[&Table], regexes: &Regexes) -> Result<Table, QueryError> {
     let (exprs, mut names) = expand(statement, members);
     dedupe_names(&mut names);
-    let projections: Vec<Projection<'_>> = members.iter().map(|table| Projection::new(&exprs, table, regexes)).collect();
-    // The members' rows merged by time (a tie keeps the members' order), by member and row.
-    let mut order: Vec<(i64, u32, u32)> = Vec::with_capacity(members.iter().map(|t| t.times.len()).sum());
-    for (m, table) in members.iter().enumerate() {
-        assert!(u32::try_from(table.times.len()).is_ok(), "a table of more than 2^32 rows");
-        order.extend(table.times.iter().enumerate().map(|(i, &t)| (t, m as u32, i as u32)));
-    }
-    // A subquery's rows may come newest first, and members interleave. The stable sort finds
-    // the members' sorted runs and merges them (an unstable sort of the whole entries gave the
-    // same order at twice the cost).
-    if !order.is_sorted_by_key(|&(t, _, _)| t) {
-        order.sort_by_key(|&(t, _, _)| t);
-    }
-    let mut times = Vec::with_capacity(order.len());
-    let mut values = Vec::with_capacity(order.len() * exprs.len());
-    for (time, member, index) in order {
-        let member = member as usize;
-        if projections[member].row_into(members[member], index as usize, &mut values) {
-            times.push(time);
+    let width = exprs.len();
+    // Each member's output rows, projected front to back: a member's rows are read in the
+    // order they lie in memory. Projected in time order across hundreds of members (TSBS
+    // breakdown-frequency reads 500 tables into one group), nearly every row was a cache miss.
+    let mut projected: Vec<(Vec<i64>, Vec<FieldValue>)> = members
+        .iter()
+        .map(|table| {
+            let projection = Projection::new(&exprs, table, regexes);
+            let (mut times, mut values) = (Vec::new(), Vec::new());
+            for (index, &time) in table.times.iter().enumerate() {
+                if projection.row_into(table, index, &mut values) {
+                    times.push(time);
+                }
+            }
+            (times, values)
+        })
+        .collect();
+    let (times, values) = if projected.len() == 1 && projected[0].0.is_sorted() {
+        projected.pop().unwrap_or_default()
+    } else {
+        // The members' rows merged by time (a tie keeps the members' order), by member and row.
+        let mut order: Vec<(i64, u32, u32)> = Vec::with_capacity(projected.iter().map(|p| p.0.len()).sum());
+        for (m, (times, _)) in projected.iter().enumerate() {
+            assert!(u32::try_from(times.len()).is_ok(), "a table of more than 2^32 rows");
+            order.extend(times.iter().enumerate().map(|(i, &t)| (t, m as u32, i as u32)));
         }
-    }
+        // A subquery's rows may come newest first, and members interleave. The stable sort finds
+        // the members' sorted runs and merges them (an unstable sort of the whole entries gave the
+        // same order at twice the cost).
+        if !order.is_sorted_by_key(|&(t, _, _)| t) {
+            order.sort_by_key(|&(t, _, _)| t);
+        }
+        let mut times = Vec::with_capacity(order.len());
+        let mut values = Vec::with_capacity(order.len() * width);
+        for (time, member, index) in order {
+            times.push(time);
+            let row = index as usize * width..(index as usize + 1) * width;
+            values.extend(projected[member as usize].1[row].iter_mut().map(|v| std::mem::replace(v, FieldValue::Null)));
+        }
+        (times, values)
+    };
     let columns = names.into_iter().map(|n| Arc::from(n.as_str())).collect();
     Ok(Table { name: Arc::from(""), tags: Arc::from(Vec::new()), columns, times, values })
 }
