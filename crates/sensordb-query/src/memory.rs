@@ -97,6 +97,17 @@ impl Storage for MemoryStorage {
         lists.entry(key).or_insert_with(|| self.build_list(database, measurement)).clone()
     }
 
+    fn last(&self, series: &[&StoredSeries]) -> Result<Vec<Option<(i64, crate::FieldValue)>>, StorageError> {
+        series
+            .iter()
+            .map(|s| {
+                let (_, _, times, column) =
+                    self.series.get(s.handle as usize).ok_or_else(|| StorageError(format!("no series {}", s.handle)))?;
+                Ok(times.len().checked_sub(1).map(|i| (times[i], column.slice(i..i + 1).get(0))))
+            })
+            .collect()
+    }
+
     fn scan(
         &self,
         series: &StoredSeries,

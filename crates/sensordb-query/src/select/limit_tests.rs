@@ -96,6 +96,60 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// `ORDER BY time DESC LIMIT 1` answers from the store's newest points where the condition
+    /// leaves the rows alone (`table::newest_row`), and by reading where it does not settle it:
+    /// either way the row the whole read gives first.
+    #[test]
+    fn the_newest_row_is_the_whole_reads_first(
+        points in points(),
+        shape in 0..SHAPES.len() + 2,
+        window in proptest::option::of((0..100i64, 0..100i64)),
+    ) {
+        let (where_, and) = match window {
+            Some((from, length)) => {
+                let range = format!("time >= {from} AND time <= {}", from + length);
+                (format!(" WHERE {range}"), format!(" AND {range}"))
+            }
+            None => (String::new(), String::new()),
+        };
+        // Beside the shared shapes: a projection that is null where one field is missing, and
+        // a condition on a tag only.
+        let extra = ["SELECT a + b FROM m{where} GROUP BY \"name\"", "SELECT b, a FROM m WHERE fleet = 'South'{and} GROUP BY \"name\""];
+        let base = SHAPES.get(shape).copied().unwrap_or_else(|| extra[shape - SHAPES.len()]);
+        let base = base.replace("{where}", &where_).replace("{and}", &and);
+        let storage = store(&points, 5);
+        let newest = run(&storage, &format!("{base} ORDER BY time DESC LIMIT 1"));
+        let mut expected = run(&storage, &format!("{base} ORDER BY time DESC"));
+        for series in &mut expected {
+            series.rows.truncate(1);
+        }
+        prop_assert_eq!(newest, expected, "{}", base);
+    }
+}
+
+/// The newest row of a truck's two fields comes from their newest points: no run is read.
+#[test]
+fn the_newest_row_reads_no_history() {
+    let points: Vec<(u8, i64, Option<f64>, Option<i64>)> =
+        (0..3u8).flat_map(|t| (0..10_000i64).map(move |i| (t, i, Some(0.5), (i < 9_990).then_some(i)))).collect();
+    let storage = store(&points, 100);
+    let parsed = parse("SELECT a, b FROM m GROUP BY \"name\" ORDER BY time DESC LIMIT 1").expect("parses");
+    let Statement::Select(statement) = &parsed.statements[0] else { panic!("a SELECT") };
+    // Three trucks, two newest points each.
+    let limits = Limits { max_points_scanned: 6, ..Limits::default() };
+    let context = Context { storage: &storage, database: "db", now: 0, limits };
+    let out = select(&context, statement).expect("within 6 points scanned");
+    assert_eq!(out.len(), 3);
+    for series in &out {
+        assert_eq!(series.rows.len(), 1, "{series:?}");
+        // b's newest point is older: the newest row has none of it.
+        assert_eq!((series.rows[0].time, &series.rows[0].values), (9_999, &vec![F(0.5), FieldValue::Null]), "{series:?}");
+    }
+}
+
 /// The newest row of each truck over a long history reads a few runs, not the history.
 #[test]
 fn the_newest_row_reads_only_the_newest_runs() {

@@ -234,10 +234,13 @@ pub(crate) fn read_measurement(
                 let (times, values) = join_on_time(per_column.into_iter().map(|c| (c.times, c.values)).collect());
                 Table { times, values, ..table }
             }
-            Some(limit) => {
-                let first_round = if rows_decide { limit.first_round } else { 16 };
-                read_limited(storage, table, &series, range, limit, first_round, budget)?
-            }
+            Some(limit) => match newest_row(storage, &table, &series, range, limit, rows_decide, budget)? {
+                Some(newest) => newest,
+                None => {
+                    let first_round = if rows_decide { limit.first_round } else { 16 };
+                    read_limited(storage, table, &series, range, limit, first_round, budget)?
+                }
+            },
         };
         if !table.times.is_empty() {
             tables.push(table);
@@ -304,6 +307,51 @@ pub(crate) fn read_column(
     }
     debug_assert_eq!(times.len(), count);
     Ok(ColumnPoints { times, values, exhausted })
+}
+
+/// `ORDER BY time DESC LIMIT 1` over a tag set whose rows the condition does not decide (the
+/// inner query of TSBS high-load, a dashboard's latest row): the newest row lies at the newest
+/// time of any column and holds the columns whose newest point is at that time (the others have
+/// none there). Answered from the store's newest points ([`Storage::last`], a lookup a column
+/// in the engine) instead of reading blocks. `None` when that does not settle it (another
+/// limit, a newest point after the range, a row that does not count) and the rows are read.
+fn newest_row(
+    storage: &dyn Storage,
+    table: &Table,
+    series: &[Option<&StoredSeries>],
+    range: TimeRange,
+    limit: &RowLimit<'_>,
+    rows_decide: bool,
+    budget: &Budget,
+) -> Result<Option<Table>, QueryError> {
+    if limit.order != ScanOrder::NewestFirst || limit.rows != 1 || rows_decide {
+        return Ok(None);
+    }
+    let present: Vec<&StoredSeries> = series.iter().flatten().copied().collect();
+    let lasts = storage.last(&present)?;
+    let mut newest: Option<i64> = None;
+    for &(time, _) in lasts.iter().flatten() {
+        if time > range.to {
+            return Ok(None);
+        }
+        if time >= range.from {
+            newest = newest.max(Some(time));
+        }
+    }
+    let empty =
+        Table { name: table.name.clone(), tags: table.tags.clone(), columns: table.columns.clone(), times: Vec::new(), values: Vec::new() };
+    let Some(time) = newest else { return Ok(Some(empty)) };
+    budget.take(present.len())?;
+    let mut lasts = lasts.into_iter();
+    let values = series
+        .iter()
+        .map(|s| match s.and_then(|_| lasts.next().flatten()) {
+            Some((t, value)) if t == time => value,
+            _ => FieldValue::Null,
+        })
+        .collect();
+    let row = Table { times: vec![time], values, ..empty };
+    Ok((limit.counted)(&row)[0].then_some(row))
 }
 
 /// The first `limit.rows` counted rows of `table` in `limit.order`. Reads its columns in rounds
