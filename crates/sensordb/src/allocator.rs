@@ -3,8 +3,11 @@
 //! Against glibc's malloc, mimalloc halved the CPU of answers made of many small objects (the
 //! latest value of 10,000 sensors: 18-24 -> 9-11 ms a request) and cut the TSBS load's CPU per
 //! value by a fifth; but with its defaults (transparent huge pages, unused memory purged after
-//! 1 s) the TSBS load's peak RSS rose from 92 to 166-175 MiB. With THP
-//! off and purges after 100 ms it is 104-117 MiB at the same CPU (docs/BENCHMARKS.md). An
+//! 1 s) the TSBS load's peak RSS rose from 92 to 166-175 MiB. Transparent huge pages are what
+//! cost the memory: with them off, purging after 1 s gives a peak of 126 MiB, after 100 ms 108
+//! MiB. The 1 s delay is kept for what it saves: pages purged after 100 ms were faulted in
+//! again by the next batch or answer, so the load took 12 % more CPU (system time 0.8 s against
+//! 0.5 s), and a dashboard's request after a pause 1-3 ms more (docs/BENCHMARKS.md). An
 //! environment variable `MIMALLOC_<OPTION>` set by the user wins over these settings.
 
 use libmimalloc_sys as mi;
@@ -19,7 +22,7 @@ const PURGE_DELAY: mi::mi_option_t = 15;
 const ALLOW_THP: mi::mi_option_t = 43;
 
 /// (option, the environment variable that overrides it, our value).
-const SETTINGS: [(mi::mi_option_t, &str, c_long); 2] = [(ALLOW_THP, "MIMALLOC_ALLOW_THP", 0), (PURGE_DELAY, "MIMALLOC_PURGE_DELAY", 100)];
+const SETTINGS: [(mi::mi_option_t, &str, c_long); 2] = [(ALLOW_THP, "MIMALLOC_ALLOW_THP", 0), (PURGE_DELAY, "MIMALLOC_PURGE_DELAY", 1000)];
 
 /// Applies [`SETTINGS`]; called first thing in `main`.
 pub fn tune() {
