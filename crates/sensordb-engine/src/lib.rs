@@ -103,4 +103,6 @@ pub use reclaim::throttle::Admission;
 pub use reclaim::policy::{DatabasePolicy, Databases, PeriodOverride};
 // Model and errors.
 pub use error::{CodecError, Error, Result};
-pub use model::{Point, SeriesId, SeriesKey, SeriesKeyError, Timestamp, Value, ValueColumn, ValueKind, DEFAULT_DATABASE};
+pub use model::{
+    Point, SeriesId, SeriesKey, SeriesKeyError, Timestamp, Value, ValueColumn, ValueKind, DEFAULT_DATABASE, TIMESTAMP_MAX, TIMESTAMP_MIN,
+};

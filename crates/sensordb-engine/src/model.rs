@@ -4,7 +4,9 @@
 //! Series keys, values, value kinds, value columns and timestamps live in `sensordb-model`
 //! (shared with the native protocol's crate) and are re-exported here, at their old paths.
 
-pub use sensordb_model::{SeriesKey, SeriesKeyError, Timestamp, Value, ValueColumn, ValueKind, DEFAULT_DATABASE};
+pub use sensordb_model::{
+    SeriesKey, SeriesKeyError, Timestamp, Value, ValueColumn, ValueKind, DEFAULT_DATABASE, TIMESTAMP_MAX, TIMESTAMP_MIN,
+};
 
 /// Compact id of a series, assigned densely from 1 by the series catalog (0 is never used).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -11,6 +11,18 @@ use std::fmt;
 /// Nanoseconds since the Unix epoch.
 pub type Timestamp = i64;
 
+/// The earliest timestamp a point may carry: InfluxDB's `MinNanoTime`, `i64::MIN + 2`.
+pub const TIMESTAMP_MIN: Timestamp = i64::MIN + 2;
+/// The latest timestamp a point may carry: InfluxDB's `MaxNanoTime`, `i64::MAX - 1`. Every read
+/// range ends before `i64::MAX` (`[from, to)` with `to` at most `i64::MAX`), so a point after
+/// this could be stored but never read back.
+pub const TIMESTAMP_MAX: Timestamp = i64::MAX - 1;
+
+/// Whether a point may carry `timestamp` ([`TIMESTAMP_MIN`]..=[`TIMESTAMP_MAX`]).
+pub fn storable_timestamp(timestamp: Timestamp) -> bool {
+    (TIMESTAMP_MIN..=TIMESTAMP_MAX).contains(&timestamp)
+}
+
 /// The kind of value a series holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]

@@ -13,7 +13,9 @@
 //! ```
 //! Decoding is strict where a lenient reading would store something else than was meant: a
 //! timestamp delta whose sum leaves the i64 range is refused (never wrapped), and so is a bool
-//! byte other than 0 and 1. The encoder therefore never writes a delta that does not fit: it
+//! byte other than 0 and 1, and a timestamp outside `TIMESTAMP_MIN..=TIMESTAMP_MAX` of
+//! `sensordb-model` (`i64::MIN + 2` to `i64::MAX - 1`, InfluxDB's range: a point at `i64::MAX`
+//! could be stored but never read back). The encoder therefore never writes a delta that does not fit: it
 //! starts a new POINTS record where timestamps jump by more than an i64.
 //!
 //! A PAYLOAD_PART lets one large byte value span SEND frames: the parts of one value are
@@ -168,7 +170,7 @@ impl PointsDecoder {
                 if kind != ValueKind::Bytes {
                     return Err(DecodeError::KindMismatch { short_id, kind });
                 }
-                let timestamp = unzigzag(varint(position)?);
+                let timestamp = storable(unzigzag(varint(position)?))?;
                 let last = *body.get(*position).ok_or_else(|| malformed("truncated payload part"))?;
                 *position += 1;
                 let len = varint(position)? as usize;
@@ -238,7 +240,7 @@ fn decode_points(
     let mut previous = 0i64;
     for _ in 0..count {
         previous = previous.checked_add(unzigzag(varint(position)?)).ok_or_else(|| malformed("timestamp delta overflows i64"))?;
-        timestamps.push(previous);
+        timestamps.push(storable(previous)?);
     }
     match values {
         ValueColumn::F64(values) => {
@@ -290,6 +292,19 @@ fn decode_points(
     Ok(())
 }
 
+/// `timestamp`, or why a point may not carry it.
+fn storable(timestamp: Timestamp) -> Result<Timestamp, DecodeError> {
+    if sensordb_model::storable_timestamp(timestamp) {
+        Ok(timestamp)
+    } else {
+        Err(DecodeError::Malformed(format!(
+            "timestamp {timestamp} is out of range: time outside range {} - {}",
+            sensordb_model::TIMESTAMP_MIN,
+            sensordb_model::TIMESTAMP_MAX
+        )))
+    }
+}
+
 /// Why a SEND body does not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -305,6 +320,7 @@ pub enum DecodeError {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use sensordb_model::{TIMESTAMP_MAX, TIMESTAMP_MIN};
 
     fn kind_of(id: u32) -> Option<ValueKind> {
         ValueKind::try_from((id % 5 + 1) as u8).ok()
@@ -368,14 +384,14 @@ mod tests {
     /// Found by the issue 13 review: timestamp deltas that overflow wrapped around silently.
     #[test]
     fn overflowing_timestamp_deltas_are_refused_and_never_encoded() {
-        // Short id 1 holds i64s: i64::MAX, then a delta of +1.
+        // Short id 1 holds i64s: the latest storable timestamp, then a delta of +2.
         let mut body = vec![RECORD_POINTS, 1, 2];
-        put_varint(&mut body, zigzag(i64::MAX));
-        put_varint(&mut body, zigzag(1));
+        put_varint(&mut body, zigzag(TIMESTAMP_MAX));
+        put_varint(&mut body, zigzag(2));
         body.extend_from_slice(&[0, 0]);
         assert!(matches!(&decode_all(body)[0], Err(DecodeError::Malformed(m)) if m.contains("overflows")));
         // The encoder splits where timestamps jump by more than an i64, so what it writes decodes.
-        let timestamps = [i64::MIN, -1, i64::MAX, i64::MIN + 1, -5];
+        let timestamps = [TIMESTAMP_MIN, 3, TIMESTAMP_MAX, TIMESTAMP_MIN + 1, -5];
         let mut body = Vec::new();
         PointsEncoder::points(&mut body, 1, &timestamps, &ValueColumn::I64(vec![1, 2, 3, 4, 5]));
         let decoded: Vec<PointRecord> = decode_all(body).into_iter().map(|r| r.expect("decodes")).collect();
@@ -384,13 +400,37 @@ mod tests {
             timestamps: timestamps.to_vec(),
             values: ValueColumn::I64(values.to_vec()),
         };
-        assert_eq!(decoded, vec![record(&[i64::MIN, -1], &[1, 2]), record(&[i64::MAX], &[3]), record(&[i64::MIN + 1, -5], &[4, 5])]);
+        assert_eq!(
+            decoded,
+            vec![record(&[TIMESTAMP_MIN], &[1]), record(&[3, TIMESTAMP_MAX], &[2, 3]), record(&[TIMESTAMP_MIN + 1, -5], &[4, 5])]
+        );
+    }
+
+    /// A point at `i64::MAX` could be stored but never read back (reads end before it).
+    #[test]
+    fn timestamps_outside_the_storable_range_are_refused() {
+        for (timestamp, storable) in
+            [(i64::MIN, false), (i64::MIN + 1, false), (TIMESTAMP_MIN, true), (0, true), (TIMESTAMP_MAX, true), (i64::MAX, false)]
+        {
+            // Short id 1 holds i64s, short id 4 bytes (see `kind_of`).
+            let mut points = Vec::new();
+            PointsEncoder::points(&mut points, 1, &[timestamp], &ValueColumn::I64(vec![7]));
+            let mut part = Vec::new();
+            PointsEncoder::payload_part(&mut part, 4, timestamp, true, b"x");
+            for body in [points, part] {
+                match decode_all(body).remove(0) {
+                    Ok(_) => assert!(storable, "{timestamp} decoded"),
+                    Err(DecodeError::Malformed(m)) => assert!(!storable && m.contains("out of range"), "{timestamp}: {m}"),
+                    Err(other) => panic!("{timestamp}: {other:?}"),
+                }
+            }
+        }
     }
 
     proptest! {
         #[test]
-        fn records_round_trip(runs in proptest::collection::vec((0u32..20, proptest::collection::vec(any::<i64>(), 1..20)), 0..8),
-                              part in proptest::option::of((any::<i64>(), any::<bool>(), proptest::collection::vec(any::<u8>(), 0..50)))) {
+        fn records_round_trip(runs in proptest::collection::vec((0u32..20, proptest::collection::vec(TIMESTAMP_MIN..=TIMESTAMP_MAX, 1..20)), 0..8),
+                              part in proptest::option::of((TIMESTAMP_MIN..=TIMESTAMP_MAX, any::<bool>(), proptest::collection::vec(any::<u8>(), 0..50)))) {
             let mut body = Vec::new();
             let mut expected = Vec::new();
             for (short_id, seed) in runs {
@@ -422,7 +462,7 @@ mod tests {
         /// Decoding into a sink stores what decoding into columns would return, and a record the
         /// sink refuses ends the body as a malformed one does.
         #[test]
-        fn next_into_fills_a_sink_as_next_record_does(runs in proptest::collection::vec((0u32..20, proptest::collection::vec(any::<i64>(), 1..20)), 0..8),
+        fn next_into_fills_a_sink_as_next_record_does(runs in proptest::collection::vec((0u32..20, proptest::collection::vec(TIMESTAMP_MIN..=TIMESTAMP_MAX, 1..20)), 0..8),
                                                       cut in any::<proptest::sample::Index>(),
                                                       refused in proptest::option::of(0u32..20)) {
             let mut body = Vec::new();

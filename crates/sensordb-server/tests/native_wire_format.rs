@@ -306,6 +306,44 @@ async fn overflowing_timestamp_deltas_are_refused() {
     .await
 }
 
+/// A point at `i64::MAX` was stored where no read reaches (reads end before it). Timestamps
+/// outside `i64::MIN + 2 ..= i64::MAX - 1` are MALFORMED, as in the line protocol; the ends of
+/// that range are stored and read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timestamps_no_read_reaches_are_refused() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, engine) = start(dir.path()).await;
+        let mut raw = RawClient::connect(server.native_addr, VERSION).await;
+        raw.define(1, ValueKind::I64, &key("edges")).await;
+        for (n, timestamp) in [i64::MAX, i64::MIN, i64::MIN + 1].into_iter().enumerate() {
+            let tx = TxId::from_u64(40 + n as u64);
+            raw.send_all(&[Frame::Create { tx }, send_frame(tx, &points(1, &[timestamp], ValueColumn::I64(vec![1])))]).await;
+            assert!(matches!(raw.next().await, Frame::Created { .. }));
+            let refused = raw.next().await;
+            assert!(
+                matches!(&refused, Frame::Error { code: ErrorCode::Malformed, fatal: false, message, .. } if message.contains("out of range")),
+                "{timestamp}: {refused:?}"
+            );
+        }
+        let tx = TxId::from_u64(50);
+        let edges = [i64::MIN + 2, i64::MAX - 1];
+        raw.send_all(&[
+            Frame::Create { tx },
+            send_frame(tx, &points(1, &edges, ValueColumn::I64(vec![1, 2]))),
+            Frame::Confirm { tx },
+            Frame::Complete { tx },
+        ])
+        .await;
+        assert!(matches!(raw.next().await, Frame::Created { .. }));
+        assert!(matches!(raw.next().await, Frame::Confirmed { points: 2, .. }));
+        assert_eq!(raw.next().await, Frame::Completed { tx, duplicate: false, points: 2 });
+        assert_eq!(stored(&engine, &key("edges")), vec![(i64::MIN + 2, Value::I64(1)), (i64::MAX - 1, Value::I64(2))]);
+        server.shutdown().await;
+    })
+    .await
+}
+
 /// Version 3: an ERROR naming a transaction carries the type of the frame it answers, so a
 /// client that pipelined a transaction knows which answer is the last (PROTOCOL.md, "Answers
 /// of a transaction"). Under version 2 the same ERRORs carry 0.

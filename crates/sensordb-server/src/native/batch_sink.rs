@@ -82,7 +82,7 @@ mod tests {
     proptest! {
         /// Decoding into a batch stores what decoding into columns and pushing them would.
         #[test]
-        fn next_into_fills_a_batch_as_next_record_does(runs in proptest::collection::vec((0u32..20, proptest::collection::vec(any::<i64>(), 1..20)), 0..8),
+        fn next_into_fills_a_batch_as_next_record_does(runs in proptest::collection::vec((0u32..20, proptest::collection::vec(sensordb_engine::TIMESTAMP_MIN..=sensordb_engine::TIMESTAMP_MAX, 1..20)), 0..8),
                                                        cut in any::<proptest::sample::Index>()) {
             let mut body = Vec::new();
             for (short_id, seed) in &runs {

@@ -15,12 +15,11 @@
 
 use std::borrow::Cow;
 
-/// The earliest timestamp a line may carry (ns): InfluxDB's `MinNanoTime`, `i64::MIN + 2`.
-pub const TIMESTAMP_MIN_NS: i64 = i64::MIN + 2;
-/// The latest timestamp a line may carry (ns): InfluxDB's `MaxNanoTime`, `i64::MAX - 1`. Every
-/// read range ends before `i64::MAX` (`[from, to)` with `to` at most `i64::MAX`), so this is the
-/// last instant a read can include.
-pub const TIMESTAMP_MAX_NS: i64 = i64::MAX - 1;
+/// The earliest timestamp a line may carry (ns): the model's, InfluxDB's `MinNanoTime`.
+pub const TIMESTAMP_MIN_NS: i64 = sensordb_engine::TIMESTAMP_MIN;
+/// The latest timestamp a line may carry (ns): the model's, InfluxDB's `MaxNanoTime`, the last
+/// instant a read can include.
+pub const TIMESTAMP_MAX_NS: i64 = sensordb_engine::TIMESTAMP_MAX;
 
 /// Why a timestamp is refused, `None` when it is in range.
 pub fn timestamp_out_of_range(nanos: i64) -> Option<String> {
