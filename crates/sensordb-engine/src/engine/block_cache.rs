@@ -12,11 +12,17 @@
 //! evict each block of a repeated scan just before the scan came back to it (a TSBS query over a
 //! day of 100 trucks reads 41 MB of decoded blocks through the 32 MiB cache: every read missed,
 //! and the cache cost more than it saved); this way the part that fits stays and is hit.
+//!
+//! A hit only notes when the block was read: the recency order is put right when room is made
+//! (an entry whose block was read since is moved to its place then). Moving it on every hit
+//! cost a removal and an insertion in the order for each read, and a query over 140 trucks
+//! right after a load reads thousands of short blocks.
 
 use crate::block::Block;
 use crate::error::Result;
 use crate::model::SeriesId;
 use crate::store::ListedBlock;
+use foldhash::fast::RandomState;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -36,8 +42,9 @@ pub(crate) struct BlockCache {
 
 #[derive(Default)]
 struct CacheState {
-    blocks: HashMap<BlockName, Cached>,
-    /// The kept blocks by when they were last read, oldest first (each read takes a new tick).
+    blocks: HashMap<BlockName, Cached, RandomState>,
+    /// Each kept block once, by when it was kept or last put in order (each read takes a new
+    /// tick), oldest first. A block read since has a later `Cached::used` than its key here.
     by_use: BTreeMap<u64, BlockName>,
     bytes: usize,
     clock: u64,
@@ -84,10 +91,8 @@ impl BlockCache {
             let mut state = self.state.lock();
             let now = state.tick();
             if let Some(cached) = state.blocks.get_mut(&name) {
-                let before = std::mem::replace(&mut cached.used, now);
+                cached.used = now;
                 let block = cached.block.clone();
-                state.by_use.remove(&before);
-                state.by_use.insert(now, name);
                 state.hits += 1;
                 return Ok(block);
             }
@@ -130,16 +135,26 @@ impl BlockCache {
 }
 
 /// Drops the least recently read blocks until at most `target` bytes remain, but none read
-/// since `start`.
+/// since `start`. An entry of the order whose block was read after its key goes to its place
+/// (its key then is its last read, so it is moved once).
 fn make_room(state: &mut CacheState, target: usize, start: QueryStart) {
     while state.bytes > target {
-        let Some((&used, &name)) = state.by_use.first_key_value() else { break };
-        if used >= start.0 {
+        let Some((&key, &name)) = state.by_use.first_key_value() else { break };
+        // Keys are at most the blocks' last reads: from here on every block was read since.
+        if key >= start.0 {
             break;
         }
-        state.by_use.remove(&used);
-        if let Some(cached) = state.blocks.remove(&name) {
-            state.bytes -= cached.size;
+        state.by_use.remove(&key);
+        let used = state.blocks.get(&name).map(|cached| cached.used);
+        match used {
+            Some(used) if used > key => {
+                state.by_use.insert(used, name);
+            }
+            _ => {
+                if let Some(cached) = state.blocks.remove(&name) {
+                    state.bytes -= cached.size;
+                }
+            }
         }
     }
 }
@@ -252,6 +267,19 @@ mod tests {
             assert!(hits >= 10, "round {round}: {hits} of 16 blocks from the cache");
         }
         assert!(engine.inner.block_cache.bytes() <= limit);
+    }
+
+    #[test]
+    fn blocks_read_again_outlast_blocks_read_once() {
+        let dir = tempfile::tempdir().expect("dir");
+        // 8 blocks fill the cache: series 0 and 1, series 0 read first.
+        let (engine, ids) = engine(dir.path(), 64 << 10);
+        scan(&engine, &ids[..2]);
+        // Series 0 read again: its blocks are now the most recently read.
+        assert_eq!(scan(&engine, &ids[..1]), 4);
+        // Series 2 needs room for 4 blocks: series 1's go first, then the oldest of series 0.
+        assert_eq!(scan(&engine, &ids[2..3]), 0);
+        assert!(scan(&engine, &ids[..1]) >= 2, "series 0, read again, lost its blocks before series 1");
     }
 
     #[test]
