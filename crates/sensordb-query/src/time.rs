@@ -43,8 +43,8 @@ pub fn parse_time_string(text: &str) -> Option<i64> {
 /// [`parse_time_string`], a time without an offset taken in `zone`'s local time (a statement's
 /// `tz()`, as InfluxDB reads it) instead of UTC.
 pub fn parse_time_string_in(text: &str, zone: Option<&jiff::tz::TimeZone>) -> Option<i64> {
-    if let Ok(ts) = text.parse::<jiff::Timestamp>() {
-        return i64::try_from(ts.as_nanosecond()).ok();
+    if let Some(nanos) = parse_rfc3339(text) {
+        return Some(nanos);
     }
     let civil = text
         .parse::<jiff::civil::DateTime>()
@@ -52,6 +52,14 @@ pub fn parse_time_string_in(text: &str, zone: Option<&jiff::tz::TimeZone>) -> Op
         .or_else(|| text.parse::<jiff::civil::Date>().ok().map(|d| d.to_datetime(jiff::civil::Time::midnight())))?;
     let ts = civil.to_zoned(zone.cloned().unwrap_or(jiff::tz::TimeZone::UTC)).ok()?.timestamp();
     i64::try_from(ts.as_nanosecond()).ok()
+}
+
+/// An instant in RFC 3339 with its offset (`2016-01-01T00:00:00Z`, `...T01:00:00.5+01:00`) as
+/// nanoseconds since the epoch; `None` for anything else, a time without an offset included,
+/// or an instant beyond the i64 nanoseconds.
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    let instant = text.parse::<jiff::Timestamp>().ok()?;
+    i64::try_from(instant.as_nanosecond()).ok()
 }
 
 /// RFC 3339 in UTC with nanoseconds, trailing zeros of the fraction removed (Go's RFC3339Nano).

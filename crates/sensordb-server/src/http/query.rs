@@ -233,72 +233,13 @@ fn csv_quote(text: &str) -> String {
     }
 }
 
-/// A time as integer nanoseconds or RFC 3339 (`2016-01-01T00:00:00Z`, fractions and offsets
-/// allowed).
+/// A time as integer nanoseconds or RFC 3339 with its offset (`2016-01-01T00:00:00Z`, fractions
+/// and offsets allowed; the query crate's parser, as InfluxQL conditions use it).
 pub fn parse_time(text: &str) -> Option<i64> {
     if let Ok(ns) = text.parse::<i64>() {
         return Some(ns);
     }
-    parse_rfc3339(text)
-}
-
-fn parse_rfc3339(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
-    let digits = |range: std::ops::Range<usize>| -> Option<i64> {
-        let part = text.get(range)?;
-        if part.is_empty() || !part.bytes().all(|c| c.is_ascii_digit()) {
-            return None;
-        }
-        part.parse().ok()
-    };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (year, month, day) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
-    let (hour, minute, second) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut nanos = 0i64;
-    if b.get(i) == Some(&b'.') {
-        let start = i + 1;
-        i = start;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        let fraction = &text[start..i];
-        if fraction.is_empty() || fraction.len() > 9 {
-            return None;
-        }
-        nanos = fraction.parse::<i64>().ok()? * 10i64.pow(9 - fraction.len() as u32);
-    }
-    let offset_seconds = match b.get(i)? {
-        b'Z' | b'z' if i + 1 == b.len() => 0,
-        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
-            let seconds = digits(i + 1..i + 3)? * 3600 + digits(i + 4..i + 6)? * 60;
-            if *sign == b'+' {
-                seconds
-            } else {
-                -seconds
-            }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
-    seconds.checked_mul(1_000_000_000)?.checked_add(nanos)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let yoe = year - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    sensordb_query::time::parse_rfc3339(text)
 }
 
 #[cfg(test)]
@@ -314,5 +255,7 @@ mod tests {
         assert_eq!(parse_time("2016-02-29T00:00:00Z"), Some(1_456_704_000_000_000_000));
         assert_eq!(parse_time("yesterday"), None);
         assert_eq!(parse_time("2016-01-01T00:00:00"), None);
+        assert_eq!(parse_time("2016-02-30T00:00:00Z"), None);
+        assert_eq!(parse_time("2016-01-01T00:00:00Z trailing"), None);
     }
 }
