@@ -5,7 +5,8 @@
 //! (shared with the native protocol's crate) and are re-exported here, at their old paths.
 
 pub use sensordb_model::{
-    SeriesKey, SeriesKeyError, Timestamp, Value, ValueColumn, ValueKind, DEFAULT_DATABASE, TIMESTAMP_MAX, TIMESTAMP_MIN,
+    timestamp_out_of_range, SeriesKey, SeriesKeyError, Timestamp, Value, ValueColumn, ValueKind, DEFAULT_DATABASE, TIMESTAMP_MAX,
+    TIMESTAMP_MIN,
 };
 
 /// Compact id of a series, assigned densely from 1 by the series catalog (0 is never used).

@@ -15,4 +15,4 @@ pub mod varint;
 pub mod zigzag;
 
 pub use series_key::{SeriesKey, SeriesKeyError, DEFAULT_DATABASE};
-pub use value::{storable_timestamp, Timestamp, Value, ValueColumn, ValueKind, TIMESTAMP_MAX, TIMESTAMP_MIN};
+pub use value::{timestamp_out_of_range, Timestamp, Value, ValueColumn, ValueKind, TIMESTAMP_MAX, TIMESTAMP_MIN};

@@ -18,9 +18,11 @@ pub const TIMESTAMP_MIN: Timestamp = i64::MIN + 2;
 /// this could be stored but never read back.
 pub const TIMESTAMP_MAX: Timestamp = i64::MAX - 1;
 
-/// Whether a point may carry `timestamp` ([`TIMESTAMP_MIN`]..=[`TIMESTAMP_MAX`]).
-pub fn storable_timestamp(timestamp: Timestamp) -> bool {
-    (TIMESTAMP_MIN..=TIMESTAMP_MAX).contains(&timestamp)
+/// Why a point may not carry `timestamp` (outside [`TIMESTAMP_MIN`]..=[`TIMESTAMP_MAX`]), in
+/// InfluxDB's words; `None` when it may. Both protocols refuse with this message.
+pub fn timestamp_out_of_range(timestamp: Timestamp) -> Option<String> {
+    (!(TIMESTAMP_MIN..=TIMESTAMP_MAX).contains(&timestamp))
+        .then(|| format!("timestamp {timestamp} is out of range: time outside range {TIMESTAMP_MIN} - {TIMESTAMP_MAX}"))
 }
 
 /// The kind of value a series holds.

@@ -14,9 +14,9 @@
 //! Decoding is strict where a lenient reading would store something else than was meant: a
 //! timestamp delta whose sum leaves the i64 range is refused (never wrapped), and so is a bool
 //! byte other than 0 and 1, and a timestamp outside `TIMESTAMP_MIN..=TIMESTAMP_MAX` of
-//! `sensordb-model` (`i64::MIN + 2` to `i64::MAX - 1`, InfluxDB's range: a point at `i64::MAX`
-//! could be stored but never read back). The encoder therefore never writes a delta that does not fit: it
-//! starts a new POINTS record where timestamps jump by more than an i64.
+//! `sensordb-model` (`i64::MIN + 2` to `i64::MAX - 1`, InfluxDB's range: a point at
+//! `i64::MAX` could be stored but never read back). The encoder therefore never writes a delta
+//! that does not fit: it starts a new POINTS record where timestamps jump by more than an i64.
 //!
 //! A PAYLOAD_PART lets one large byte value span SEND frames: the parts of one value are
 //! consecutive records of the same transaction (no other record in between) and concatenate to
@@ -294,14 +294,9 @@ fn decode_points(
 
 /// `timestamp`, or why a point may not carry it.
 fn storable(timestamp: Timestamp) -> Result<Timestamp, DecodeError> {
-    if sensordb_model::storable_timestamp(timestamp) {
-        Ok(timestamp)
-    } else {
-        Err(DecodeError::Malformed(format!(
-            "timestamp {timestamp} is out of range: time outside range {} - {}",
-            sensordb_model::TIMESTAMP_MIN,
-            sensordb_model::TIMESTAMP_MAX
-        )))
+    match sensordb_model::timestamp_out_of_range(timestamp) {
+        None => Ok(timestamp),
+        Some(why) => Err(DecodeError::Malformed(why)),
     }
 }
 

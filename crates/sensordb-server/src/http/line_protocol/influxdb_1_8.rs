@@ -10,22 +10,13 @@
 //!   takes `,w` as a key and ignores a trailing comma);
 //! * a float must be finite: `1e309` is refused as `inf` is (InfluxDB 1.8: "value out of range");
 //!   the crate stores +Inf ([`finite_float`]);
-//! * a timestamp must lie in [`TIMESTAMP_MIN_NS`, `TIMESTAMP_MAX_NS`], InfluxDB's range: reads end
-//!   before `i64::MAX`, so a point there could never be read back.
+//! * a timestamp must lie in the model's `TIMESTAMP_MIN..=TIMESTAMP_MAX`, InfluxDB's range: reads
+//!   end before `i64::MAX`, so a point there could never be read back
+//!   ([`timestamp_out_of_range`], the native protocol's check too).
 
 use std::borrow::Cow;
 
-/// The earliest timestamp a line may carry (ns): the model's, InfluxDB's `MinNanoTime`.
-pub const TIMESTAMP_MIN_NS: i64 = sensordb_engine::TIMESTAMP_MIN;
-/// The latest timestamp a line may carry (ns): the model's, InfluxDB's `MaxNanoTime`, the last
-/// instant a read can include.
-pub const TIMESTAMP_MAX_NS: i64 = sensordb_engine::TIMESTAMP_MAX;
-
-/// Why a timestamp is refused, `None` when it is in range.
-pub fn timestamp_out_of_range(nanos: i64) -> Option<String> {
-    (!(TIMESTAMP_MIN_NS..=TIMESTAMP_MAX_NS).contains(&nanos))
-        .then(|| format!("timestamp {nanos} is out of range: time outside range {TIMESTAMP_MIN_NS} - {TIMESTAMP_MAX_NS}"))
-}
+pub use sensordb_engine::timestamp_out_of_range;
 
 /// Whether a float field value may be stored.
 pub fn finite_float(value: f64) -> bool {
