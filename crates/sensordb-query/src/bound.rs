@@ -179,8 +179,7 @@ impl<'r> Bound<'r> {
 
     fn computed<'v>(&'v self, time: i64, row: &'v [FieldValue]) -> Cow<'v, FieldValue> {
         match self {
-            Bound::Const(v) => Cow::Borrowed(v),
-            Bound::Column(c) => Cow::Borrowed(&row[*c]),
+            Bound::Const(_) | Bound::Column(_) => self.value(time, row),
             Bound::Time => Cow::Owned(FieldValue::Integer(time)),
             Bound::Negate(inner) => Cow::Owned(negate(&inner.value(time, row))),
             Bound::Logic { and: true, lhs, rhs } => Cow::Owned(FieldValue::Boolean(lhs.holds(time, row) && rhs.holds(time, row))),
