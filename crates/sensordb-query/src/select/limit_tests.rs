@@ -57,6 +57,18 @@ fn points() -> impl Strategy<Value = Vec<(u8, i64, Option<f64>, Option<i64>)>> {
     )
 }
 
+/// A time window as the WHERE clause of a shape (`{where}`) and as a condition added to one
+/// (`{and}`); two empty strings without a window.
+fn window_clauses(window: Option<(i64, i64)>) -> (String, String) {
+    match window {
+        Some((from, length)) => {
+            let range = format!("time >= {from} AND time <= {}", from + length);
+            (format!(" WHERE {range}"), format!(" AND {range}"))
+        }
+        None => (String::new(), String::new()),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -74,13 +86,7 @@ proptest! {
         first_round in proptest::option::of(1usize..8),
     ) {
         super::FIRST_ROUND.with(|f| f.set(first_round));
-        let (where_, and) = match window {
-            Some((from, length)) => {
-                let range = format!("time >= {from} AND time <= {}", from + length);
-                (format!(" WHERE {range}"), format!(" AND {range}"))
-            }
-            None => (String::new(), String::new()),
-        };
+        let (where_, and) = window_clauses(window);
         let base = SHAPES[shape].replace("{where}", &where_).replace("{and}", &and);
         let order = if descending { " ORDER BY time DESC" } else { "" };
         let storage = store(&points, run_points);
@@ -108,13 +114,7 @@ proptest! {
         shape in 0..SHAPES.len() + 2,
         window in proptest::option::of((0..100i64, 0..100i64)),
     ) {
-        let (where_, and) = match window {
-            Some((from, length)) => {
-                let range = format!("time >= {from} AND time <= {}", from + length);
-                (format!(" WHERE {range}"), format!(" AND {range}"))
-            }
-            None => (String::new(), String::new()),
-        };
+        let (where_, and) = window_clauses(window);
         // Beside the shared shapes: a projection that is null where one field is missing, and
         // a condition on a tag only.
         let extra = ["SELECT a + b FROM m{where} GROUP BY \"name\"", "SELECT b, a FROM m WHERE fleet = 'South'{and} GROUP BY \"name\""];
