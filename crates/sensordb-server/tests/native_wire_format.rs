@@ -97,6 +97,14 @@ impl RawClient {
         assert!(matches!(self.next().await, Frame::SeriesOk { short_id: s, .. } if s == short_id));
     }
 
+    /// CREATE and a SEND of `records` that the server refuses: the answer to the SEND (CREATED
+    /// checked before it).
+    async fn refused_send(&mut self, tx: TxId, records: &[u8]) -> Frame {
+        self.send_all(&[Frame::Create { tx }, send_frame(tx, records)]).await;
+        assert!(matches!(self.next().await, Frame::Created { .. }));
+        self.next().await
+    }
+
     /// PING and its PONG: the connection still serves.
     async fn still_serves(&mut self) {
         self.send_all(&[Frame::Ping { nonce: 77 }]).await;
@@ -291,10 +299,7 @@ async fn overflowing_timestamp_deltas_are_refused() {
         put_zigzag(&mut records, i64::MAX - 1);
         put_zigzag(&mut records, 5);
         records.extend_from_slice(&[0, 0]);
-        let tx = TxId::from_u64(20);
-        raw.send_all(&[Frame::Create { tx }, send_frame(tx, &records)]).await;
-        assert!(matches!(raw.next().await, Frame::Created { .. }));
-        let refused = raw.next().await;
+        let refused = raw.refused_send(TxId::from_u64(20), &records).await;
         assert!(
             matches!(&refused, Frame::Error { code: ErrorCode::Malformed, message, .. } if message.contains("overflow")),
             "{refused:?}"
@@ -317,10 +322,7 @@ async fn timestamps_no_read_reaches_are_refused() {
         let mut raw = RawClient::connect(server.native_addr, VERSION).await;
         raw.define(1, ValueKind::I64, &key("edges")).await;
         for (n, timestamp) in [i64::MAX, i64::MIN, i64::MIN + 1].into_iter().enumerate() {
-            let tx = TxId::from_u64(40 + n as u64);
-            raw.send_all(&[Frame::Create { tx }, send_frame(tx, &points(1, &[timestamp], ValueColumn::I64(vec![1])))]).await;
-            assert!(matches!(raw.next().await, Frame::Created { .. }));
-            let refused = raw.next().await;
+            let refused = raw.refused_send(TxId::from_u64(40 + n as u64), &points(1, &[timestamp], ValueColumn::I64(vec![1]))).await;
             assert!(
                 matches!(&refused, Frame::Error { code: ErrorCode::Malformed, fatal: false, message, .. } if message.contains("out of range")),
                 "{timestamp}: {refused:?}"
