@@ -5,7 +5,7 @@
 //! (shared with the native protocol's crate) and are re-exported here, at their old paths.
 
 pub use sensordb_model::{
-    timestamp_out_of_range, SeriesKey, SeriesKeyError, Timestamp, Value, ValueColumn, ValueKind, DEFAULT_DATABASE, TIMESTAMP_MAX,
+    timestamp_out_of_range, KeyText, SeriesKey, SeriesKeyError, Timestamp, Value, ValueColumn, ValueKind, DEFAULT_DATABASE, TIMESTAMP_MAX,
     TIMESTAMP_MIN,
 };
 

@@ -14,5 +14,5 @@ pub mod value;
 pub mod varint;
 pub mod zigzag;
 
-pub use series_key::{SeriesKey, SeriesKeyError, DEFAULT_DATABASE};
+pub use series_key::{KeyText, SeriesKey, SeriesKeyError, DEFAULT_DATABASE};
 pub use value::{timestamp_out_of_range, Timestamp, Value, ValueColumn, ValueKind, TIMESTAMP_MAX, TIMESTAMP_MIN};

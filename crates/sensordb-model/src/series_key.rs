@@ -148,6 +148,79 @@ impl SeriesKey {
     }
 }
 
+/// A canonical key text taken apart in place, without copying or unescaping: the parts of the
+/// text [`SeriesKey::canonical`] writes, for texts that need no escapes (names without `,`, ` `,
+/// `=` or `\`, which is nearly every key). Loading a catalog or listing millions of series
+/// parsed every key into seven allocations only to read its database or compare its tags; a
+/// caller takes this first and falls back to [`SeriesKey::parse`] when it is `None`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyText<'a> {
+    database: &'a str,
+    measurement: &'a str,
+    /// `,key=value` pairs back to back, sorted by key (empty without tags).
+    tags: &'a str,
+    field: &'a str,
+}
+
+impl<'a> KeyText<'a> {
+    /// The parts of `text` when it is the canonical text of a key and holds no backslash;
+    /// `None` otherwise (an escaped text, or not a canonical text at all: parse it).
+    pub fn split(text: &'a str) -> Option<KeyText<'a>> {
+        let bytes = text.as_bytes();
+        if bytes.contains(&b'\\') {
+            return None;
+        }
+        let plain = |name: &str| !name.is_empty() && !name.bytes().any(|b| matches!(b, b',' | b'='));
+        let mut words = text.split(' ');
+        let (first, second, third) = (words.next()?, words.next()?, words.next());
+        if words.next().is_some() {
+            return None;
+        }
+        let (database, series, field) = match third {
+            // The default database is left out of a canonical text.
+            Some(field) if first != DEFAULT_DATABASE && plain(first) => (first, second, field),
+            Some(_) => return None,
+            None => (DEFAULT_DATABASE, first, second),
+        };
+        if !plain(field) {
+            return None;
+        }
+        let (measurement, tags) = series.find(',').map_or((series, ""), |at| series.split_at(at));
+        if !plain(measurement) {
+            return None;
+        }
+        let mut key_before: Option<&str> = None;
+        for pair in tags.split(',').skip(1) {
+            let (key, value) = pair.split_once('=')?;
+            // Keys distinct and ascending, as `SeriesKey::new` sorts them; no empty parts.
+            if key.is_empty() || value.is_empty() || value.contains('=') || key_before.is_some_and(|before| before >= key) {
+                return None;
+            }
+            key_before = Some(key);
+        }
+        Some(KeyText { database, measurement, tags, field })
+    }
+
+    pub fn database(&self) -> &'a str {
+        self.database
+    }
+    pub fn measurement(&self) -> &'a str {
+        self.measurement
+    }
+    /// The tag pairs as text, `,key=value` each, sorted by key: equal tag sets have equal
+    /// texts.
+    pub fn tags_text(&self) -> &'a str {
+        self.tags
+    }
+    /// The tags, sorted by key.
+    pub fn tags(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        self.tags.split(',').skip(1).map(|pair| pair.split_once('=').expect("BUG: KeyText::split checked every pair"))
+    }
+    pub fn field(&self) -> &'a str {
+        self.field
+    }
+}
+
 impl fmt::Display for SeriesKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.canonical())
@@ -229,6 +302,41 @@ mod tests {
         assert_eq!(SeriesKey::new("m", [("a", "1")], ""), Err(SeriesKeyError::EmptyField));
     }
 
+    #[test]
+    fn key_text_takes_canonical_texts_apart_and_refuses_the_rest() {
+        let text = KeyText::split("plant m,a=1,b=2 f").expect("canonical");
+        assert_eq!((text.database(), text.measurement(), text.tags_text(), text.field()), ("plant", "m", ",a=1,b=2", "f"));
+        assert_eq!(text.tags().collect::<Vec<_>>(), [("a", "1"), ("b", "2")]);
+        let plain = KeyText::split("m f").expect("canonical");
+        assert_eq!((plain.database(), plain.measurement(), plain.tags_text()), (DEFAULT_DATABASE, "m", ""));
+        assert_eq!(plain.tags().count(), 0);
+        for refused in [
+            "default m f", // the default database is left out
+            "m,b=1,a=2 f", // tags out of order
+            "m,a=1,a=2 f", // a tag twice
+            "m,a= f",      // an empty value
+            "m,=1 f",      // an empty key
+            "m,a=1=2 f",   // an unescaped `=` in a value
+            "m=x f",       // ... in a measurement
+            "m f=x",       // ... in a field
+            "d,x m f",     // an unescaped `,` in a database
+            "m f,x",       // ... in a field
+            "m, f",        // an empty pair
+            "m\\ x f",     // escaped: parse it
+            "a b c d",
+            "m",
+            " m f",
+            "m f ",
+        ] {
+            assert_eq!(KeyText::split(refused), None, "{refused:?}");
+        }
+    }
+
+    /// Mostly a plain name, else one of `odd` (`|`-separated choices).
+    fn name(odd: &'static str) -> impl Strategy<Value = String> {
+        prop_oneof![4 => "[ab]{1,2}", 1 => proptest::string::string_regex(odd).expect("regex")]
+    }
+
     proptest! {
         #[test]
         fn canonical_form_round_trips(
@@ -242,6 +350,34 @@ mod tests {
                 key = key.in_database(database).expect("valid database");
             }
             prop_assert_eq!(SeriesKey::parse(&key.canonical()).expect("parses"), key);
+        }
+
+        /// A text `KeyText::split` takes apart is the canonical text of the key it names, part
+        /// for part; and every canonical text without a backslash is taken apart.
+        #[test]
+        fn key_text_agrees_with_parse(
+            database in proptest::option::of(name("default|d|e,")),
+            measurement in name("a="),
+            tags in proptest::collection::vec((name("a|b|"), name("a=b|")), 0..4),
+            field in name("a,|="),
+        ) {
+            let mut text = database.map(|d| format!("{d} ")).unwrap_or_default() + &measurement;
+            for (key, value) in &tags {
+                text.push_str(&format!(",{key}={value}"));
+            }
+            text.push(' ');
+            text.push_str(&field);
+            let split = KeyText::split(&text);
+            let parsed = SeriesKey::parse(&text).ok();
+            let canonical = parsed.as_ref().is_some_and(|key| key.canonical() == text);
+            prop_assert_eq!(split.is_some(), canonical, "{:?}: {:?} {:?}", text, split, parsed);
+            if let (Some(split), Some(key)) = (split, parsed) {
+                prop_assert_eq!(split.database(), key.database());
+                prop_assert_eq!(split.measurement(), key.measurement());
+                prop_assert_eq!(split.field(), key.field());
+                let tags: Vec<(String, String)> = split.tags().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+                prop_assert_eq!(tags.as_slice(), key.tags());
+            }
         }
     }
 }

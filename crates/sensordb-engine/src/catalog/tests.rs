@@ -24,6 +24,37 @@ fn a_key_repeated_under_a_second_id_is_cut_as_damage() {
     assert_eq!(recovery.truncated_at.map(|t| t.0), Some(end));
 }
 use crate::fs::{FaultyFs, RealFs};
+
+/// Texts an older writer might have spelled otherwise (the default database named, tags out of
+/// order) are kept in canonical form, found by their keys and counted in their databases;
+/// escaped keys, which loading parses rather than takes apart in place, come back whole.
+#[test]
+fn stored_spellings_are_kept_canonical_and_counted_in_their_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("c");
+    drop(Catalog::open(&RealFs, &path, true).expect("create"));
+    let escaped = SeriesKey::new("m x", [("a,b", "c=d")], "f\\g").and_then(|k| k.in_database("plant 7")).expect("key");
+    let texts = ["default m,a=1 f".to_string(), "other m,b=2,a=1 f".to_string(), escaped.canonical(), "other m,a=2 f".to_string()];
+    let mut bytes = std::fs::read(&path).expect("read");
+    let mut previous = String::new();
+    for (id, text) in texts.iter().enumerate() {
+        record::encode(&mut bytes, id as u32 + 1, Some(ValueKind::F64), &previous, text);
+        previous.clone_from(text);
+    }
+    std::fs::write(&path, &bytes).expect("write");
+    let (catalog, recovery) = Catalog::open(&RealFs, &path, true).expect("reopen");
+    assert_eq!(recovery, CatalogRecovery::default());
+    let in_other = |k: SeriesKey| k.in_database("other").expect("key");
+    assert_eq!(catalog.find(&SeriesKey::new("m", [("a", "1")], "f").expect("key")), Some(SeriesId(1)));
+    assert_eq!(catalog.find(&in_other(SeriesKey::new("m", [("a", "1"), ("b", "2")], "f").expect("key"))), Some(SeriesId(2)));
+    assert_eq!(catalog.find(&escaped), Some(SeriesId(3)));
+    assert_eq!(catalog.find(&in_other(SeriesKey::new("m", [("a", "2")], "f").expect("key"))), Some(SeriesId(4)));
+    // Two live series in "other": a limit of 2 refuses a third there, not elsewhere.
+    catalog.set_series_per_database_max(2);
+    assert!(catalog.get_or_create(&in_other(SeriesKey::new("m", [("a", "3")], "f").expect("key")), ValueKind::F64).is_err());
+    catalog.get_or_create(&SeriesKey::new("m", [("a", "3")], "f").expect("key"), ValueKind::F64).expect("the default database has 1");
+}
+
 use proptest::prelude::*;
 
 fn key(name: &str, field: &str) -> SeriesKey {
