@@ -495,13 +495,12 @@ impl Catalog {
         self.state.read().deletions
     }
 
-    /// Calls `visit` for every series from id `first` on, with whether it is deleted.
-    pub fn visit_from(&self, first: SeriesId, mut visit: impl FnMut(&SeriesEntry, bool)) {
+    /// Calls `visit` with the canonical key text of every series from id `first` on (ids in
+    /// order, deleted ones too), and whether it is deleted.
+    pub fn visit_texts_from(&self, first: SeriesId, mut visit: impl FnMut(&str, bool)) {
         let state = self.state.read();
         for index in (first.0 as usize).saturating_sub(1)..state.keys.len() {
-            if let Some(entry) = state.entry(index) {
-                visit(&entry, state.keys.is_deleted(index));
-            }
+            visit(state.keys.text(index), state.keys.is_deleted(index));
         }
     }
 

@@ -39,11 +39,12 @@ use crate::catalog::Catalog;
 use crate::compaction::{BlockCopy, CompactionOptions, RateLimit};
 use crate::error::Result;
 use crate::fs::FileSystem;
-use crate::model::{SeriesId, Timestamp};
+use crate::model::{KeyText, SeriesId, SeriesKey, Timestamp};
 use crate::store::{BlockLife, BlockStore};
 use fisherman::{Candidate, Fisherman};
 use parking_lot::{Mutex, RwLock};
 use policy::Databases;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -512,17 +513,27 @@ impl Reclaimer {
             state.seen_databases_version = version;
         }
         let first = SeriesId(state.class_of.len() as u32 + 1);
-        let mut new_classes = Vec::new();
-        catalog.visit_from(first, |entry, deleted| {
-            let database = entry.key.database();
-            let period = databases.policies.get(database).and_then(|p| p.period_of(&entry.key));
-            new_classes.push((database.to_string(), period, deleted));
-        });
-        for (database, period, deleted) in new_classes {
+        let state = &mut *state;
+        catalog.visit_texts_from(first, |text, deleted| {
+            // Most keys are taken apart in place; only those a period override may match, or
+            // escaped ones, are parsed (parsing every key of 2 M series was 1.7 s of CPU at
+            // the first cycle after a start).
+            let parts = KeyText::split(text);
+            let policy = |database: &str| databases.policies.get(database);
+            let (database, period): (Cow<'_, str>, _) = match parts {
+                Some(parts) if policy(parts.database()).is_none_or(|p| p.overrides.is_empty()) => {
+                    (Cow::Borrowed(parts.database()), policy(parts.database()).and_then(|p| p.period))
+                }
+                _ => {
+                    let key = SeriesKey::parse(text).expect("BUG: catalog key texts are canonical keys");
+                    let period = policy(key.database()).and_then(|p| p.period_of(&key));
+                    (Cow::Owned(key.database().to_string()), period)
+                }
+            };
             let database = match state.database_names.iter().position(|d| *d == database) {
                 Some(index) => index as u32,
                 None => {
-                    state.database_names.push(database);
+                    state.database_names.push(database.into_owned());
                     state.database_names.len() as u32 - 1
                 }
             };
@@ -537,7 +548,7 @@ impl Reclaimer {
                 }
             };
             state.class_of.push(index);
-        }
+        });
     }
 
     /// The cutoff of every class: period, database capacity, node eviction, deletion.
