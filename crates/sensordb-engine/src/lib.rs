@@ -104,6 +104,6 @@ pub use reclaim::policy::{DatabasePolicy, Databases, PeriodOverride};
 // Model and errors.
 pub use error::{CodecError, Error, Result};
 pub use model::{
-    timestamp_out_of_range, Point, SeriesId, SeriesKey, SeriesKeyError, Timestamp, Value, ValueColumn, ValueKind, DEFAULT_DATABASE,
-    TIMESTAMP_MAX, TIMESTAMP_MIN,
+    timestamp_out_of_range, KeyText, Point, SeriesId, SeriesKey, SeriesKeyError, Timestamp, Value, ValueColumn, ValueKind,
+    DEFAULT_DATABASE, TIMESTAMP_MAX, TIMESTAMP_MIN,
 };

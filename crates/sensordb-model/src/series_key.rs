@@ -166,37 +166,71 @@ impl<'a> KeyText<'a> {
     /// The parts of `text` when it is the canonical text of a key and holds no backslash;
     /// `None` otherwise (an escaped text, or not a canonical text at all: parse it).
     pub fn split(text: &'a str) -> Option<KeyText<'a>> {
+        // Byte loops, one pass over each part: a catalog load and a series list split millions
+        // of texts, and a `str` search per separator cost several times the pass.
         let bytes = text.as_bytes();
-        if bytes.contains(&b'\\') {
-            return None;
+        let (mut first_space, mut second_space) = (None, None);
+        for (at, &byte) in bytes.iter().enumerate() {
+            match byte {
+                b'\\' => return None,
+                b' ' if first_space.is_none() => first_space = Some(at),
+                b' ' if second_space.is_none() => second_space = Some(at),
+                b' ' => return None,
+                _ => {}
+            }
         }
-        let plain = |name: &str| !name.is_empty() && !name.bytes().any(|b| matches!(b, b',' | b'='));
-        let mut words = text.split(' ');
-        let (first, second, third) = (words.next()?, words.next()?, words.next());
-        if words.next().is_some() {
-            return None;
-        }
-        let (database, series, field) = match third {
-            // The default database is left out of a canonical text.
-            Some(field) if first != DEFAULT_DATABASE && plain(first) => (first, second, field),
-            Some(_) => return None,
-            None => (DEFAULT_DATABASE, first, second),
+        let plain = |name: &[u8]| !name.is_empty() && !name.iter().any(|&b| b == b',' || b == b'=');
+        let first_space = first_space?;
+        let (database, series, field) = match second_space {
+            Some(second_space) => {
+                let database = &text[..first_space];
+                // The default database is left out of a canonical text.
+                if database == DEFAULT_DATABASE || !plain(database.as_bytes()) {
+                    return None;
+                }
+                (database, &text[first_space + 1..second_space], &text[second_space + 1..])
+            }
+            None => (DEFAULT_DATABASE, &text[..first_space], &text[first_space + 1..]),
         };
-        if !plain(field) {
+        if !plain(field.as_bytes()) {
             return None;
         }
-        let (measurement, tags) = series.find(',').map_or((series, ""), |at| series.split_at(at));
-        if !plain(measurement) {
+        let series_bytes = series.as_bytes();
+        let end = series_bytes.len();
+        let mut at = series_bytes.iter().position(|&b| b == b',').unwrap_or(end);
+        if !plain(&series_bytes[..at]) {
             return None;
         }
-        let mut key_before: Option<&str> = None;
-        for pair in tags.split(',').skip(1) {
-            let (key, value) = pair.split_once('=')?;
-            // Keys distinct and ascending, as `SeriesKey::new` sorts them; no empty parts.
-            if key.is_empty() || value.is_empty() || value.contains('=') || key_before.is_some_and(|before| before >= key) {
+        let (measurement, tags) = series.split_at(at);
+        // Each `,key=value`: both parts non-empty, no `=` in the value, keys ascending (as
+        // `SeriesKey::new` sorts them) and so distinct.
+        let mut key_before: &[u8] = &[];
+        while at < end {
+            let key_start = at + 1;
+            let mut equals = key_start;
+            while equals < end && series_bytes[equals] != b'=' {
+                if series_bytes[equals] == b',' {
+                    return None;
+                }
+                equals += 1;
+            }
+            let key = &series_bytes[key_start..equals];
+            if equals == end || key.is_empty() || (!key_before.is_empty() && key_before >= key) {
                 return None;
             }
-            key_before = Some(key);
+            let value_start = equals + 1;
+            let mut value_end = value_start;
+            while value_end < end && series_bytes[value_end] != b',' {
+                if series_bytes[value_end] == b'=' {
+                    return None;
+                }
+                value_end += 1;
+            }
+            if value_end == value_start {
+                return None;
+            }
+            key_before = key;
+            at = value_end;
         }
         Some(KeyText { database, measurement, tags, field })
     }
@@ -213,7 +247,7 @@ impl<'a> KeyText<'a> {
         self.tags
     }
     /// The tags, sorted by key.
-    pub fn tags(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+    pub fn tags(&self) -> impl Iterator<Item = (&'a str, &'a str)> + Clone + 'a {
         self.tags.split(',').skip(1).map(|pair| pair.split_once('=').expect("BUG: KeyText::split checked every pair"))
     }
     pub fn field(&self) -> &'a str {
@@ -322,6 +356,7 @@ mod tests {
             "d,x m f",     // an unescaped `,` in a database
             "m f,x",       // ... in a field
             "m, f",        // an empty pair
+            "m,a,b=1 f",   // a pair without `=`
             "m\\ x f",     // escaped: parse it
             "a b c d",
             "m",

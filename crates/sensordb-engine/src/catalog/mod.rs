@@ -639,6 +639,44 @@ impl Catalog {
         Some((Self::select_in(&state, since.created, database, measurement, &[]), state.cursor()))
     }
 
+    /// Calls `visit` with the id, kind and canonical key text of every live series of
+    /// `database` (and `measurement` when given) created after `since` (every one without it),
+    /// in id order, without parsing the texts it can take apart in place. Returns the cursor
+    /// after them; `None` when a series was deleted since `since` (visit everything again).
+    /// Runs under the catalog's read lock: a new series waits until it returns.
+    pub fn visit_selected(
+        &self,
+        since: Option<SeriesCursor>,
+        database: &str,
+        measurement: Option<&str>,
+        mut visit: impl FnMut(SeriesId, ValueKind, &str),
+    ) -> Option<SeriesCursor> {
+        let state = self.state.read();
+        let first = match since {
+            Some(since) if state.deletions != since.deletions || state.keys.len() < since.created => return None,
+            Some(since) => since.created,
+            None => 0,
+        };
+        let prefix = select::Prefix::new(Some(database), measurement);
+        for index in first..state.keys.len() {
+            let text = state.keys.text(index);
+            if state.keys.is_deleted(index) || !prefix.may_match(text) {
+                continue;
+            }
+            let matches = match KeyText::split(text) {
+                Some(parts) => parts.database() == database && measurement.is_none_or(|m| parts.measurement() == m),
+                None => {
+                    let key = SeriesKey::parse(text).expect("BUG: catalog key texts are canonical keys");
+                    key.database() == database && measurement.is_none_or(|m| key.measurement() == m)
+                }
+            };
+            if let (true, Some(kind)) = (matches, state.kind(index)) {
+                visit(SeriesId(index as u32 + 1), kind, text);
+            }
+        }
+        Some(state.cursor())
+    }
+
     fn select_in(
         state: &State,
         first: usize,

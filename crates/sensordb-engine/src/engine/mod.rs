@@ -406,6 +406,22 @@ impl Engine {
         self.inner.catalog.select_created_since(since, database, measurement)
     }
 
+    /// Calls `visit` with the id, kind and canonical key text ([`SeriesKey::canonical`]; take it
+    /// apart with [`KeyText::split`](crate::KeyText::split), or parse it) of every live series of `database` (and
+    /// `measurement` when given) created after `since` (every one without it), in id order.
+    /// Returns the cursor after them, or `None` when a series was deleted since `since`
+    /// (visit everything again). A list of millions of series is built without a parsed key
+    /// per series; series are not created while it runs.
+    pub fn visit_series(
+        &self,
+        since: Option<SeriesCursor>,
+        database: &str,
+        measurement: Option<&str>,
+        visit: impl FnMut(SeriesId, ValueKind, &str),
+    ) -> Option<SeriesCursor> {
+        self.inner.catalog.visit_selected(since, database, measurement, visit)
+    }
+
     /// Where the catalog stands now: it changes whenever a series is created or deleted, so a
     /// caller may keep what [`Engine::select_series`] answered until it changes.
     pub fn series_cursor(&self) -> SeriesCursor {
