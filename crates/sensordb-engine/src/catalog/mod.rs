@@ -85,6 +85,14 @@ pub struct SeriesCursor {
     deletions: u64,
 }
 
+impl SeriesCursor {
+    /// Series created before it (deleted ones too): how many a visit from the start meets
+    /// at most.
+    pub fn created(&self) -> usize {
+        self.created
+    }
+}
+
 struct State {
     /// Key text, kind and deletion of every series (index = id - 1); live ones by text. A
     /// deleted key is free for a new id.
@@ -201,17 +209,42 @@ impl Catalog {
     /// Opens or creates the catalog at `path`. With `sync_on_create`, each new series is fsynced
     /// before `get_or_create` returns.
     pub fn open(fs: &dyn FileSystem, path: &Path, sync_on_create: bool) -> Result<(Catalog, CatalogRecovery)> {
-        Self::open_keeping_cuts(fs, path, sync_on_create, None)
+        Self::open_keeping_cuts(fs, path, sync_on_create, None, || ()).0
     }
 
     /// [`Catalog::open`] that first copies a damaged tail it cuts off into `quarantine` (see
     /// [`crate::quarantine`]). If that copy fails, the tail is cut anyway: the catalog must
     /// append after its last good record, so the bytes cannot stay where they are.
-    pub fn open_keeping_cuts(
+    ///
+    /// `beside` runs on this thread while another decodes the file (the engine opens its
+    /// segment store there: at millions of series each takes about a second). It runs after
+    /// the catalog's creation and before any repair of its tail, so the order of the changes
+    /// both make on disk does not depend on the threads' timing.
+    pub fn open_keeping_cuts<T>(
         fs: &dyn FileSystem,
         path: &Path,
         sync_on_create: bool,
         quarantine: Option<&crate::quarantine::Quarantine>,
+        beside: impl FnOnce() -> T,
+    ) -> (Result<(Catalog, CatalogRecovery)>, T) {
+        let mut beside = Some(beside);
+        let mut result = None;
+        let opened = Self::open_beside(fs, path, sync_on_create, quarantine, &mut || result = beside.take().map(|f| f()));
+        // Run even when the catalog failed before decoding, so the caller always gets both.
+        let result = match (result, beside) {
+            (Some(result), _) => result,
+            (None, Some(beside)) => beside(),
+            (None, None) => unreachable!("BUG: `beside` ran without a result"),
+        };
+        (opened, result)
+    }
+
+    fn open_beside(
+        fs: &dyn FileSystem,
+        path: &Path,
+        sync_on_create: bool,
+        quarantine: Option<&crate::quarantine::Quarantine>,
+        beside: &mut dyn FnMut(),
     ) -> Result<(Catalog, CatalogRecovery)> {
         let io = |e| Error::io(path, e);
         let file = if fs.exists(path) {
@@ -234,7 +267,20 @@ impl Catalog {
             bytes = header_bytes();
             file.write_all_at(&bytes, 0).and_then(|()| file.sync_data()).map_err(io)?;
         }
-        let (state, tail, mut recovery) = Self::parse(path, &bytes)?;
+        let parsed = std::thread::scope(|scope| {
+            match std::thread::Builder::new().name("sensordb-catalog".into()).spawn_scoped(scope, || Self::parse(path, &bytes)) {
+                Ok(parsing) => {
+                    beside();
+                    parsing.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                }
+                // No thread to spare: one after the other.
+                Err(_) => {
+                    beside();
+                    Self::parse(path, &bytes)
+                }
+            }
+        });
+        let (state, tail, mut recovery) = parsed?;
         if let Some((offset, reason)) = &mut recovery.truncated_at {
             if let Some(quarantine) = quarantine {
                 match quarantine.keep_bytes(fs, path, file.as_ref(), *offset) {

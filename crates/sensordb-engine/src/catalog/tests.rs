@@ -25,6 +25,48 @@ fn a_key_repeated_under_a_second_id_is_cut_as_damage() {
 }
 use crate::fs::{FaultyFs, RealFs};
 
+/// What runs beside the decoding runs once and its result comes back, whether the catalog
+/// opens or not; a tail cut after it still gets cut.
+#[test]
+fn the_work_beside_a_catalog_open_runs_once_whatever_the_catalog_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("c");
+    let runs = std::cell::Cell::new(0);
+    let beside = || {
+        runs.set(runs.get() + 1);
+        runs.get()
+    };
+    let (opened, ran) = Catalog::open_keeping_cuts(&RealFs, &path, true, None, beside);
+    let (catalog, _) = opened.expect("created");
+    catalog.get_or_create(&key("a", "x"), ValueKind::F64).expect("create");
+    let end = catalog.file_bytes();
+    drop(catalog);
+    assert_eq!(ran, 1);
+
+    // A torn record after the last good one: cut, with the work beside done.
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes.extend_from_slice(&[9, 1, 2]);
+    std::fs::write(&path, &bytes).expect("write");
+    let (opened, ran) = Catalog::open_keeping_cuts(&RealFs, &path, true, None, beside);
+    let (catalog, recovery) = opened.expect("reopened");
+    assert_eq!((ran, catalog.len(), recovery.truncated_at.map(|t| t.0)), (2, 1, Some(end)));
+    assert_eq!(std::fs::metadata(&path).expect("metadata").len(), end, "the torn tail is cut");
+    drop(catalog);
+
+    // A damaged header: the catalog does not open, the work beside is done all the same.
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[0] ^= 0xff;
+    std::fs::write(&path, &bytes).expect("write");
+    let (opened, ran) = Catalog::open_keeping_cuts(&RealFs, &path, true, None, beside);
+    assert!(opened.is_err());
+    assert_eq!(ran, 3);
+
+    // A catalog that cannot even be read (a directory in its place): the same.
+    let (opened, ran) = Catalog::open_keeping_cuts(&RealFs, dir.path(), true, None, beside);
+    assert!(opened.is_err());
+    assert_eq!(ran, 4);
+}
+
 /// Texts an older writer might have spelled otherwise (the default database named, tags out of
 /// order) are kept in canonical form, found by their keys and counted in their databases;
 /// escaped keys, which loading parses rather than takes apart in place, come back whole.

@@ -62,25 +62,30 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<A
     let mut report = RecoveryReport::default();
     let quarantine = Quarantine::new(dir, options.durability != Durability::None);
 
-    let (catalog, catalog_recovery) =
-        Catalog::open_keeping_cuts(fs.as_ref(), &catalog_path(dir), options.durability == Durability::Fsync, Some(&quarantine))?;
+    let store_options = SegmentStoreOptions {
+        segment_bytes_max: options.segment_bytes_max,
+        sync: options.durability != Durability::None,
+        ..SegmentStoreOptions::default()
+    };
+    // The segment store opens while the catalog is decoded: neither needs the other until both
+    // are open.
+    let (catalog_opened, store_opened) =
+        Catalog::open_keeping_cuts(fs.as_ref(), &catalog_path(dir), options.durability == Durability::Fsync, Some(&quarantine), || {
+            given_store.is_none().then(|| SegmentStore::open(fs.clone(), &segment_dir(dir), store_options))
+        });
+    let (catalog, catalog_recovery) = catalog_opened?;
     if let Some((offset, what)) = catalog_recovery.truncated_at {
         report.problems.push((catalog_path(dir), offset, what));
     }
     report.series = catalog.len();
 
-    let store: Arc<dyn BlockStore> = match given_store {
-        Some(store) => {
+    let store: Arc<dyn BlockStore> = match (given_store, store_opened) {
+        (Some(store), _) => {
             report.segments = store.stats().segments;
             store
         }
-        None => {
-            let store_options = SegmentStoreOptions {
-                segment_bytes_max: options.segment_bytes_max,
-                sync: options.durability != Durability::None,
-                ..SegmentStoreOptions::default()
-            };
-            let (store, store_recovery) = SegmentStore::open(fs.clone(), &segment_dir(dir), store_options)?;
+        (None, Some(opened)) => {
+            let (store, store_recovery) = opened?;
             report.segments = store_recovery.segments;
             report.problems.extend(store_recovery.problems);
             for (path, offset, what) in store_recovery.unreadable {
@@ -93,6 +98,7 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<A
             }
             Arc::new(store)
         }
+        (None, None) => unreachable!("BUG: the segment store opens when none is given"),
     };
     let wal_checkpoint = store.wal_checkpoint();
     for (id, kind) in store.series_kinds_above(SeriesId(catalog.len() as u32)) {

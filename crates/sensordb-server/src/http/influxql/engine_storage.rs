@@ -11,9 +11,6 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// foldhash: the sets below hash every key of a list of millions of series.
-type HashSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
-
 pub struct EngineStorage<'a> {
     pub engine: &'a Engine,
     /// Reads after this instant fail: the query has run out of time.
@@ -68,7 +65,7 @@ impl SeriesLists {
         let (cursor, list) = match kept {
             Some((seen, list)) if seen == engine.series_cursor() => return list,
             Some((seen, list)) => {
-                let mut created = ListBuilder::default();
+                let mut created = ListBuilder::with_room(engine.series_cursor().created().saturating_sub(seen.created()));
                 match engine.visit_series(Some(seen), database, measurement, |id, kind, text| created.add(id, kind, text)) {
                     Some(cursor) if created.list.is_empty() => (cursor, list),
                     Some(cursor) => (cursor, Arc::new(with_created(&list, created.finish()))),
@@ -88,7 +85,7 @@ impl SeriesLists {
 
 /// The whole list of `database`/`measurement`, from one pass over the catalog.
 fn build(engine: &Engine, database: &str, measurement: Option<&str>) -> (SeriesCursor, Arc<SeriesList>) {
-    let mut builder = ListBuilder::default();
+    let mut builder = ListBuilder::with_room(engine.series_cursor().created());
     let cursor = engine.visit_series(None, database, measurement, |id, kind, text| builder.add(id, kind, text));
     let cursor = cursor.expect("BUG: a visit from the start is never outdated");
     (cursor, Arc::new(SeriesList::new(builder.finish())))
@@ -101,18 +98,55 @@ fn build(engine: &Engine, database: &str, measurement: Option<&str>) -> (SeriesC
 /// comparing texts was most of a first query's 3.4 s of CPU at 2 M series.
 #[derive(Default)]
 struct ListBuilder {
-    /// Series in the catalog's order, each with its tag set's index in `tag_sets`.
+    /// Series in the catalog's order, each with the index of its tag set, measurement and
+    /// field name in the vectors below.
     list: Vec<StoredSeries>,
-    tag_set_of: Vec<u32>,
+    parts_of: Vec<[u32; 3]>,
     /// Tag sets in order of first use; a set seen again apart from its first use is repeated
     /// here, and [`ListBuilder::finish`] makes them one (sorting puts them side by side: a
     /// hash table of every set cost a cache miss per series).
     tag_sets: Vec<Tags>,
-    measurements: HashSet<Arc<str>>,
-    fields: HashSet<Arc<str>>,
+    measurements: Names,
+    fields: Names,
+}
+
+/// Distinct names, by index.
+#[derive(Default)]
+struct Names {
+    names: Vec<Arc<str>>,
+    index: HashMap<Arc<str>, u32, foldhash::fast::RandomState>,
+}
+
+impl Names {
+    fn index_of(&mut self, name: &str) -> u32 {
+        if let Some(&at) = self.index.get(name) {
+            return at;
+        }
+        let at = u32::try_from(self.names.len()).expect("fewer than 2^32 names in one list");
+        let name: Arc<str> = Arc::from(name);
+        self.names.push(name.clone());
+        self.index.insert(name, at);
+        at
+    }
+
+    /// Each name's rank in text order, by index.
+    fn ranks(&self) -> Vec<u32> {
+        let mut by_text: Vec<usize> = (0..self.names.len()).collect();
+        by_text.sort_unstable_by(|&a, &b| self.names[a].cmp(&self.names[b]));
+        let mut ranks = vec![0; self.names.len()];
+        for (rank, at) in by_text.into_iter().enumerate() {
+            ranks[at] = rank as u32;
+        }
+        ranks
+    }
 }
 
 impl ListBuilder {
+    /// A builder for about `series` series (an upper bound: untouched room costs no memory).
+    fn with_room(series: usize) -> ListBuilder {
+        ListBuilder { list: Vec::with_capacity(series), parts_of: Vec::with_capacity(series), ..ListBuilder::default() }
+    }
+
     fn add(&mut self, id: SeriesId, kind: ValueKind, text: &str) {
         match KeyText::split(text) {
             Some(parts) => self.push(id, kind, parts.measurement(), parts.tags(), parts.field()),
@@ -133,9 +167,9 @@ impl ListBuilder {
     ) {
         // The fields of one device are mostly created together: the series before mostly has
         // the same tag set and measurement.
-        let before = self.list.last();
-        let set = match self.tag_set_of.last() {
-            Some(&set) if same_pairs(&self.tag_sets[set as usize], tags.clone()) => set,
+        let before = self.parts_of.last().copied();
+        let set = match before {
+            Some([set, ..]) if same_pairs(&self.tag_sets[set as usize], tags.clone()) => set,
             _ => {
                 let set = u32::try_from(self.tag_sets.len()).expect("fewer than 2^32 tag sets in one list");
                 self.tag_sets.push(tags.map(|(k, v)| (k.to_string(), v.to_string())).collect());
@@ -143,17 +177,18 @@ impl ListBuilder {
             }
         };
         let measurement = match before {
-            Some(before) if *before.measurement == *measurement => before.measurement.clone(),
-            _ => shared(&mut self.measurements, measurement),
+            Some([_, at, _]) if *self.measurements.names[at as usize] == *measurement => at,
+            _ => self.measurements.index_of(measurement),
         };
+        let field = self.fields.index_of(field);
         self.list.push(StoredSeries {
             handle: u64::from(id.0),
-            measurement,
+            measurement: self.measurements.names[measurement as usize].clone(),
             tags: self.tag_sets[set as usize].clone(),
-            field: shared(&mut self.fields, field),
+            field: self.fields.names[field as usize].clone(),
             kind: field_kind(kind),
         });
-        self.tag_set_of.push(set);
+        self.parts_of.push([set, measurement, field]);
     }
 
     /// The series sorted as a list is: by measurement, tag set, then field, equal tag sets
@@ -161,7 +196,7 @@ impl ListBuilder {
     /// series sorted by their ranks: comparing through three pointers per series missed the
     /// cache on nearly every comparison.
     fn finish(self) -> Vec<StoredSeries> {
-        let ListBuilder { mut list, tag_set_of, tag_sets, .. } = self;
+        let ListBuilder { mut list, parts_of, tag_sets, measurements, fields } = self;
         let mut by_content: Vec<u32> = (0..tag_sets.len() as u32).collect();
         // Stable: of equal sets the first made comes first, and is the one kept. Quick on sets
         // made in order, as a fleet's numbered devices often are.
@@ -180,28 +215,36 @@ impl ListBuilder {
             };
             tag_rank[set as usize] = (rank, kept);
         }
-        for (series, &set) in list.iter_mut().zip(&tag_set_of) {
+        drop(by_content);
+        for (series, &[set, ..]) in list.iter_mut().zip(&parts_of) {
             let kept = tag_rank[set as usize].1;
             if kept != set {
                 series.tags = tag_sets[kept as usize].clone();
             }
         }
-        let measurement_rank = ranks(list.iter().map(|s| &s.measurement));
-        let field_rank = ranks(list.iter().map(|s| &s.field));
-        let mut order: Vec<(u32, u32, u32, u32)> = list
+        let (measurement_rank, field_rank) = (measurements.ranks(), fields.ranks());
+        let mut order: Vec<(u32, u32, u32, u32)> = parts_of
             .iter()
-            .zip(&tag_set_of)
             .enumerate()
-            .map(|(at, (s, &set))| {
-                (measurement_rank[&address(&s.measurement)], tag_rank[set as usize].0, field_rank[&address(&s.field)], at as u32)
+            .map(|(at, &[set, measurement, field])| {
+                (measurement_rank[measurement as usize], tag_rank[set as usize].0, field_rank[field as usize], at as u32)
             })
             .collect();
+        drop(parts_of);
         // Keys are distinct, so an unstable sort gives the one order.
         order.sort_unstable();
         let sources: Vec<u32> = order.into_iter().map(|(.., at)| at).collect();
         permute(&mut list, sources);
+        if list.capacity() > 2 * list.len() {
+            list.shrink_to_fit();
+        }
         list
     }
+}
+
+/// Whether the tag set `set` holds exactly `pairs`.
+fn same_pairs<'t>(set: &[(String, String)], mut pairs: impl Iterator<Item = (&'t str, &'t str)>) -> bool {
+    set.iter().all(|(k, v)| pairs.next() == Some((k.as_str(), v.as_str()))) && pairs.next().is_none()
 }
 
 /// Reorders `items` in place so that position `k` holds the item that was at `sources[k]` (a
@@ -221,42 +264,6 @@ fn permute<T>(items: &mut [T], mut sources: Vec<u32>) {
             current = source;
         }
     }
-}
-
-/// The address of a shared name: the builder makes one allocation per distinct name.
-fn address(name: &Arc<str>) -> usize {
-    Arc::as_ptr(name) as *const u8 as usize
-}
-
-/// Each distinct shared name's rank in text order, by its address.
-fn ranks<'n>(names: impl Iterator<Item = &'n Arc<str>>) -> HashMap<usize, u32> {
-    let mut distinct: Vec<&Arc<str>> = Vec::new();
-    let mut seen: HashSet<usize> = HashSet::default();
-    for name in names {
-        if seen.insert(address(name)) {
-            distinct.push(name);
-        }
-    }
-    distinct.sort_unstable();
-    distinct.into_iter().enumerate().map(|(rank, name)| (address(name), rank as u32)).collect()
-}
-
-/// Whether the tag set `set` holds exactly `pairs`.
-fn same_pairs<'t>(set: &[(String, String)], mut pairs: impl Iterator<Item = (&'t str, &'t str)>) -> bool {
-    set.iter().all(|(k, v)| pairs.next() == Some((k.as_str(), v.as_str()))) && pairs.next().is_none()
-}
-
-/// The allocation of `set` holding `value`, made on its first use.
-fn shared<T: ?Sized + Eq + std::hash::Hash>(set: &mut HashSet<Arc<T>>, value: &T) -> Arc<T>
-where
-    Arc<T>: for<'a> From<&'a T>,
-{
-    if let Some(kept) = set.get(value) {
-        return kept.clone();
-    }
-    let made: Arc<T> = Arc::from(value);
-    set.insert(made.clone());
-    made
 }
 
 /// The order of a list: by measurement, tag set, then field. Equal allocations compare without
