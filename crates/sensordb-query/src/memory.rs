@@ -97,6 +97,14 @@ impl Storage for MemoryStorage {
         lists.entry(key).or_insert_with(|| self.build_list(database, measurement)).clone()
     }
 
+    /// The series of the tag value, as a store with an index of its tags answers: queries over
+    /// this storage take the part-of-a-measurement path wherever a condition names a tag value.
+    fn series_with_tag(&self, database: &str, measurement: &str, key: &str, value: &str) -> Option<Arc<SeriesList>> {
+        let all = self.series(database, Some(measurement));
+        let part = all.iter().filter(|s| s.tags.iter().any(|(k, v)| k == key && v == value)).cloned().collect();
+        Some(Arc::new(SeriesList::part_of_measurement(part, all.field_names().to_vec(), all.tag_keys().to_vec())))
+    }
+
     fn last(&self, series: &[&StoredSeries]) -> Result<Vec<Option<(i64, crate::FieldValue)>>, StorageError> {
         series
             .iter()

@@ -14,6 +14,9 @@ use std::sync::{Arc, OnceLock};
 pub struct SeriesList {
     series: Vec<StoredSeries>,
     derived: OnceLock<Derived>,
+    /// The whole measurement's field names and tag keys, for a list of part of its series
+    /// ([`SeriesList::part_of_measurement`]).
+    whole: Option<(Vec<Arc<str>>, Vec<String>)>,
 }
 
 #[derive(Debug)]
@@ -39,7 +42,22 @@ impl SeriesList {
             series.windows(2).all(|w| (&w[0].measurement, &w[0].tags, &w[0].field) < (&w[1].measurement, &w[1].tags, &w[1].field)),
             "a series list is sorted by measurement, tag set and field, without repeats"
         );
-        SeriesList { series, derived: OnceLock::new() }
+        SeriesList { series, derived: OnceLock::new(), whole: None }
+    }
+
+    /// A list of some of a measurement's series (`series`, sorted as [`SeriesList::new`]
+    /// wants) that answers [`SeriesList::field_names`] and [`SeriesList::tag_keys`] with the
+    /// whole measurement's (`field_names` and `tag_keys`, sorted and distinct): a query over
+    /// it then tells fields from tags, and lays out columns and groups, as over the whole list.
+    pub fn part_of_measurement(series: Vec<StoredSeries>, field_names: Vec<Arc<str>>, tag_keys: Vec<String>) -> SeriesList {
+        assert!(field_names.windows(2).all(|w| w[0] < w[1]) && tag_keys.windows(2).all(|w| w[0] < w[1]), "names sorted and distinct");
+        debug_assert!(
+            series
+                .iter()
+                .all(|s| field_names.binary_search(&s.field).is_ok() && s.tags.iter().all(|(k, _)| tag_keys.binary_search(k).is_ok())),
+            "the part's names are among the whole measurement's"
+        );
+        SeriesList { whole: Some((field_names, tag_keys)), ..SeriesList::new(series) }
     }
 
     pub fn series(&self) -> &[StoredSeries] {
@@ -91,12 +109,18 @@ impl SeriesList {
 
     /// The distinct field names, sorted.
     pub fn field_names(&self) -> &[Arc<str>] {
-        &self.derived().field_names
+        match &self.whole {
+            Some((field_names, _)) => field_names,
+            None => &self.derived().field_names,
+        }
     }
 
     /// The distinct tag keys, sorted.
     pub fn tag_keys(&self) -> &[String] {
-        &self.derived().tag_keys
+        match &self.whole {
+            Some((_, tag_keys)) => tag_keys,
+            None => &self.derived().tag_keys,
+        }
     }
 }
 

@@ -62,6 +62,13 @@ pub trait Storage: Send + Sync {
     /// The series of `database`, of one measurement when `measurement` is given, sorted by
     /// measurement, tag set and field. Shared: a store may keep the list between queries.
     fn series(&self, database: &str, measurement: Option<&str>) -> Arc<SeriesList>;
+    /// The series of `measurement` whose tag `key` is `value`, when the store lists them more
+    /// cheaply than the whole measurement ([`Storage::series`]), made with
+    /// [`SeriesList::part_of_measurement`]: its field names and tag keys are the whole
+    /// measurement's. `None` (the default): the caller takes the whole list.
+    fn series_with_tag(&self, _database: &str, _measurement: &str, _key: &str, _value: &str) -> Option<Arc<SeriesList>> {
+        None
+    }
     /// Hands the points of `series` in `[from, to]` (both inclusive) to `sink` in runs of any
     /// length, in `order`. When `sink` answers [`ControlFlow::Break`] the read stops there: a
     /// query that needs only the first or newest points reads no further.

@@ -686,15 +686,17 @@ impl Catalog {
     }
 
     /// Calls `visit` with the id, kind and canonical key text of every live series of
-    /// `database` (and `measurement` when given) created after `since` (every one without it),
-    /// in id order, without parsing the texts it can take apart in place. Returns the cursor
-    /// after them; `None` when a series was deleted since `since` (visit everything again).
-    /// Runs under the catalog's read lock: a new series waits until it returns.
+    /// `database` (and `measurement` when given, and tag `tag.0` = `tag.1` when given) created
+    /// after `since` (every one without it), in id order, without parsing the texts it can take
+    /// apart in place. Returns the cursor after them; `None` when a series was deleted since
+    /// `since` (visit everything again). Runs under the catalog's read lock: a new series waits
+    /// until it returns.
     pub fn visit_selected(
         &self,
         since: Option<SeriesCursor>,
         database: &str,
         measurement: Option<&str>,
+        tag: Option<(&str, &str)>,
         mut visit: impl FnMut(SeriesId, ValueKind, &str),
     ) -> Option<SeriesCursor> {
         let state = self.state.read();
@@ -704,16 +706,30 @@ impl Catalog {
             None => 0,
         };
         let prefix = select::Prefix::new(Some(database), measurement);
+        // A text holding the tag holds its `,key=value` (none holds an empty value).
+        let pair = match tag.map(|(key, value)| select::pair_text(key, value)) {
+            Some(None) => return Some(state.cursor()),
+            Some(Some(pair)) => Some(pair),
+            None => None,
+        };
+        let finder = pair.as_deref().map(memchr::memmem::Finder::new);
         for index in first..state.keys.len() {
             let text = state.keys.text(index);
-            if state.keys.is_deleted(index) || !prefix.may_match(text) {
+            if state.keys.is_deleted(index) || !prefix.may_match(text) || finder.as_ref().is_some_and(|f| f.find(text.as_bytes()).is_none())
+            {
                 continue;
             }
             let matches = match KeyText::split(text) {
-                Some(parts) => parts.database() == database && measurement.is_none_or(|m| parts.measurement() == m),
+                Some(parts) => {
+                    parts.database() == database
+                        && measurement.is_none_or(|m| parts.measurement() == m)
+                        && tag.is_none_or(|tag| parts.tags().any(|pair| pair == tag))
+                }
                 None => {
                     let key = SeriesKey::parse(text).expect("BUG: catalog key texts are canonical keys");
-                    key.database() == database && measurement.is_none_or(|m| key.measurement() == m)
+                    key.database() == database
+                        && measurement.is_none_or(|m| key.measurement() == m)
+                        && tag.is_none_or(|(k, v)| key.tag(k) == Some(v))
                 }
             };
             if let (true, Some(kind)) = (matches, state.kind(index)) {

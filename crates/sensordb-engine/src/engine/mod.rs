@@ -407,19 +407,21 @@ impl Engine {
     }
 
     /// Calls `visit` with the id, kind and canonical key text ([`SeriesKey::canonical`]; take it
-    /// apart with [`KeyText::split`](crate::KeyText::split), or parse it) of every live series of `database` (and
-    /// `measurement` when given) created after `since` (every one without it), in id order.
-    /// Returns the cursor after them, or `None` when a series was deleted since `since`
-    /// (visit everything again). A list of millions of series is built without a parsed key
-    /// per series; series are not created while it runs.
+    /// apart with [`KeyText::split`](crate::KeyText::split), or parse it) of every live series
+    /// of `database` (and `measurement` when given, and tag `tag.0` = `tag.1` when given)
+    /// created after `since` (every one without it), in id order. Returns the cursor after
+    /// them, or `None` when a series was deleted since `since` (visit everything again). A list
+    /// of millions of series is built without a parsed key per series; series are not created
+    /// while it runs.
     pub fn visit_series(
         &self,
         since: Option<SeriesCursor>,
         database: &str,
         measurement: Option<&str>,
+        tag: Option<(&str, &str)>,
         visit: impl FnMut(SeriesId, ValueKind, &str),
     ) -> Option<SeriesCursor> {
-        self.inner.catalog.visit_selected(since, database, measurement, visit)
+        self.inner.catalog.visit_selected(since, database, measurement, tag, visit)
     }
 
     /// Where the catalog stands now: it changes whenever a series is created or deleted, so a

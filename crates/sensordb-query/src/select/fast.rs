@@ -98,7 +98,7 @@ pub(super) fn run(
         return Ok(None);
     }
     let database = source.database.as_deref().unwrap_or(context.database);
-    let all = context.storage.series(database, Some(measurement));
+    let all = super::table::measurement_series(context.storage, database, measurement, condition);
     let field_names = super::FieldNames::of(&all);
     // Float fields; integers only where the answer's type does not follow the field's
     // (`mean`, `count`).

@@ -200,8 +200,8 @@ fn run_groups(
                 };
                 for name in names {
                     if needs_keys {
-                        let series = context.storage.series(database, Some(&name));
-                        keys.insert(name.clone(), tag_keys(series.iter().map(|s| &*s.tags)));
+                        let series = table::measurement_series(context.storage, database, &name, condition.as_ref());
+                        keys.insert(name.clone(), series.tag_keys().to_vec());
                     }
                     tables.extend(read_measurement(
                         context.storage,

@@ -36,7 +36,7 @@ pub(super) struct LatestQuery<'a> {
 pub(super) fn run(context: &Context<'_>, query: &LatestQuery<'_>) -> Result<Option<Vec<ResultSeries>>, QueryError> {
     let LatestQuery { statement, measurement, range, condition, regexes, calls, .. } = *query;
     let database = query.database.unwrap_or(context.database);
-    let all = context.storage.series(database, Some(measurement));
+    let all = super::table::measurement_series(context.storage, database, measurement, condition);
     let field_names = super::FieldNames::of(&all);
     let is_field = |name: &str| field_names.contains(name);
     let keys = all.tag_keys();

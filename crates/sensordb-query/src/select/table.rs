@@ -145,6 +145,24 @@ pub(crate) fn candidate_tag_sets<'l>(
     }
 }
 
+/// The series a read of `measurement` under `condition` needs: where the condition requires
+/// `tag = 'value'` and the store lists those series alone, only them; otherwise the whole
+/// measurement's. Which names are fields is only known from the list, so the store is asked
+/// first and its answer dropped when the name is a field's.
+pub(crate) fn measurement_series(storage: &dyn Storage, database: &str, measurement: &str, condition: Option<&Expr>) -> Arc<SeriesList> {
+    let required = condition.and_then(|c| required_tag_value(c, &|_| false));
+    if let Some((key, value)) = required {
+        if let Some(part) = storage.series_with_tag(database, measurement, key, value) {
+            let fields = super::FieldNames::of(&part);
+            // The same pair with the measurement's fields known: the condition requires it.
+            if condition.and_then(|c| required_tag_value(c, &|name| fields.contains(name))) == Some((key, value)) {
+                return part;
+            }
+        }
+    }
+    storage.series(database, Some(measurement))
+}
+
 /// A `tag = 'value'` (value not empty: an empty one also matches series without the tag) that
 /// `condition` cannot hold without.
 fn required_tag_value<'e>(condition: &'e Expr, is_field: &dyn Fn(&str) -> bool) -> Option<(&'e str, &'e str)> {
@@ -200,7 +218,7 @@ pub(crate) fn read_measurement(
     budget: &Budget,
     limit: Option<&RowLimit<'_>>,
 ) -> Result<Vec<Table>, QueryError> {
-    let all = storage.series(database, Some(measurement));
+    let all = measurement_series(storage, database, measurement, condition);
     let field_names = super::FieldNames::of(&all);
     let is_field = |name: &str| field_names.contains(name);
     let name: Arc<str> = Arc::from(measurement);

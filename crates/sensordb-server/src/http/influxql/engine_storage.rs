@@ -34,10 +34,63 @@ impl<'a> EngineStorage<'a> {
 /// its new series, not for the whole list again: rebuilding took 11-17 s at 2 M series); a
 /// deletion makes the list be built again. Each tag set is one shared allocation for all its
 /// fields, and a list is sorted by measurement, tag set, then field.
+///
+/// A query naming one tag value (`WHERE device = '...'`) of a measurement whose whole list is
+/// not kept takes only that value's series from the catalog, with the measurement's field
+/// names and tag keys: right after a start, looking up one device of 2 M series built the whole
+/// list first (1.5 s) to find its 2. Such a pass over the catalog costs about a twentieth of
+/// building the list; a measurement looked up this way more than [`PART_LOOKUPS_MAX`] times
+/// gets its whole list, whose index then answers every lookup without a pass.
 #[derive(Default)]
 pub struct SeriesLists {
     lists: parking_lot::Mutex<SeriesListMap>,
+    parts: parking_lot::Mutex<Parts>,
 }
+
+/// Lists of one tag value's series, each measurement's names, and how many lookups by tag
+/// value each measurement had, by database and measurement.
+#[derive(Default)]
+struct Parts {
+    lists: HashMap<PartKey, (SeriesCursor, Arc<SeriesList>)>,
+    names: HashMap<(String, String), (SeriesCursor, Arc<MeasurementNames>)>,
+    lookups: HashMap<(String, String), usize>,
+}
+
+/// Database, measurement, tag key and tag value of a part.
+type PartKey = (String, String, String, String);
+
+/// The field names and tag keys of all the series of a measurement.
+#[derive(Clone, Default)]
+struct MeasurementNames {
+    fields: std::collections::BTreeSet<String>,
+    tag_keys: std::collections::BTreeSet<String>,
+}
+
+impl MeasurementNames {
+    fn add(&mut self, text: &str) {
+        let mut add = |field: &str, tag_keys: &mut dyn Iterator<Item = &str>| {
+            if !self.fields.contains(field) {
+                self.fields.insert(field.to_string());
+            }
+            for key in tag_keys {
+                if !self.tag_keys.contains(key) {
+                    self.tag_keys.insert(key.to_string());
+                }
+            }
+        };
+        match KeyText::split(text) {
+            Some(parts) => add(parts.field(), &mut parts.tags().map(|(k, _)| k)),
+            None => {
+                let key = SeriesKey::parse(text).expect("BUG: catalog key texts are canonical keys");
+                add(key.field(), &mut key.tags().iter().map(|(k, _)| k.as_str()));
+            }
+        }
+    }
+}
+
+/// Lookups by tag value of one measurement answered from the catalog before its whole list is
+/// built: a dashboard of a few devices never pays for the list, one of many pays once.
+const PART_LOOKUPS_MAX: usize = 8;
 
 /// One tag set, shared by the series of its fields.
 type Tags = Arc<[(String, String)]>;
@@ -66,9 +119,9 @@ impl SeriesLists {
             Some((seen, list)) if seen == engine.series_cursor() => return list,
             Some((seen, list)) => {
                 let mut created = ListBuilder::with_room(engine.series_cursor().created().saturating_sub(seen.created()));
-                match engine.visit_series(Some(seen), database, measurement, |id, kind, text| created.add(id, kind, text)) {
+                match engine.visit_series(Some(seen), database, measurement, None, |id, kind, text| created.add(id, kind, text)) {
                     Some(cursor) if created.list.is_empty() => (cursor, list),
-                    Some(cursor) => (cursor, Arc::new(with_created(&list, created.finish()))),
+                    Some(cursor) => (cursor, Arc::new(SeriesList::new(with_created(&list, created.finish())))),
                     None => build(engine, database, measurement),
                 }
             }
@@ -83,10 +136,101 @@ impl SeriesLists {
     }
 }
 
+impl SeriesLists {
+    /// The series of `measurement` whose tag `key` is `value`, unless its whole list is kept
+    /// or it has been looked up by tag value often (see [`SeriesLists`]).
+    fn part(&self, engine: &Engine, database: &str, measurement: &str, key: &str, value: &str) -> Option<Arc<SeriesList>> {
+        let of_measurement = (database.to_string(), measurement.to_string());
+        if self.lists.lock().contains_key(&(database.to_string(), Some(measurement.to_string()))) {
+            return None;
+        }
+        let part_key = (database.to_string(), measurement.to_string(), key.to_string(), value.to_string());
+        let kept = {
+            let mut parts = self.parts.lock();
+            let kept = parts.lists.get(&part_key).cloned();
+            if let Some((seen, list)) = &kept {
+                if *seen == engine.series_cursor() {
+                    return Some(list.clone());
+                }
+            }
+            // Only passes over the catalog count.
+            if parts.lookups.len() >= SERIES_LISTS_MAX {
+                parts.lookups.clear();
+            }
+            let lookups = parts.lookups.entry(of_measurement).or_insert(0);
+            *lookups += 1;
+            if *lookups > PART_LOOKUPS_MAX {
+                return None;
+            }
+            kept
+        };
+        let tag = Some((key, value));
+        let (cursor, series) = match kept {
+            Some((seen, list)) => {
+                let mut created = ListBuilder::default();
+                match engine.visit_series(Some(seen), database, Some(measurement), tag, |id, kind, text| created.add(id, kind, text)) {
+                    Some(cursor) => (cursor, with_created(&list, created.finish())),
+                    None => part_of(engine, database, measurement, tag),
+                }
+            }
+            None => part_of(engine, database, measurement, tag),
+        };
+        // Names taken after the series: they cover every series of the part.
+        let names = self.measurement_names(engine, database, measurement);
+        let field_names = names.fields.iter().map(|f| Arc::from(f.as_str())).collect();
+        let list = Arc::new(SeriesList::part_of_measurement(series, field_names, names.tag_keys.iter().cloned().collect()));
+        let mut parts = self.parts.lock();
+        if parts.lists.len() >= SERIES_LISTS_MAX {
+            parts.lists.clear();
+        }
+        parts.lists.insert(part_key, (cursor, list.clone()));
+        Some(list)
+    }
+
+    /// The field names and tag keys of `measurement` as they are now, kept between calls and
+    /// brought up to date with the series created since.
+    fn measurement_names(&self, engine: &Engine, database: &str, measurement: &str) -> Arc<MeasurementNames> {
+        let key = (database.to_string(), measurement.to_string());
+        let kept = self.parts.lock().names.get(&key).cloned();
+        let (cursor, names) = match kept {
+            Some((seen, names)) if seen == engine.series_cursor() => return names,
+            Some((seen, names)) => {
+                let mut grown = (*names).clone();
+                match engine.visit_series(Some(seen), database, Some(measurement), None, |_, _, text| grown.add(text)) {
+                    Some(cursor) => (cursor, grown),
+                    None => names_of(engine, database, measurement),
+                }
+            }
+            None => names_of(engine, database, measurement),
+        };
+        let names = Arc::new(names);
+        let mut parts = self.parts.lock();
+        if parts.names.len() >= SERIES_LISTS_MAX {
+            parts.names.clear();
+        }
+        parts.names.insert(key, (cursor, names.clone()));
+        names
+    }
+}
+
+/// The series of `measurement` with tag `tag`, from one pass over the catalog.
+fn part_of(engine: &Engine, database: &str, measurement: &str, tag: Option<(&str, &str)>) -> (SeriesCursor, Vec<StoredSeries>) {
+    let mut builder = ListBuilder::default();
+    let cursor = engine.visit_series(None, database, Some(measurement), tag, |id, kind, text| builder.add(id, kind, text));
+    (cursor.expect("BUG: a visit from the start is never outdated"), builder.finish())
+}
+
+/// The names of `measurement`, from one pass over the catalog.
+fn names_of(engine: &Engine, database: &str, measurement: &str) -> (SeriesCursor, MeasurementNames) {
+    let mut names = MeasurementNames::default();
+    let cursor = engine.visit_series(None, database, Some(measurement), None, |_, _, text| names.add(text));
+    (cursor.expect("BUG: a visit from the start is never outdated"), names)
+}
+
 /// The whole list of `database`/`measurement`, from one pass over the catalog.
 fn build(engine: &Engine, database: &str, measurement: Option<&str>) -> (SeriesCursor, Arc<SeriesList>) {
     let mut builder = ListBuilder::with_room(engine.series_cursor().created());
-    let cursor = engine.visit_series(None, database, measurement, |id, kind, text| builder.add(id, kind, text));
+    let cursor = engine.visit_series(None, database, measurement, None, |id, kind, text| builder.add(id, kind, text));
     let cursor = cursor.expect("BUG: a visit from the start is never outdated");
     (cursor, Arc::new(SeriesList::new(builder.finish())))
 }
@@ -283,7 +427,7 @@ fn list_order(a: &StoredSeries, b: &StoredSeries) -> Ordering {
 /// measurement and field name allocations of the series beside it where they are equal, so the
 /// list keeps one allocation per tag set (the runs of `SeriesList::tag_sets` rely on equal sets
 /// being equal, the pointers make comparing them cheap).
-fn with_created(list: &SeriesList, created: Vec<StoredSeries>) -> SeriesList {
+fn with_created(list: &SeriesList, created: Vec<StoredSeries>) -> Vec<StoredSeries> {
     let field_names = list.field_names();
     let old = list.series();
     let mut merged: Vec<StoredSeries> = Vec::with_capacity(old.len() + created.len());
@@ -311,7 +455,7 @@ fn with_created(list: &SeriesList, created: Vec<StoredSeries>) -> SeriesList {
         merged.push(series);
     }
     merged.extend_from_slice(&old[copied..]);
-    SeriesList::new(merged)
+    merged
 }
 
 fn field_kind(kind: ValueKind) -> FieldKind {
@@ -331,6 +475,10 @@ impl Storage for EngineStorage<'_> {
 
     fn series(&self, database: &str, measurement: Option<&str>) -> Arc<SeriesList> {
         self.series.get(self.engine, database, measurement)
+    }
+
+    fn series_with_tag(&self, database: &str, measurement: &str, key: &str, value: &str) -> Option<Arc<SeriesList>> {
+        self.series.part(self.engine, database, measurement, key, value)
     }
 
     fn take_damage(&self) -> Vec<String> {
@@ -586,5 +734,95 @@ mod tests {
         assert!(after_delete.iter().all(|s| s.tags[0].1 != "c"), "the deleted series is gone");
         assert_eq!(after_delete.len(), grown.len() - 1);
         assert!(!Arc::ptr_eq(&sensor_f(&grown), &sensor_f(&after_delete)), "built again after a deletion");
+    }
+
+    /// Sensors a-e with temp and hum, e also with volt and a site tag and a note; 10 points each.
+    fn fleet(dir: &std::path::Path) -> Engine {
+        let engine = Engine::open(dir, EngineOptions { durability: Durability::None, ..EngineOptions::default() }).expect("open");
+        let mut batch = WriteBatch::new();
+        for sensor in ["a", "b", "c", "d", "e"] {
+            let mut keys = vec![SeriesKey::new("m", [("sensor", sensor)], "temp"), SeriesKey::new("m", [("sensor", sensor)], "hum")];
+            if sensor == "e" {
+                keys.push(SeriesKey::new("m", [("sensor", sensor), ("site", "x")], "volt"));
+            }
+            for (n, key) in keys.into_iter().enumerate() {
+                let id = engine.series_id(&key.expect("key"), ValueKind::F64).expect("id");
+                for t in 0..10 {
+                    batch.push(id, t * 1_000_000_000, Value::F64((t + n as i64) as f64)).expect("push");
+                }
+            }
+        }
+        // And a note (a string field) on e.
+        let note = engine.series_id(&SeriesKey::new("m", [("sensor", "e")], "note").expect("key"), ValueKind::Bytes).expect("id");
+        for t in 0..10 {
+            batch.push(note, t * 1_000_000_000, Value::Bytes(bytes::Bytes::from_static(b"ok"))).expect("push");
+        }
+        engine.write(&batch).expect("write");
+        engine
+    }
+
+    fn answer(engine: &Engine, lists: &SeriesLists, query: &str) -> String {
+        let storage = EngineStorage::new(engine, Instant::now() + std::time::Duration::from_secs(60), lists);
+        let parsed = parse(query).expect("parses");
+        let Statement::Select(statement) = &parsed.statements[0] else { panic!("a SELECT") };
+        let context = Context { storage: &storage, database: "default", now: 20_000_000_000, limits: Limits::default() };
+        format!("{:?}", select(&context, statement).expect("answers"))
+    }
+
+    #[test]
+    fn a_lookup_by_tag_value_reads_its_series_alone_and_answers_as_the_whole_list_does() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = fleet(dir.path());
+        for query in [
+            "SELECT * FROM m WHERE sensor = 'b'",
+            "SELECT * FROM m WHERE sensor = 'e' AND time >= 2s",
+            "SELECT last(temp) FROM m WHERE sensor = 'b' GROUP BY *",
+            "SELECT last(*) FROM m WHERE sensor = 'e' GROUP BY *",
+            "SELECT mean(temp), max(hum) FROM m WHERE sensor = 'c' AND time >= 0s AND time < 10s GROUP BY time(5s), *",
+            "SELECT count(temp) FROM m WHERE sensor = 'zz'",
+            "SELECT temp FROM m WHERE sensor = 'a' AND temp > 3 ORDER BY time DESC LIMIT 2",
+            // `note` is a field: no tag lookup, the whole list answers.
+            "SELECT * FROM m WHERE note = 'ok'",
+        ] {
+            let parts = SeriesLists::default();
+            let by_part = answer(&engine, &parts, query);
+            let whole = SeriesLists::default();
+            whole.get(&engine, "default", Some("m"));
+            assert_eq!(by_part, answer(&engine, &whole, query), "{query}");
+            assert!(by_part.contains("values") || query.contains("'zz'"), "{query}: {by_part}");
+        }
+        let lists = SeriesLists::default();
+        let part = lists.part(&engine, "default", "m", "sensor", "e").expect("a part");
+        assert_eq!(series_list_entries(&part).len(), 4, "sensor e's four series");
+        assert_eq!(part.field_names(), ["hum", "note", "temp", "volt"].map(Arc::<str>::from).as_slice(), "the measurement's fields");
+        assert_eq!(part.tag_keys(), ["sensor", "site"]);
+        let part_b = lists.part(&engine, "default", "m", "sensor", "b").expect("a part");
+        assert_eq!(part_b.tag_keys(), ["sensor", "site"], "the measurement's tag keys, not the part's");
+        assert!(lists.lists.lock().is_empty(), "no whole list was built");
+
+        // A new field of b is taken in, and so is its name.
+        create(&engine, "m", "b", "wind");
+        let grown = lists.part(&engine, "default", "m", "sensor", "b").expect("a part");
+        assert_eq!(grown.len(), 3);
+        assert!(grown.field_names().iter().any(|f| &**f == "wind"));
+        assert!(Arc::ptr_eq(&grown, &lists.part(&engine, "default", "m", "sensor", "b").expect("a part")), "kept while nothing changed");
+        // A deletion: the part is made again without the deleted series.
+        engine.delete_series("default", Some("m"), &[("sensor", "b")]).expect("delete");
+        let deleted = lists.part(&engine, "default", "m", "sensor", "b").expect("a part");
+        assert_eq!(deleted.len(), 0);
+        assert!(!deleted.field_names().iter().any(|f| &**f == "wind"), "names of deleted series go");
+
+        // Many lookups of one measurement: its whole list is built instead.
+        let mut answered = 0;
+        // Each another value (a value looked up again is answered from its kept part).
+        while lists.part(&engine, "default", "m", "sensor", &format!("v{answered}")).is_some() {
+            answered += 1;
+            assert!(answered <= PART_LOOKUPS_MAX, "the lookups are bounded");
+        }
+        assert_eq!(answered + 4, PART_LOOKUPS_MAX, "four passes over the catalog before these");
+        // A kept whole list answers lookups from its index.
+        let whole = SeriesLists::default();
+        whole.get(&engine, "default", Some("m"));
+        assert!(whole.part(&engine, "default", "m", "sensor", "a").is_none());
     }
 }
