@@ -654,35 +654,10 @@ impl Catalog {
     /// Live series of `database` (any when `None`) and `measurement` (any when `None`) whose
     /// tags include every `(key, value)` of `tag_filter`, in id order.
     pub fn select(&self, database: Option<&str>, measurement: Option<&str>, tag_filter: &[(&str, &str)]) -> Vec<SeriesEntry> {
-        self.select_with_cursor(database, measurement, tag_filter).0
-    }
-
-    /// [`Catalog::select`], and where the catalog stood when it answered, for
-    /// [`Catalog::select_created_since`] to go on from.
-    pub fn select_with_cursor(
-        &self,
-        database: Option<&str>,
-        measurement: Option<&str>,
-        tag_filter: &[(&str, &str)],
-    ) -> (Vec<SeriesEntry>, SeriesCursor) {
         let state = self.state.read();
-        (Self::select_in(&state, 0, database, measurement, tag_filter), state.cursor())
-    }
-
-    /// The series [`Catalog::select`] would add to what it answered at `since`: those created
-    /// after it (series are only ever appended), and the cursor after them. `None` when a series
-    /// was deleted since, so an answer kept from then may hold a dead series: select again.
-    pub fn select_created_since(
-        &self,
-        since: SeriesCursor,
-        database: Option<&str>,
-        measurement: Option<&str>,
-    ) -> Option<(Vec<SeriesEntry>, SeriesCursor)> {
-        let state = self.state.read();
-        if state.deletions != since.deletions || state.keys.len() < since.created {
-            return None;
-        }
-        Some((Self::select_in(&state, since.created, database, measurement, &[]), state.cursor()))
+        let mut selected = Vec::new();
+        Self::visit_in(&state, 0, database, measurement, tag_filter, |index, _| selected.extend(state.entry(index)));
+        selected
     }
 
     /// Calls `visit` with the id, kind and canonical key text of every live series of
@@ -705,62 +680,54 @@ impl Catalog {
             Some(since) => since.created,
             None => 0,
         };
-        let prefix = select::Prefix::new(Some(database), measurement);
-        // A text holding the tag holds its `,key=value` (none holds an empty value).
-        let pair = match tag.map(|(key, value)| select::pair_text(key, value)) {
-            Some(None) => return Some(state.cursor()),
-            Some(Some(pair)) => Some(pair),
-            None => None,
-        };
-        let finder = pair.as_deref().map(memchr::memmem::Finder::new);
-        for index in first..state.keys.len() {
-            let text = state.keys.text(index);
-            if state.keys.is_deleted(index) || !prefix.may_match(text) || finder.as_ref().is_some_and(|f| f.find(text.as_bytes()).is_none())
-            {
-                continue;
-            }
-            let matches = match KeyText::split(text) {
-                Some(parts) => {
-                    parts.database() == database
-                        && measurement.is_none_or(|m| parts.measurement() == m)
-                        && tag.is_none_or(|tag| parts.tags().any(|pair| pair == tag))
-                }
-                None => {
-                    let key = SeriesKey::parse(text).expect("BUG: catalog key texts are canonical keys");
-                    key.database() == database
-                        && measurement.is_none_or(|m| key.measurement() == m)
-                        && tag.is_none_or(|(k, v)| key.tag(k) == Some(v))
-                }
-            };
-            if let (true, Some(kind)) = (matches, state.kind(index)) {
+        Self::visit_in(&state, first, Some(database), measurement, tag.as_slice(), |index, text| {
+            if let Some(kind) = state.kind(index) {
                 visit(SeriesId(index as u32 + 1), kind, text);
             }
-        }
+        });
         Some(state.cursor())
     }
 
-    fn select_in(
+    /// Calls `visit` with the index and text of every live key from index `first` on of
+    /// `database` (any when `None`) and `measurement` (any when `None`) whose tags include
+    /// every `(key, value)` of `tags`, in index order.
+    fn visit_in(
         state: &State,
         first: usize,
         database: Option<&str>,
         measurement: Option<&str>,
-        tag_filter: &[(&str, &str)],
-    ) -> Vec<SeriesEntry> {
+        tags: &[(&str, &str)],
+        mut visit: impl FnMut(usize, &str),
+    ) {
         // Texts that cannot match are passed over without parsing: the canonical text starts
-        // with the database and measurement, and holds each tag pair as `,key=value`.
+        // with the database and measurement, and holds each tag pair as `,key=value`. No key
+        // holds a pair that cannot be written so (an empty value).
         let prefix = select::Prefix::new(database, measurement);
-        let pairs: Vec<String> = tag_filter.iter().filter_map(|(k, v)| select::pair_text(k, v)).collect();
-        (first..state.keys.len())
-            .filter(|&index| !state.keys.is_deleted(index))
-            .filter(|&index| {
-                let text = state.keys.text(index);
-                prefix.may_match(text) && pairs.iter().all(|pair| text.contains(pair.as_str()))
-            })
-            .filter_map(|index| state.entry(index))
-            .filter(|e| database.is_none_or(|d| e.key.database() == d))
-            .filter(|e| measurement.is_none_or(|m| e.key.measurement() == m))
-            .filter(|e| tag_filter.iter().all(|(k, v)| e.key.tag(k) == Some(v)))
-            .collect()
+        let Some(pairs) = tags.iter().map(|(k, v)| select::pair_text(k, v)).collect::<Option<Vec<String>>>() else { return };
+        let finders: Vec<memchr::memmem::Finder<'_>> = pairs.iter().map(memchr::memmem::Finder::new).collect();
+        for index in first..state.keys.len() {
+            let text = state.keys.text(index);
+            if state.keys.is_deleted(index) || !prefix.may_match(text) || finders.iter().any(|f| f.find(text.as_bytes()).is_none()) {
+                continue;
+            }
+            // The texts that may match are taken apart in place, or parsed where escaped.
+            let matches = match KeyText::split(text) {
+                Some(parts) => {
+                    database.is_none_or(|d| parts.database() == d)
+                        && measurement.is_none_or(|m| parts.measurement() == m)
+                        && tags.iter().all(|&tag| parts.tags().any(|pair| pair == tag))
+                }
+                None => {
+                    let key = SeriesKey::parse(text).expect("BUG: catalog key texts are canonical keys");
+                    database.is_none_or(|d| key.database() == d)
+                        && measurement.is_none_or(|m| key.measurement() == m)
+                        && tags.iter().all(|(k, v)| key.tag(k) == Some(v))
+                }
+            };
+            if matches {
+                visit(index, text);
+            }
+        }
     }
 
     /// Where the catalog stands now; it changes whenever a series is created or deleted, so

@@ -577,17 +577,22 @@ fn a_cursor_yields_the_series_created_after_it_until_a_deletion() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (catalog, _) = Catalog::open(&RealFs, &dir.path().join("c"), true).expect("open");
     catalog.get_or_create(&key("a", "x"), ValueKind::F64).expect("create");
-    let (all, cursor) = catalog.select_with_cursor(None, Some("m"), &[]);
+    // The ids a visit of measurement `m` from `since` meets, and the cursor after them.
+    let visit = |since: Option<SeriesCursor>| {
+        let mut ids = Vec::new();
+        catalog.visit_selected(since, crate::model::DEFAULT_DATABASE, Some("m"), None, |id, _, _| ids.push(id)).map(|c| (ids, c))
+    };
+    let (all, cursor) = visit(None).expect("a visit from the start");
     assert_eq!(all.len(), 1);
     assert_eq!(cursor, catalog.cursor(), "nothing changed");
-    assert_eq!(catalog.select_created_since(cursor, None, Some("m")).map(|(new, _)| new.len()), Some(0));
+    assert_eq!(visit(Some(cursor)).map(|(new, _)| new.len()), Some(0));
     let b = catalog.get_or_create(&key("b", "x"), ValueKind::F64).expect("create");
     catalog.get_or_create(&SeriesKey::new("other", [("name", "c")], "x").expect("key"), ValueKind::F64).expect("create");
     assert_ne!(cursor, catalog.cursor(), "a creation moves the cursor");
-    let (new, after) = catalog.select_created_since(cursor, None, Some("m")).expect("no deletion");
-    assert_eq!(new.iter().map(|e| e.id).collect::<Vec<_>>(), [b], "only the new series of the measurement");
+    let (new, after) = visit(Some(cursor)).expect("no deletion");
+    assert_eq!(new, [b], "only the new series of the measurement");
     assert_eq!(after, catalog.cursor());
     catalog.delete(b).expect("delete");
     assert_ne!(after, catalog.cursor(), "a deletion moves the cursor");
-    assert!(catalog.select_created_since(after, None, Some("m")).is_none(), "a deletion invalidates what was kept");
+    assert!(visit(Some(after)).is_none(), "a deletion invalidates what was kept");
 }

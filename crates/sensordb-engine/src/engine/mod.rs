@@ -387,25 +387,6 @@ impl Engine {
         self.inner.catalog.select(database, measurement, tag_filter)
     }
 
-    /// [`Engine::select_series`] without a tag filter, and where the catalog stood when it
-    /// answered, for [`Engine::select_series_created_since`] to go on from.
-    pub fn select_series_with_cursor(&self, database: Option<&str>, measurement: Option<&str>) -> (Vec<SeriesEntry>, SeriesCursor) {
-        self.inner.catalog.select_with_cursor(database, measurement, &[])
-    }
-
-    /// What [`Engine::select_series_with_cursor`] would add to its answer at `since`: the
-    /// series created after it, and the cursor after them; `None` when a series was deleted
-    /// since (select everything again). A list of millions of series is kept up to date at the
-    /// cost of its new series, not of the whole catalog.
-    pub fn select_series_created_since(
-        &self,
-        since: SeriesCursor,
-        database: Option<&str>,
-        measurement: Option<&str>,
-    ) -> Option<(Vec<SeriesEntry>, SeriesCursor)> {
-        self.inner.catalog.select_created_since(since, database, measurement)
-    }
-
     /// Calls `visit` with the id, kind and canonical key text ([`SeriesKey::canonical`]; take it
     /// apart with [`KeyText::split`](crate::KeyText::split), or parse it) of every live series
     /// of `database` (and `measurement` when given, and tag `tag.0` = `tag.1` when given)
