@@ -227,25 +227,30 @@ impl Catalog {
         quarantine: Option<&crate::quarantine::Quarantine>,
         beside: impl FnOnce() -> T,
     ) -> (Result<(Catalog, CatalogRecovery)>, T) {
-        let mut beside = Some(beside);
-        let mut result = None;
-        let opened = Self::open_beside(fs, path, sync_on_create, quarantine, &mut || result = beside.take().map(|f| f()));
-        // Run even when the catalog failed before decoding, so the caller always gets both.
-        let result = match (result, beside) {
-            (Some(result), _) => result,
-            (None, Some(beside)) => beside(),
-            (None, None) => unreachable!("BUG: `beside` ran without a result"),
+        let (file, bytes, unfinished) = match Self::read_or_create(fs, path) {
+            Ok(read) => read,
+            // `beside` runs all the same: the caller always gets both.
+            Err(e) => return (Err(e), beside()),
         };
-        (opened, result)
+        let (parsed, beside) = std::thread::scope(|scope| {
+            match std::thread::Builder::new().name("sensordb-catalog".into()).spawn_scoped(scope, || Self::parse(path, &bytes)) {
+                Ok(parsing) => {
+                    let beside = beside();
+                    (parsing.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), beside)
+                }
+                // No thread to spare: one after the other.
+                Err(_) => {
+                    let beside = beside();
+                    (Self::parse(path, &bytes), beside)
+                }
+            }
+        });
+        (parsed.and_then(|parsed| Self::finish_open(fs, path, sync_on_create, quarantine, file, parsed, unfinished)), beside)
     }
 
-    fn open_beside(
-        fs: &dyn FileSystem,
-        path: &Path,
-        sync_on_create: bool,
-        quarantine: Option<&crate::quarantine::Quarantine>,
-        beside: &mut dyn FnMut(),
-    ) -> Result<(Catalog, CatalogRecovery)> {
+    /// The catalog file at `path`, created with its header if missing, and its bytes; whether
+    /// its creation had been cut short (it was then written anew).
+    fn read_or_create(fs: &dyn FileSystem, path: &Path) -> Result<(Arc<dyn StorageFile>, Vec<u8>, bool)> {
         let io = |e| Error::io(path, e);
         let file = if fs.exists(path) {
             fs.open_rw(path).map_err(io)?
@@ -267,20 +272,21 @@ impl Catalog {
             bytes = header_bytes();
             file.write_all_at(&bytes, 0).and_then(|()| file.sync_data()).map_err(io)?;
         }
-        let parsed = std::thread::scope(|scope| {
-            match std::thread::Builder::new().name("sensordb-catalog".into()).spawn_scoped(scope, || Self::parse(path, &bytes)) {
-                Ok(parsing) => {
-                    beside();
-                    parsing.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                }
-                // No thread to spare: one after the other.
-                Err(_) => {
-                    beside();
-                    Self::parse(path, &bytes)
-                }
-            }
-        });
-        let (state, tail, mut recovery) = parsed?;
+        Ok((file, bytes, unfinished))
+    }
+
+    /// The catalog of the decoded `file`, its damaged tail (if any) kept in `quarantine` and
+    /// cut off.
+    fn finish_open(
+        fs: &dyn FileSystem,
+        path: &Path,
+        sync_on_create: bool,
+        quarantine: Option<&crate::quarantine::Quarantine>,
+        file: Arc<dyn StorageFile>,
+        (state, tail, mut recovery): (State, Tail, CatalogRecovery),
+        unfinished: bool,
+    ) -> Result<(Catalog, CatalogRecovery)> {
+        let io = |e| Error::io(path, e);
         if let Some((offset, reason)) = &mut recovery.truncated_at {
             if let Some(quarantine) = quarantine {
                 match quarantine.keep_bytes(fs, path, file.as_ref(), *offset) {
