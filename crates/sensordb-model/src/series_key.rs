@@ -207,26 +207,13 @@ impl<'a> KeyText<'a> {
         let mut key_before: &[u8] = &[];
         while at < end {
             let key_start = at + 1;
-            let mut equals = key_start;
-            while equals < end && series_bytes[equals] != b'=' {
-                if series_bytes[equals] == b',' {
-                    return None;
-                }
-                equals += 1;
-            }
+            let equals = scan_to(series_bytes, key_start, b'=', b',')?;
             let key = &series_bytes[key_start..equals];
             if equals == end || key.is_empty() || (!key_before.is_empty() && key_before >= key) {
                 return None;
             }
-            let value_start = equals + 1;
-            let mut value_end = value_start;
-            while value_end < end && series_bytes[value_end] != b',' {
-                if series_bytes[value_end] == b'=' {
-                    return None;
-                }
-                value_end += 1;
-            }
-            if value_end == value_start {
+            let value_end = scan_to(series_bytes, equals + 1, b',', b'=')?;
+            if value_end == equals + 1 {
                 return None;
             }
             key_before = key;
@@ -253,6 +240,20 @@ impl<'a> KeyText<'a> {
     pub fn field(&self) -> &'a str {
         self.field
     }
+}
+
+/// Where the first `stop` at or after `from` lies in `bytes` (their end without one); `None`
+/// when `refused` comes first.
+fn scan_to(bytes: &[u8], from: usize, stop: u8, refused: u8) -> Option<usize> {
+    for (at, &byte) in bytes.iter().enumerate().skip(from) {
+        if byte == stop {
+            return Some(at);
+        }
+        if byte == refused {
+            return None;
+        }
+    }
+    Some(bytes.len())
 }
 
 impl fmt::Display for SeriesKey {
