@@ -267,13 +267,12 @@ async fn bool_bytes_other_than_0_and_1_are_refused() {
             let tx = TxId::from_u64(10 + n as u64);
             let mut records = points(1, &[5, 6], ValueColumn::Bool(vec![false, false]));
             *records.last_mut().expect("a value byte") = byte;
-            raw.send_all(&[Frame::Create { tx }, send_frame(tx, &records), Frame::Confirm { tx }]).await;
-            assert!(matches!(raw.next().await, Frame::Created { .. }));
-            let refused = raw.next().await;
+            let refused = raw.refused_send(tx, &records).await;
             assert!(
                 matches!(&refused, Frame::Error { code: ErrorCode::Malformed, fatal: false, message, .. } if message.contains("bool")),
                 "{refused:?}"
             );
+            raw.send_all(&[Frame::Confirm { tx }]).await;
             assert!(
                 matches!(raw.next().await, Frame::Error { code: ErrorCode::WrongState, .. }),
                 "rolled back: CONFIRM finds nothing open"
