@@ -1,13 +1,11 @@
 //! The coarse index of sealed segments whose footer has a series directory (segment format
-//! version 2): per series, one [`SeriesExtent`] per segment holding it, about 56 bytes whatever
-//! the number of blocks. A read lists the extents that overlap its range and gets their blocks
+//! version 2): per series, one [`SeriesExtent`] per segment holding it, 52 bytes whatever the
+//! number of blocks. A read lists the extents that overlap its range and gets their blocks
 //! from the series' run in the segment footer, through the bounded [`RunCache`].
 
-use crate::batch::IdHasher;
 use crate::model::{SeriesId, Timestamp, ValueKind};
 use crate::segment::{IndexEntry, RunShape, SeriesRun};
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// One series' blocks in one sealed segment: what its directory entry says, less the sequences
@@ -27,6 +25,7 @@ pub struct SeriesExtent {
 }
 
 impl SeriesExtent {
+    #[cfg(test)]
     pub fn of(segment: u64, run: &SeriesRun) -> SeriesExtent {
         SeriesExtent {
             segment,
@@ -61,121 +60,154 @@ impl SeriesExtent {
     }
 }
 
-/// Series → their extents, each list ordered by segment id.
+/// Sealed segments → their series' extents, in flat arrays per segment.
 ///
-/// Lists are found by id in a vector (`dense[id]`): the catalog gives ids densely from 1, and a
-/// directory lists its series in id order, so building the index at start-up walks memory in
-/// order, where a hash table sent each of millions of series to a random cache line (3 s of a
-/// 2 M-series start, 7 segments). An id too far beyond the vector to grow it for (damage, or a
-/// store whose low ids are long gone) is kept in a hash table instead.
+/// A segment's extents are its directory, copied: series ids in one sorted array (4 bytes
+/// each, searched by bisection), the extents beside them in another (48 bytes each, without
+/// the segment id, which the array belongs to). No list per series: a series costs 52 bytes in
+/// each segment holding it and nothing else, where per-series `Vec`s of 56-byte extents cost
+/// 224 bytes once a series was in a second segment (four slots reserved, the `Vec` header in
+/// a vector indexed by id besides): 528 MB of the 1.7 GB peak at 2 M series (issue 14,
+/// heaptrack). A read bisects each segment whose time range overlaps its own; building the
+/// index is a copy of each directory in its order.
 #[derive(Default)]
 pub struct ExtentIndex {
-    dense: Vec<Vec<SeriesExtent>>,
-    sparse: HashMap<SeriesId, Vec<SeriesExtent>, BuildHasherDefault<IdHasher>>,
+    segments: BTreeMap<u64, SegmentExtents>,
     blocks: usize,
 }
 
-/// The dense vector grows to take an id up to twice its length plus this (a directory of a new
-/// store starts it); beyond that, ids go to the hash table.
-const DENSE_GROWTH_MIN: usize = 1 << 20;
+/// One segment's part of the [`ExtentIndex`].
+struct SegmentExtents {
+    /// Ascending; an id holding two kinds appears twice, next to each other.
+    series: Box<[SeriesId]>,
+    extents: Box<[StoredExtent]>,
+    min_timestamp: Timestamp,
+    max_timestamp: Timestamp,
+    blocks: usize,
+}
 
-impl ExtentIndex {
-    /// Adds the directory of `segment`.
-    pub fn insert(&mut self, segment: u64, directory: &[SeriesRun]) {
-        let reach = 2 * self.dense.len() + DENSE_GROWTH_MIN;
-        self.grow_for(directory.iter().map(|run| run.series.0 as usize).filter(|&id| id <= reach).max().unwrap_or(0));
-        for run in directory {
-            let list = self.list_mut(run.series);
-            if list.capacity() == 0 {
-                // Most series of a store sit in one segment or a few: a first allocation of
-                // one extent, not the four `Vec` reserves (224 bytes a series), which at 2 M
-                // series held 336 MB of never-used room.
-                list.reserve_exact(1);
-            }
-            let extent = SeriesExtent::of(segment, run);
-            let position = match list.last() {
-                Some(last) if last.segment > segment => list.partition_point(|e| e.segment < segment),
-                _ => list.len(),
-            };
-            list.insert(position, extent);
-            self.blocks += run.blocks as usize;
+/// A [`SeriesExtent`] without its segment, as a segment's array holds it.
+#[derive(Clone, Copy, Debug)]
+struct StoredExtent {
+    min_timestamp: Timestamp,
+    max_timestamp: Timestamp,
+    bytes: u64,
+    run_offset: u64,
+    blocks: u32,
+    run_length: u32,
+    run_checksum: u32,
+    kind: ValueKind,
+}
+
+impl StoredExtent {
+    fn of(run: &SeriesRun) -> StoredExtent {
+        StoredExtent {
+            min_timestamp: run.min_timestamp,
+            max_timestamp: run.max_timestamp,
+            bytes: run.bytes,
+            run_offset: run.run_offset,
+            blocks: run.blocks,
+            run_length: run.run_length,
+            run_checksum: run.run_checksum,
+            kind: run.kind,
         }
     }
 
-    /// Makes the dense vector reach `id` if that is not too far beyond it, taking over the
-    /// lists of the hash table that it then covers.
-    fn grow_for(&mut self, id: usize) {
-        if id < self.dense.len() || id > 2 * self.dense.len() + DENSE_GROWTH_MIN {
-            return;
+    fn in_segment(&self, segment: u64) -> SeriesExtent {
+        SeriesExtent {
+            segment,
+            min_timestamp: self.min_timestamp,
+            max_timestamp: self.max_timestamp,
+            bytes: self.bytes,
+            run_offset: self.run_offset,
+            blocks: self.blocks,
+            run_length: self.run_length,
+            run_checksum: self.run_checksum,
+            kind: self.kind,
         }
-        self.dense.resize_with(id + 1, Vec::new);
-        if !self.sparse.is_empty() {
-            let covered: Vec<SeriesId> = self.sparse.keys().filter(|s| (s.0 as usize) <= id).copied().collect();
-            for series in covered {
-                if let Some(list) = self.sparse.remove(&series) {
-                    self.dense[series.0 as usize] = list;
+    }
+}
+
+impl SegmentExtents {
+    fn of(directory: &[SeriesRun]) -> SegmentExtents {
+        let mut runs: Vec<&SeriesRun> = directory.iter().collect();
+        // A directory is in id order already (its encoder asserts it); a stable sort keeps the
+        // order of an id's two kinds and costs one pass when sorted.
+        runs.sort_by_key(|run| run.series);
+        SegmentExtents {
+            series: runs.iter().map(|run| run.series).collect(),
+            extents: runs.iter().map(|run| StoredExtent::of(run)).collect(),
+            min_timestamp: runs.iter().map(|run| run.min_timestamp).min().unwrap_or(Timestamp::MAX),
+            max_timestamp: runs.iter().map(|run| run.max_timestamp).max().unwrap_or(Timestamp::MIN),
+            blocks: runs.iter().map(|run| run.blocks as usize).sum(),
+        }
+    }
+
+    /// The positions of `series` (one, or two for an id holding two kinds).
+    fn positions(&self, series: SeriesId) -> std::ops::Range<usize> {
+        let start = self.series.partition_point(|&s| s < series);
+        let end = start + self.series[start..].iter().take_while(|&&s| s == series).count();
+        start..end
+    }
+
+    fn overlaps(&self, from: Timestamp, to: Timestamp) -> bool {
+        self.min_timestamp < to && self.max_timestamp >= from
+    }
+}
+
+impl ExtentIndex {
+    /// Adds the directory of `segment` (replacing what the index held of it).
+    pub fn insert(&mut self, segment: u64, directory: &[SeriesRun]) {
+        let extents = SegmentExtents::of(directory);
+        self.blocks += extents.blocks;
+        if let Some(old) = self.segments.insert(segment, extents) {
+            self.blocks -= old.blocks;
+        }
+    }
+
+    /// Forgets `segment`.
+    pub fn remove(&mut self, segment: u64) {
+        if let Some(old) = self.segments.remove(&segment) {
+            self.blocks -= old.blocks;
+        }
+    }
+
+    /// Extents of `series` that may hold points in `[from, to)`, by segment id.
+    pub fn extents_in(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<SeriesExtent> {
+        let mut found = Vec::new();
+        for (&segment, extents) in self.segments.iter().filter(|(_, extents)| extents.overlaps(from, to)) {
+            for at in extents.positions(series) {
+                let extent = extents.extents[at].in_segment(segment);
+                if extent.overlaps(from, to) {
+                    found.push(extent);
                 }
             }
         }
+        found
     }
 
-    fn list_mut(&mut self, series: SeriesId) -> &mut Vec<SeriesExtent> {
-        match self.dense.get_mut(series.0 as usize) {
-            Some(list) => list,
-            None => self.sparse.entry(series).or_default(),
-        }
-    }
-
-    fn list(&self, series: SeriesId) -> Option<&Vec<SeriesExtent>> {
-        match self.dense.get(series.0 as usize) {
-            Some(list) => Some(list),
-            None => self.sparse.get(&series),
-        }
-    }
-
-    /// Forgets `segment`, given the series its directory lists.
-    pub fn remove(&mut self, segment: u64, series: &[SeriesId]) {
-        for &id in series {
-            let list = match self.dense.get_mut(id.0 as usize) {
-                Some(list) => list,
-                None => match self.sparse.get_mut(&id) {
-                    Some(list) => list,
-                    None => continue,
-                },
-            };
-            let before: usize = list.iter().map(|e| e.blocks as usize).sum();
-            list.retain(|e| e.segment != segment);
-            let after: usize = list.iter().map(|e| e.blocks as usize).sum();
-            self.blocks -= before - after;
-            if list.is_empty() {
-                // Its room goes too: a series whose data is gone costs an empty slot.
-                *list = Vec::new();
-                self.sparse.remove(&id);
-            }
-        }
-    }
-
-    /// Extents of `series` that may hold points in `[from, to)`.
-    pub fn extents_in(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<SeriesExtent> {
-        let Some(list) = self.list(series) else { return Vec::new() };
-        list.iter().filter(|e| e.overlaps(from, to)).copied().collect()
-    }
-
-    /// The extent of `series` in `segment`.
+    /// The extent of `series` in `segment` (its first kind's, should it hold two).
+    #[cfg(test)]
     pub fn extent(&self, series: SeriesId, segment: u64) -> Option<SeriesExtent> {
-        let list = self.list(series)?;
-        let at = list.partition_point(|e| e.segment < segment);
-        list.get(at).filter(|e| e.segment == segment).copied()
+        let extents = self.segments.get(&segment)?;
+        let at = extents.positions(series).next()?;
+        Some(extents.extents[at].in_segment(segment))
+    }
+
+    /// Every series of `segment` with its extent, in directory order; `None` if the segment is
+    /// not indexed here.
+    pub fn segment(&self, segment: u64) -> Option<Vec<(SeriesId, SeriesExtent)>> {
+        let extents = self.segments.get(&segment)?;
+        Some(extents.series.iter().zip(extents.extents.iter()).map(|(&series, extent)| (series, extent.in_segment(segment))).collect())
     }
 
     pub fn block_count(&self) -> usize {
         self.blocks
     }
 
-    /// Every series with extents and its value kind.
+    /// Every series with extents and its value kind, once per segment holding it.
     pub fn series_kinds(&self) -> impl Iterator<Item = (SeriesId, ValueKind)> + '_ {
-        let dense = self.dense.iter().enumerate().filter_map(|(id, list)| list.first().map(|e| (SeriesId(id as u32), e.kind)));
-        dense.chain(self.sparse.iter().filter_map(|(&id, list)| list.first().map(|e| (id, e.kind))))
+        self.segments.values().flat_map(|extents| extents.series.iter().zip(extents.extents.iter()).map(|(&series, e)| (series, e.kind)))
     }
 }
 
@@ -312,58 +344,95 @@ mod tests {
         assert_eq!(index.block_count(), 12);
         assert_eq!(index.extent(SeriesId(1), 2).map(|e| e.blocks), Some(2));
         assert_eq!(index.extent(SeriesId(2), 2), None);
-        index.remove(3, &[SeriesId(1), SeriesId(2)]);
+        index.remove(3);
         assert_eq!(segments(&index, 0, 1000), vec![1, 2]);
         assert_eq!(index.block_count(), 6);
-        assert_eq!(index.series_kinds().count(), 1, "series 2 had blocks in segment 3 only");
+        let series: std::collections::BTreeSet<SeriesId> = index.series_kinds().map(|(s, _)| s).collect();
+        assert_eq!(series.into_iter().collect::<Vec<_>>(), [SeriesId(1)], "series 2 had blocks in segment 3 only");
     }
 
-    /// A series in one segment costs one extent of room, not the four a `Vec` reserves first
-    /// (issue 14: 224 bytes a series at 2 M series); a second segment still grows the list.
+    /// A series costs one id and one extent in each segment holding it, with no room to spare.
     #[test]
-    fn a_series_in_one_segment_holds_room_for_one_extent() {
+    fn a_segment_holds_one_id_and_one_extent_per_series_without_slack() {
+        assert_eq!(std::mem::size_of::<StoredExtent>() + std::mem::size_of::<SeriesId>(), 52);
         let mut index = ExtentIndex::default();
         let directory: Vec<SeriesRun> = (1..=1000).map(|s| run(s, 0, 99, 1)).collect();
         index.insert(1, &directory);
-        let room: usize = index.dense.iter().map(Vec::capacity).sum();
-        assert_eq!(room, 1000);
-        assert_eq!(index.dense.len(), 1001, "found by id, slot 0 unused");
         index.insert(2, &directory[..10]);
-        assert!(index.dense.iter().filter(|list| list.len() == 2).all(|list| list.capacity() >= 2));
+        let lengths: Vec<(usize, usize)> = index.segments.values().map(|e| (e.series.len(), e.extents.len())).collect();
+        assert_eq!(lengths, [(1000, 1000), (10, 10)]);
         assert_eq!(index.extents_in(SeriesId(5), 0, 100).len(), 2);
+        assert_eq!(index.extents_in(SeriesId(500), 0, 100).len(), 1);
     }
 
-    /// An id far beyond the others (damage, or a store whose low ids are gone) does not make
-    /// the vector of lists billions of slots long: it is kept aside, found, removed, and taken
-    /// over once the vector grows to it.
+    /// An id may hold two kinds in one segment (its runs sit side by side in the directory):
+    /// both extents are found, whatever ids surround them.
     #[test]
-    fn ids_far_beyond_the_rest_are_kept_aside_and_found_alike() {
+    fn an_id_with_two_kinds_in_a_segment_is_found_twice() {
         let mut index = ExtentIndex::default();
-        let far = u32::MAX - 1;
-        index.insert(1, &[run(3, 0, 9, 1), run(far, 0, 9, 2)]);
-        assert!(index.dense.len() < 1 << 22, "{} slots", index.dense.len());
-        assert_eq!(index.extent(SeriesId(far), 1).map(|e| e.blocks), Some(2));
-        assert_eq!(index.extents_in(SeriesId(far), 0, 10).len(), 1);
-        let mut kinds: Vec<u32> = index.series_kinds().map(|(s, _)| s.0).collect();
-        kinds.sort_unstable();
-        assert_eq!(kinds, [3, far]);
-        index.insert(2, &[run(far, 10, 19, 1)]);
-        assert_eq!(index.extents_in(SeriesId(far), 0, 100).iter().map(|e| e.segment).collect::<Vec<_>>(), [1, 2]);
-        index.remove(1, &[SeriesId(3), SeriesId(far)]);
-        assert_eq!(index.block_count(), 1);
-        assert_eq!(index.extents_in(SeriesId(3), 0, 100), []);
-        index.remove(2, &[SeriesId(far)]);
-        assert!(index.sparse.is_empty() && index.block_count() == 0);
-        // Lists kept aside move into the vector once it grows past them.
-        index.insert(3, &[run(1_000_000, 0, 9, 1)]);
-        assert!(index.dense.len() == 1_000_001 && index.sparse.is_empty());
-        index.insert(4, &[run(5_000_000, 0, 9, 1)]);
-        assert_eq!(index.sparse.len(), 1, "beyond twice the vector and a million");
-        index.insert(5, &[run(3_000_000, 0, 9, 1)]);
-        assert_eq!(index.sparse.len(), 1);
-        index.insert(5, &[run(5_000_001, 0, 9, 1)]);
-        assert_eq!(index.sparse.len(), 0, "taken over when the vector grew to it");
-        assert_eq!(index.extent(SeriesId(5_000_000), 4).map(|e| e.segment), Some(4));
+        let mut other_kind = run(7, 50, 60, 2);
+        other_kind.kind = ValueKind::I64;
+        index.insert(1, &[run(3, 0, 9, 1), run(7, 0, 9, 1), other_kind, run(u32::MAX - 1, 0, 9, 1)]);
+        let kinds: Vec<ValueKind> = index.extents_in(SeriesId(7), 0, 100).iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [ValueKind::F64, ValueKind::I64]);
+        assert_eq!(index.extents_in(SeriesId(7), 50, 51).len(), 1, "each extent is checked against the range");
+        assert_eq!(index.extent(SeriesId(u32::MAX - 1), 1).map(|e| e.blocks), Some(1));
+        assert_eq!(index.block_count(), 5);
+        assert_eq!(index.series_kinds().count(), 4);
+        index.remove(1);
+        assert_eq!(index.block_count(), 0);
+        assert!(index.extents_in(SeriesId(7), 0, 100).is_empty());
+    }
+
+    proptest::proptest! {
+        /// Against a plain list of (segment, run): every lookup agrees after any sequence of
+        /// inserts (a segment inserted again replaces its extents) and removals.
+        #[test]
+        fn lookups_agree_with_a_list_of_every_run(
+            steps in proptest::collection::vec(
+                (0u64..6, proptest::option::of(proptest::collection::btree_map(1u32..40, (0i64..100, 0i64..50, 1u32..4), 0..12))),
+                1..20,
+            ),
+            queries in proptest::collection::vec((1u32..42, 0i64..160, 1i64..80), 1..30),
+        ) {
+            let mut index = ExtentIndex::default();
+            let mut model: BTreeMap<u64, Vec<SeriesRun>> = BTreeMap::new();
+            for (segment, directory) in steps {
+                match directory {
+                    Some(runs) => {
+                        let directory: Vec<SeriesRun> =
+                            runs.iter().map(|(&s, &(min, span, blocks))| run(s, min, min + span, blocks)).collect();
+                        index.insert(segment, &directory);
+                        model.insert(segment, directory);
+                    }
+                    None => {
+                        index.remove(segment);
+                        model.remove(&segment);
+                    }
+                }
+                let blocks: usize = model.values().flatten().map(|r| r.blocks as usize).sum();
+                proptest::prop_assert_eq!(index.block_count(), blocks);
+            }
+            for (series, from, length) in queries {
+                let (series, to) = (SeriesId(series), from + length);
+                let expected: Vec<SeriesExtent> = model
+                    .iter()
+                    .flat_map(|(&segment, runs)| runs.iter().filter(|r| r.series == series).map(move |r| SeriesExtent::of(segment, r)))
+                    .filter(|e| e.overlaps(from, to))
+                    .collect();
+                proptest::prop_assert_eq!(index.extents_in(series, from, to), expected);
+                for (&segment, runs) in &model {
+                    let expected = runs.iter().find(|r| r.series == series).map(|r| SeriesExtent::of(segment, r));
+                    proptest::prop_assert_eq!(index.extent(series, segment), expected);
+                }
+            }
+            for (&segment, runs) in &model {
+                let listed: Vec<(SeriesId, SeriesExtent)> = runs.iter().map(|r| (r.series, SeriesExtent::of(segment, r))).collect();
+                proptest::prop_assert_eq!(index.segment(segment), Some(listed));
+            }
+            let kinds = index.series_kinds().count();
+            proptest::prop_assert_eq!(kinds, model.values().map(Vec::len).sum::<usize>());
+        }
     }
 
     #[test]

@@ -94,8 +94,8 @@ impl SegmentFile {
         SegmentFile { handle: Arc::new(handle), bytes, summary, blocks: SegmentBlocks::resident(entries) }
     }
 
-    fn with_directory(handle: SegmentHandle, bytes: u64, summary: SegmentSummary, directory: &[crate::segment::SeriesRun]) -> Self {
-        SegmentFile { handle: Arc::new(handle), bytes, summary, blocks: SegmentBlocks::runs(directory) }
+    fn with_runs(handle: SegmentHandle, bytes: u64, summary: SegmentSummary) -> Self {
+        SegmentFile { handle: Arc::new(handle), bytes, summary, blocks: SegmentBlocks::Runs }
     }
 }
 
@@ -169,7 +169,7 @@ impl SegmentStore {
                 index.sealed.insert(id, directory);
                 let summary = SegmentSummary::of_directory(id, bytes, directory, scan.wal_checkpoint);
                 let handle = SegmentHandle { id, path, file: scan.file.clone() };
-                files.insert(id, SegmentFile::with_directory(handle, bytes, summary, directory));
+                files.insert(id, SegmentFile::with_runs(handle, bytes, summary));
                 recovery.segments += 1;
                 continue;
             }
@@ -201,7 +201,7 @@ impl SegmentStore {
             let handle = SegmentHandle { id, path, file: scan.file.clone() };
             if let Some(directory) = directory {
                 index.sealed.insert(id, &directory);
-                files.insert(id, SegmentFile::with_directory(handle, bytes, summary, &directory));
+                files.insert(id, SegmentFile::with_runs(handle, bytes, summary));
             } else {
                 index.resident.insert(id, &scan.entries);
                 files.insert(id, SegmentFile::new(handle, bytes, summary, &scan.entries));

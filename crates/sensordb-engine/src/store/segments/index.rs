@@ -2,7 +2,7 @@
 //!
 //! Blocks of the segment taking groups, and of files of segment format version 1, are held one
 //! by one ([`BlockIndex`], about 56 bytes a block). A sealed segment of version 2 is held as one
-//! [`SeriesExtent`] per series (about 56 bytes whatever the blocks), and its blocks are read
+//! [`SeriesExtent`] per series (52 bytes whatever the blocks), and its blocks are read
 //! from the series' run in its footer when a read, compaction or reclaim needs them: one pread,
 //! kept in the store's [`RunCache`] (at most [`SegmentStoreOptions::run_cache_bytes`]). The open
 //! segment moves from the one to the other when it is sealed.
@@ -27,9 +27,9 @@ pub(super) struct StoreIndex {
 pub(super) enum SegmentBlocks {
     /// Every block's life: the segment taking groups, or a file of format version 1.
     Resident(Vec<BlockLife>),
-    /// The series its directory lists, in directory order (their runs lie back to back in
-    /// this order); each one's extent is in [`StoreIndex::sealed`].
-    Runs(Box<[SeriesId]>),
+    /// Its series directory, whose extents [`StoreIndex::sealed`] holds in directory order
+    /// (the order in which their runs lie back to back).
+    Runs,
 }
 
 impl SegmentBlocks {
@@ -37,15 +37,11 @@ impl SegmentBlocks {
         SegmentBlocks::Resident(entries.iter().map(BlockLife::of).collect())
     }
 
-    pub(super) fn runs(directory: &[SeriesRun]) -> SegmentBlocks {
-        SegmentBlocks::Runs(directory.iter().map(|run| run.series).collect())
-    }
-
     /// Takes the segment out of `index`.
     pub(super) fn remove_from(&self, index: &mut StoreIndex, segment: u64) {
         match self {
             SegmentBlocks::Resident(lives) => index.resident.remove_blocks(segment, lives.iter().map(|l| l.series)),
-            SegmentBlocks::Runs(series) => index.sealed.remove(segment, series),
+            SegmentBlocks::Runs => index.sealed.remove(segment),
         }
     }
 }
@@ -147,9 +143,8 @@ impl SegmentStore {
         let index = self.index.read();
         let files = self.files.read();
         let file = files.get(&id)?;
-        let super::SegmentBlocks::Runs(series) = &file.blocks else { return None };
-        let extents = series.iter().filter_map(|&s| Some((s, index.sealed.extent(s, id)?))).collect();
-        Some((extents, file.handle.clone()))
+        let super::SegmentBlocks::Runs = &file.blocks else { return None };
+        Some((index.sealed.segment(id)?, file.handle.clone()))
     }
 
     /// The entries of the given runs of one segment, read with one pread (they lie back to
@@ -193,7 +188,7 @@ impl SegmentStore {
             .values()
             .map(|file| match &file.blocks {
                 super::SegmentBlocks::Resident(lives) => (file.summary, Some(lives.clone())),
-                super::SegmentBlocks::Runs(_) => (file.summary, None),
+                super::SegmentBlocks::Runs => (file.summary, None),
             })
             .collect()
     }
@@ -254,7 +249,7 @@ impl SegmentStore {
         let Some(file) = files.get_mut(&id) else { return };
         file.blocks.remove_from(&mut index, id);
         index.sealed.insert(id, directory);
-        file.blocks = SegmentBlocks::runs(directory);
+        file.blocks = SegmentBlocks::Runs;
     }
 }
 
