@@ -23,6 +23,7 @@
 //! memtable_bytes_max = 33554432   # points buffered in memory before flushing, active + frozen
 //! block_cache_bytes = 33554432    # decoded blocks kept for reads that come again (0: none)
 //! segment_seal_age_ms = 120000   # seal the open segment after this long, for background compaction (0: by size only)
+//! segment_blocks_max = 262144     # ... or once it holds this many blocks (each ~120 bytes of memory while open)
 //! query_concurrency = 4          # /query statements running at once; more wait their turn
 //! query_timeout_ms = 60000       # a query running longer is answered with an error
 //! query_points_scanned_max = 100000000  # points one query may read
@@ -128,6 +129,10 @@ pub struct ServerConfig {
     /// merges its short blocks while the server runs (0: sealed by size only, and short blocks
     /// wait for a restart). Default 120000 (2 minutes; see `EngineOptions::segment_seal_age`).
     pub segment_seal_age_ms: u64,
+    /// A segment file is also sealed once it holds this many blocks: the segment taking groups
+    /// holds each of its blocks in memory (about 120 bytes), sealed ones about 52 bytes a series.
+    /// Default 262144 (`EngineOptions::segment_blocks_max`).
+    pub segment_blocks_max: usize,
     /// Bytes sensordb may use on its file system; unset for the whole file system. Only
     /// sensordb's own files over this evict live data (`evict_oldest_when_full`); other
     /// processes filling the file system make writers wait and be refused. Set it on a shared
@@ -371,6 +376,7 @@ impl Default for ServerConfig {
             tls_key: None,
             segment_bytes_max: 64 << 20,
             segment_seal_age_ms: 120_000,
+            segment_blocks_max: sensordb_engine::EngineOptions::default().segment_blocks_max,
             capacity_bytes: None,
             disk_target_usage: 0.80,
             throttle_low_usage: 0.90,
@@ -438,6 +444,9 @@ impl ServerConfig {
         if self.segment_bytes_max < 1 << 20 {
             return Err(ConfigError::Invalid("segment_bytes_max must be at least 1 MiB".into()));
         }
+        if self.segment_blocks_max < 1024 {
+            return Err(ConfigError::Invalid("segment_blocks_max must be at least 1024".into()));
+        }
         self.engine_options().reclaim.validate().map_err(ConfigError::Invalid)?;
         for database in &self.databases {
             database.policy()?;
@@ -456,6 +465,7 @@ impl ServerConfig {
             memtable_bytes_max: self.memtable_bytes_max,
             block_cache_bytes: self.block_cache_bytes,
             segment_bytes_max: self.segment_bytes_max,
+            segment_blocks_max: self.segment_blocks_max,
             segment_seal_age: (self.segment_seal_age_ms > 0).then(|| std::time::Duration::from_millis(self.segment_seal_age_ms)),
             throttle_writes: false,
             series_per_database_max: self.max_series_per_database,
@@ -539,6 +549,14 @@ mod tests {
         assert_eq!(seal_age(""), Some(std::time::Duration::from_secs(120)), "the default");
         assert_eq!(seal_age("segment_seal_age_ms = 30000\n"), Some(std::time::Duration::from_secs(30)));
         assert_eq!(seal_age("segment_seal_age_ms = 0\n"), None);
+    }
+
+    #[test]
+    fn the_block_limit_of_a_segment_reaches_the_engine_and_a_tiny_one_is_refused() {
+        let blocks = |text: &str| ServerConfig::from_toml(text).map(|c| c.engine_options().segment_blocks_max);
+        assert_eq!(blocks("").expect("valid"), 1 << 18, "the default");
+        assert_eq!(blocks("segment_blocks_max = 5000\n").expect("valid"), 5000);
+        assert!(blocks("segment_blocks_max = 10\n").is_err());
     }
 
     #[test]

@@ -42,6 +42,11 @@ pub struct CompactionOptions {
     pub small_block_points: u64,
     /// Most input bytes in one run.
     pub run_bytes_max: u64,
+    /// Most input blocks in one run: a rewrite lists every block of its run in memory (about
+    /// 100 bytes each with the runs read for it), and 64 MiB of one-point blocks were 2 M of
+    /// them, 220 MB of the peak at 2 M series (issue 14). A single segment over it is still
+    /// a run.
+    pub run_blocks_max: u64,
     /// A sealed segment smaller than this is a small file, merged with its neighbours whatever
     /// its blocks ([`candidate_runs`]): half the segment size limit, so segments sealed by size
     /// are never merged for their size. 0 merges none.
@@ -70,7 +75,7 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
     let small = |s: &SegmentSummary| s.sealed && s.points < options.small_block_points.saturating_mul(s.blocks);
     let mut runs = Vec::new();
     let mut run: Vec<&SegmentSummary> = Vec::new();
-    let mut bytes = 0u64;
+    let (mut bytes, mut blocks) = (0u64, 0u64);
     let mut close = |run: &mut Vec<&SegmentSummary>| {
         let single_group = run.len() == 1 && run[0].min_sequence == run[0].max_sequence;
         if !run.is_empty() && !single_group {
@@ -83,39 +88,41 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
             close(&mut run);
             continue;
         }
-        if !run.is_empty() && bytes + segment.bytes > options.run_bytes_max {
+        if !run.is_empty() && (bytes + segment.bytes > options.run_bytes_max || blocks + segment.blocks > options.run_blocks_max) {
             close(&mut run);
         }
         if run.is_empty() {
-            bytes = 0;
+            (bytes, blocks) = (0, 0);
         }
         run.push(segment);
         bytes += segment.bytes;
+        blocks += segment.blocks;
     }
     close(&mut run);
-    runs.extend(small_file_runs(&segments, options.small_file_bytes, options.run_bytes_max));
+    runs.extend(small_file_runs(&segments, options));
     runs
 }
 
 /// Runs of small sealed segment files (under `small_file_bytes`), whatever their blocks, oldest
 /// first: segments sealed by age rather than size (a slowly fed store seals one every few
 /// minutes) would otherwise pile up, each an open file, thousands a year. A run is at most
-/// `run_bytes_max` bytes and no
+/// `run_bytes_max` bytes and `run_blocks_max` blocks, and no
 /// segment in it is larger than the rest together, so a byte is rewritten only into an output
 /// at least twice the size of the segment it was in: at most log2(`run_bytes_max` / smallest
 /// segment) times in all (about 13 for 64 MiB out of 8 KiB), as in a binary counter, and the
 /// files left between full ones are about that many. `segments` are sorted by sequence.
-fn small_file_runs(segments: &[&SegmentSummary], small_file_bytes: u64, run_bytes_max: u64) -> Vec<Vec<u64>> {
+fn small_file_runs(segments: &[&SegmentSummary], options: &CompactionOptions) -> Vec<Vec<u64>> {
     let mut runs = Vec::new();
     // Stretches of small sealed segments (larger ones are left alone).
-    for stretch in segments.split(|s| !s.sealed || s.bytes >= small_file_bytes) {
+    for stretch in segments.split(|s| !s.sealed || s.bytes >= options.small_file_bytes) {
         let mut start = 0;
         while start < stretch.len() {
             // The longest run from `start` in which no segment outweighs the others.
-            let (mut total, mut largest, mut end) = (0u64, 0u64, start);
+            let (mut total, mut blocks, mut largest, mut end) = (0u64, 0u64, 0u64, start);
             for (i, segment) in stretch.iter().enumerate().skip(start) {
                 total += segment.bytes;
-                if total > run_bytes_max {
+                blocks += segment.blocks;
+                if total > options.run_bytes_max || blocks > options.run_blocks_max {
                     break;
                 }
                 largest = largest.max(segment.bytes);
@@ -377,6 +384,7 @@ mod tests {
         CompactionOptions {
             small_block_points: 1000,
             run_bytes_max: 100,
+            run_blocks_max: 1_000_000,
             small_file_bytes: 50,
             block_points_max: 16_384,
             block_bytes_max: 1 << 20,
@@ -472,6 +480,25 @@ mod tests {
         assert_eq!(candidate_runs(&segments, &tight), vec![vec![4, 5, 6, 7]]);
         segments[5].sealed = false;
         assert_eq!(candidate_runs(&segments, &options), Vec::<Vec<u64>>::new());
+    }
+
+    /// A run lists every block of its segments in memory: it stops at the block limit as at
+    /// the byte limit, both for short blocks and for small files, but a segment over the limit
+    /// alone is still a run.
+    #[test]
+    fn runs_stop_at_the_block_limit() {
+        let options = CompactionOptions { run_bytes_max: 1_000, small_file_bytes: 500, run_blocks_max: 250, ..options() };
+        let segments = [
+            summary(1, (1, 2), 100, 1_000, 40),
+            summary(2, (3, 4), 100, 1_000, 40),
+            summary(3, (5, 6), 100, 1_000, 40),
+            summary(4, (7, 8), 300, 3_000, 40),
+        ];
+        let runs = candidate_runs(&segments, &options);
+        assert_eq!(runs[..3], [vec![1, 2], vec![3], vec![4]], "short blocks");
+        assert_eq!(runs[3..], [vec![1, 2]], "small files: 3 and 4 together are over the limit");
+        let roomy = CompactionOptions { run_blocks_max: 1_000, ..options };
+        assert_eq!(candidate_runs(&segments, &roomy)[0], vec![1, 2, 3, 4]);
     }
 
     #[test]

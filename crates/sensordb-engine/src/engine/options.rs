@@ -17,6 +17,9 @@ pub struct EngineOptions {
     pub memtable_bytes_max: usize,
     /// A segment is sealed once it reaches this size (R).
     pub segment_bytes_max: u64,
+    /// ... or once it holds this many blocks ([`crate::store::SEGMENT_BLOCKS_MAX`]):
+    /// what the segment taking groups holds in memory is about 120 bytes a block.
+    pub segment_blocks_max: usize,
     /// A segment is also sealed once it has been open this long (the flusher flushes the
     /// memtable into it first), so background compaction can merge its short blocks while the
     /// server runs; `None` seals by size only (then a quiet server keeps its short blocks until
@@ -86,6 +89,7 @@ impl Default for EngineOptions {
             durability: Durability::Fsync,
             memtable_bytes_max: 512 << 20,
             segment_bytes_max: 64 << 20,
+            segment_blocks_max: crate::store::SEGMENT_BLOCKS_MAX,
             segment_seal_age: Some(Duration::from_secs(120)),
             block_points_max: 16_384,
             block_cache_bytes: 32 << 20,
@@ -113,6 +117,7 @@ impl std::fmt::Debug for EngineOptions {
             .field("durability", &self.durability)
             .field("memtable_bytes_max", &self.memtable_bytes_max)
             .field("segment_bytes_max", &self.segment_bytes_max)
+            .field("segment_blocks_max", &self.segment_blocks_max)
             .field("segment_seal_age", &self.segment_seal_age)
             .field("compaction_small_block_points", &self.compaction_small_block_points)
             .field("block_points_max", &self.block_points_max)

@@ -64,6 +64,7 @@ pub(super) fn recover(dir: &Path, options: &EngineOptions, given_store: Option<A
 
     let store_options = SegmentStoreOptions {
         segment_bytes_max: options.segment_bytes_max,
+        segment_blocks_max: options.segment_blocks_max,
         sync: options.durability != Durability::None,
         ..SegmentStoreOptions::default()
     };

@@ -270,6 +270,8 @@ pub struct SegmentWriter {
     /// when none is.
     staged_end: u64,
     entries: Vec<IndexEntry>,
+    /// Blocks of the groups complete or staged: `entries` and those of staged groups.
+    staged_blocks: usize,
     wal_checkpoint: u64,
     sync: bool,
     /// The file's format version, which decides the footer's layout.
@@ -317,6 +319,7 @@ impl SegmentWriter {
             end: FILE_HEADER_BYTES,
             staged_end: FILE_HEADER_BYTES,
             entries: Vec::new(),
+            staged_blocks: 0,
             wal_checkpoint: 0,
             sync,
             version,
@@ -335,6 +338,7 @@ impl SegmentWriter {
             end: scan.append_at,
             staged_end: scan.append_at,
             entries: scan.entries.clone(),
+            staged_blocks: scan.entries.len(),
             wal_checkpoint: scan.wal_checkpoint,
             sync,
             version: scan.version,
@@ -362,6 +366,11 @@ impl SegmentWriter {
     /// Bytes written so far, staged groups included.
     pub fn staged_bytes(&self) -> u64 {
         self.staged_end
+    }
+
+    /// Blocks of the groups written or staged so far.
+    pub fn staged_blocks(&self) -> usize {
+        self.staged_blocks
     }
 
     /// Index entries of every block written so far.
@@ -404,6 +413,7 @@ impl SegmentWriter {
                 self.end = group_offset + len;
                 self.staged_end = self.end;
                 self.entries.extend_from_slice(&entries);
+                self.staged_blocks = self.entries.len();
                 self.wal_checkpoint = wal_checkpoint;
                 Ok(entries)
             }
@@ -434,6 +444,7 @@ impl SegmentWriter {
             return Err(Error::io(&self.path, e));
         }
         self.staged_end = group_offset + len;
+        self.staged_blocks += entries.len();
         Ok(StagedGroup {
             segment: self.id,
             path: self.path.clone(),
@@ -458,6 +469,7 @@ impl SegmentWriter {
     /// Forgets every staged group and cuts the file back to the end of the last complete one,
     /// after a group failed to commit (the groups staged after it must not follow it either).
     pub fn unstage(&mut self) -> Result<()> {
+        self.staged_blocks = self.entries.len();
         if self.staged_end != self.end {
             self.staged_end = self.end;
             self.file.set_len(self.end).map_err(|e| Error::io(&self.path, e))?;

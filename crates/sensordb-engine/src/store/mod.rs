@@ -42,7 +42,7 @@ mod segments;
 mod summary;
 
 pub use memory::MemoryStore;
-pub(crate) use segments::{SegmentStore, SegmentStoreOptions};
+pub(crate) use segments::{SegmentStore, SegmentStoreOptions, SEGMENT_BLOCKS_MAX};
 pub use summary::{BlockLife, SegmentSummary};
 
 // The types the trait's signatures use, public here for backends outside the crate.

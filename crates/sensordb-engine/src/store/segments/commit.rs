@@ -226,7 +226,7 @@ impl SegmentStore {
         let sequence = open.sequence + 1;
         let writer = open.writer.as_mut().expect("BUG: open segment vanished");
         let group = writer.stage_parts(parts, sequence, wal_checkpoint)?;
-        let full = writer.staged_bytes() >= self.options.segment_bytes_max;
+        let full = writer.staged_bytes() >= self.options.segment_bytes_max || writer.staged_blocks() >= self.options.segment_blocks_max;
         open.sequence = sequence;
         if full {
             let writer = open.writer.take().expect("BUG: open segment vanished");

@@ -281,7 +281,7 @@ mod tests {
     }
 
     fn options(run_cache_bytes: usize) -> SegmentStoreOptions {
-        SegmentStoreOptions { segment_bytes_max: 1, sync: false, run_cache_bytes }
+        SegmentStoreOptions { segment_bytes_max: 1, sync: false, run_cache_bytes, ..SegmentStoreOptions::default() }
     }
 
     /// A store whose segments (one a group, `groups_per_segment` groups each) are written in
@@ -329,6 +329,7 @@ mod tests {
         CompactionOptions {
             small_block_points: 1000,
             run_bytes_max: 64 << 20,
+            run_blocks_max: 1 << 20,
             small_file_bytes: 0,
             block_points_max: 10_000,
             block_bytes_max: 1 << 20,
@@ -500,7 +501,8 @@ mod tests {
     #[test]
     fn series_kinds_above_an_id_are_every_series_listing_filtered() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let options = SegmentStoreOptions { segment_bytes_max: 64 << 20, sync: false, run_cache_bytes: 1 << 20 };
+        let options =
+            SegmentStoreOptions { segment_bytes_max: 64 << 20, sync: false, run_cache_bytes: 1 << 20, ..SegmentStoreOptions::default() };
         let (store, _) = SegmentStore::open(Arc::new(RealFs), &dir.path().join("segments"), options).expect("open");
         store.put_group(group(0), 1).expect("put");
         store.seal().expect("seal");
