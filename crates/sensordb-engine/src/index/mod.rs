@@ -33,6 +33,12 @@ impl BlockIndex {
     pub fn insert(&mut self, segment: u64, entries: &[IndexEntry]) {
         for entry in entries {
             let list = self.series.entry(entry.series).or_default();
+            if list.capacity() == 0 {
+                // Most series have one block or a few in the segment taking groups: room for one
+                // first, not the four a `Vec` reserves (224 bytes; 60 MB of the peak with 350,000
+                // one-point blocks held, issue 14).
+                list.reserve_exact(1);
+            }
             let block = BlockRef { segment, entry: *entry };
             // Flushes arrive in time order, so the new block almost always goes at the end:
             // checked first, since a binary search over each of millions of lists at start-up
@@ -139,6 +145,18 @@ mod tests {
             max_timestamp: max,
             sequence,
         }
+    }
+
+    /// A series with one block holds room for one, not four.
+    #[test]
+    fn a_series_with_one_block_holds_room_for_one() {
+        let mut index = BlockIndex::default();
+        let entries: Vec<IndexEntry> = (1..=1000).map(|s| entry(s, 0, 9, 1)).collect();
+        index.insert(1, &entries);
+        assert_eq!(index.series.values().map(Vec::capacity).sum::<usize>(), 1000);
+        index.insert(2, &entries[..10]);
+        assert_eq!(index.series.values().filter(|list| list.len() == 2).count(), 10);
+        assert_eq!(index.blocks_in(SeriesId(3), 0, 10).len(), 2);
     }
 
     #[test]

@@ -72,12 +72,15 @@ impl SeriesExtent {
 /// index is a copy of each directory in its order.
 #[derive(Default)]
 pub struct ExtentIndex {
-    segments: BTreeMap<u64, SegmentExtents>,
+    /// Shared with readers that walk a whole segment (compaction, reclaim) after the index
+    /// lock is released, without a copy of its extents.
+    segments: BTreeMap<u64, Arc<SegmentExtents>>,
     blocks: usize,
 }
 
 /// One segment's part of the [`ExtentIndex`].
-struct SegmentExtents {
+pub struct SegmentExtents {
+    segment: u64,
     /// Ascending; an id holding two kinds appears twice, next to each other.
     series: Box<[SeriesId]>,
     extents: Box<[StoredExtent]>,
@@ -129,12 +132,13 @@ impl StoredExtent {
 }
 
 impl SegmentExtents {
-    fn of(directory: &[SeriesRun]) -> SegmentExtents {
+    fn of(segment: u64, directory: &[SeriesRun]) -> SegmentExtents {
         let mut runs: Vec<&SeriesRun> = directory.iter().collect();
         // A directory is in id order already (its encoder asserts it); a stable sort keeps the
         // order of an id's two kinds and costs one pass when sorted.
         runs.sort_by_key(|run| run.series);
         SegmentExtents {
+            segment,
             series: runs.iter().map(|run| run.series).collect(),
             extents: runs.iter().map(|run| StoredExtent::of(run)).collect(),
             min_timestamp: runs.iter().map(|run| run.min_timestamp).min().unwrap_or(Timestamp::MAX),
@@ -153,12 +157,27 @@ impl SegmentExtents {
     fn overlaps(&self, from: Timestamp, to: Timestamp) -> bool {
         self.min_timestamp < to && self.max_timestamp >= from
     }
+
+    /// Series in the segment (an id holding two kinds counts twice).
+    pub fn len(&self) -> usize {
+        self.series.len()
+    }
+
+    /// The `at`-th series of the directory and its extent.
+    pub fn get(&self, at: usize) -> (SeriesId, SeriesExtent) {
+        (self.series[at], self.extents[at].in_segment(self.segment))
+    }
+
+    /// The series and their extents, in directory order.
+    pub fn iter(&self) -> impl Iterator<Item = (SeriesId, SeriesExtent)> + '_ {
+        (0..self.len()).map(|at| self.get(at))
+    }
 }
 
 impl ExtentIndex {
     /// Adds the directory of `segment` (replacing what the index held of it).
     pub fn insert(&mut self, segment: u64, directory: &[SeriesRun]) {
-        let extents = SegmentExtents::of(directory);
+        let extents = Arc::new(SegmentExtents::of(segment, directory));
         self.blocks += extents.blocks;
         if let Some(old) = self.segments.insert(segment, extents) {
             self.blocks -= old.blocks;
@@ -194,11 +213,10 @@ impl ExtentIndex {
         Some(extents.extents[at].in_segment(segment))
     }
 
-    /// Every series of `segment` with its extent, in directory order; `None` if the segment is
-    /// not indexed here.
-    pub fn segment(&self, segment: u64) -> Option<Vec<(SeriesId, SeriesExtent)>> {
-        let extents = self.segments.get(&segment)?;
-        Some(extents.series.iter().zip(extents.extents.iter()).map(|(&series, extent)| (series, extent.in_segment(segment))).collect())
+    /// The series of `segment` with their extents, in directory order; `None` if the segment
+    /// is not indexed here.
+    pub fn segment(&self, segment: u64) -> Option<Arc<SegmentExtents>> {
+        self.segments.get(&segment).cloned()
     }
 
     pub fn block_count(&self) -> usize {
@@ -428,7 +446,8 @@ mod tests {
             }
             for (&segment, runs) in &model {
                 let listed: Vec<(SeriesId, SeriesExtent)> = runs.iter().map(|r| (r.series, SeriesExtent::of(segment, r))).collect();
-                proptest::prop_assert_eq!(index.segment(segment), Some(listed));
+                let indexed = index.segment(segment).map(|extents| extents.iter().collect::<Vec<_>>());
+                proptest::prop_assert_eq!(indexed, Some(listed));
             }
             let kinds = index.series_kinds().count();
             proptest::prop_assert_eq!(kinds, model.values().map(Vec::len).sum::<usize>());

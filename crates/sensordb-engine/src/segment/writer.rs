@@ -503,41 +503,42 @@ impl SegmentWriter {
     /// what start-up reads (version 1: the whole list; version 2: the series directory, with
     /// the runs after it).
     fn write_footer(self, replaced: &[u64]) -> Result<Option<Vec<SeriesRun>>> {
-        let mut footer = Vec::with_capacity(self.entries.len() * 16 + PAGE_BYTES as usize);
-        let mut directory = None;
-        if self.version >= 2 {
+        // The footer is written in pieces (the part the trailer covers, the runs, the padding
+        // and trailer) rather than copied into one buffer: the runs are most of it, 8 bytes or
+        // so a block.
+        let (covered, runs, directory) = if self.version >= 2 {
             let (directory_bytes, runs, runs_of) = super::directory::encode_footer(&self.entries, replaced, self.end);
-            footer = directory_bytes;
-            directory = Some((runs, runs_of));
+            (directory_bytes, runs, Some(runs_of))
         } else {
-            IndexEntry::encode_list(&self.entries, &mut footer);
-            super::encode_replaced(replaced, &mut footer);
-        }
-        let footer_bytes = footer.len() as u64;
-        let footer_checksum = crc32c(&footer);
-        let directory = directory.map(|(runs, runs_of)| {
-            footer.extend_from_slice(&runs);
-            runs_of
-        });
-        let total = align_up((footer.len() + TRAILER_BYTES) as u64, PAGE_BYTES) as usize;
-        footer.resize(total - TRAILER_BYTES, 0);
-        let trailer_start = footer.len();
-        footer.extend_from_slice(&self.end.to_le_bytes());
-        footer.extend_from_slice(&footer_bytes.to_le_bytes());
-        footer.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
-        footer.extend_from_slice(&footer_checksum.to_le_bytes());
-        footer.extend_from_slice(&self.wal_checkpoint.to_le_bytes());
-        footer.extend_from_slice(TRAILER_MAGIC);
-        let trailer_checksum = crc32c(&footer[trailer_start..]);
-        footer.extend_from_slice(&trailer_checksum.to_le_bytes());
-        let new_end = self.end + footer.len() as u64;
+            let mut list = Vec::with_capacity(self.entries.len() * 16 + 64);
+            IndexEntry::encode_list(&self.entries, &mut list);
+            super::encode_replaced(replaced, &mut list);
+            (list, Vec::new(), None)
+        };
+        let footer_bytes = covered.len() as u64;
+        let footer_checksum = crc32c(&covered);
+        let before_tail = covered.len() + runs.len();
+        let total = align_up((before_tail + TRAILER_BYTES) as u64, PAGE_BYTES) as usize;
+        let mut tail = vec![0u8; total - TRAILER_BYTES - before_tail];
+        let trailer_start = tail.len();
+        tail.extend_from_slice(&self.end.to_le_bytes());
+        tail.extend_from_slice(&footer_bytes.to_le_bytes());
+        tail.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
+        tail.extend_from_slice(&footer_checksum.to_le_bytes());
+        tail.extend_from_slice(&self.wal_checkpoint.to_le_bytes());
+        tail.extend_from_slice(TRAILER_MAGIC);
+        let trailer_checksum = crc32c(&tail[trailer_start..]);
+        tail.extend_from_slice(&trailer_checksum.to_le_bytes());
+        debug_assert_eq!(before_tail + tail.len(), total);
+        let new_end = self.end + total as u64;
         let old_len = self.file.len().map_err(|e| Error::io(&self.path, e))?;
         // A segment whose damaged footer is being replaced still holds the old footer and
         // trailer past its groups; whatever of them the new footer does not cover is cut, so
         // the new trailer ends the file. A crash before the cut leaves the old trailer last,
         // pointing at a footer the new one overwrote: the next scan rebuilds it again.
         let cut_stale_tail = || if old_len > new_end { self.file.set_len(new_end) } else { Ok(()) };
-        let written = self.file.write_all_at(&footer, self.end).and_then(|()| cut_stale_tail()).and_then(|()| {
+        let pieces: [&[u8]; 3] = [&covered, &runs, &tail];
+        let written = self.file.write_all_vectored_at(&pieces, self.end).and_then(|()| cut_stale_tail()).and_then(|()| {
             if self.sync {
                 self.file.sync_data()
             } else {

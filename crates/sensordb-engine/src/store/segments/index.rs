@@ -9,7 +9,7 @@
 
 use super::{SegmentHandle, SegmentStore};
 use crate::error::{Error, Result};
-use crate::index::runs::{ExtentIndex, SeriesExtent};
+use crate::index::runs::{ExtentIndex, SegmentExtents, SeriesExtent};
 use crate::index::{BlockIndex, BlockRef};
 use crate::model::{SeriesId, Timestamp};
 use crate::segment::{decode_run_at, read_run, IndexEntry, SeriesRun};
@@ -46,8 +46,8 @@ impl SegmentBlocks {
     }
 }
 
-/// The series of one segment with their extents, in directory order.
-type SegmentExtents = Vec<(SeriesId, SeriesExtent)>;
+/// Series whose runs a listing of a whole segment reads with one pread.
+const RUNS_READ_AT_ONCE: usize = 16_384;
 
 /// A listed block whose run could not be read: reading it reports why (file and offset), so
 /// a damaged run fails the read that needs it instead of hiding its blocks.
@@ -139,7 +139,7 @@ impl SegmentStore {
     }
 
     /// The series of segment `id`, their extents and its handle, if its blocks are in runs.
-    fn extents_of(&self, id: u64) -> Option<(SegmentExtents, Arc<SegmentHandle>)> {
+    fn extents_of(&self, id: u64) -> Option<(Arc<SegmentExtents>, Arc<SegmentHandle>)> {
         let index = self.index.read();
         let files = self.files.read();
         let file = files.get(&id)?;
@@ -172,8 +172,15 @@ impl SegmentStore {
         let mut blocks = self.index.read().resident.blocks_of_segments(ids);
         for &id in ids {
             let Some((extents, handle)) = self.extents_of(id) else { continue };
-            for (_, entries) in Self::read_runs(&handle, &extents)? {
-                blocks.extend(entries.into_iter().map(|entry| BlockRef { segment: id, entry }));
+            // A slice of the directory at a time: its extents copied, and its runs read, are
+            // bounded whatever the segment's series.
+            let mut chunk = Vec::with_capacity(RUNS_READ_AT_ONCE.min(extents.len()));
+            for start in (0..extents.len()).step_by(RUNS_READ_AT_ONCE) {
+                chunk.clear();
+                chunk.extend((start..(start + RUNS_READ_AT_ONCE).min(extents.len())).map(|at| extents.get(at)));
+                for (_, entries) in Self::read_runs(&handle, &chunk)? {
+                    blocks.extend(entries.into_iter().map(|entry| BlockRef { segment: id, entry }));
+                }
             }
         }
         blocks.sort_by_key(|b| (b.entry.series, b.entry.sequence, b.entry.min_timestamp));
@@ -207,7 +214,7 @@ impl SegmentStore {
             let Some((extents, handle)) = self.extents_of(summary.id) else { continue };
             let mut lives = Vec::with_capacity(extents.len());
             let mut to_read = Vec::new();
-            for (series, extent) in extents {
+            for (series, extent) in extents.iter() {
                 match cutoff.map(|cutoff| cutoff(series)) {
                     Some(cutoff) if extent.max_timestamp < cutoff || extent.min_timestamp >= cutoff => {
                         merged_lives(series, extent.max_timestamp, extent.bytes, &mut lives)
@@ -417,6 +424,32 @@ mod tests {
         store.remove_segments(&ids[..1]).expect("remove");
         assert!(store.runs.lock().bytes() <= limit);
         assert_eq!(listed(&store, 1, 0, 100).len(), 0, "the removed segment's blocks are gone");
+    }
+
+    /// A segment of more series than one read of runs takes is listed whole, each block once.
+    #[test]
+    fn a_segment_of_many_series_is_listed_whole_a_slice_at_a_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let segments = dir.path().join("segments");
+        std::fs::create_dir_all(&segments).expect("mkdir");
+        let series = 2 * super::RUNS_READ_AT_ONCE as u32 + 5;
+        let mut writer = SegmentWriter::create(&RealFs, &segments, 1, false).expect("create");
+        for g in 0..2u64 {
+            let mut group = GroupBuilder::new();
+            for s in 1..=series {
+                let t = g as i64 * 10 + i64::from(s % 7);
+                group.add_block(SeriesId(s), &[t], &ValueColumn::I64(vec![t]));
+            }
+            writer.append_group(group, g + 1, g + 1).expect("append");
+        }
+        writer.seal().expect("seal");
+        let store = SegmentStore::open(Arc::new(RealFs), &segments, options(1 << 20)).expect("open").0;
+        let blocks = store.try_blocks_of_segments(&[1]).expect("listed");
+        assert_eq!(blocks.len(), 2 * series as usize);
+        let mut seen: Vec<(u32, u64)> = blocks.iter().map(|b| (b.entry.series.0, b.entry.sequence)).collect();
+        seen.dedup();
+        assert_eq!(seen.len(), 2 * series as usize, "each block once, in series order");
+        assert!(seen.iter().all(|&(s, _)| (1..=series).contains(&s)));
     }
 
     #[test]
