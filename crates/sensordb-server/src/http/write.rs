@@ -207,7 +207,7 @@ fn ingest_into(
             }
         };
         let mut failed: Option<String> = None;
-        match body_series.resolve(engine, &fields, &mut budget) {
+        match body_series.resolve(engine, cache.database(), &fields, &mut budget) {
             Ok(()) => {}
             Err((_, limit @ (FieldError::NewSeriesLimit | FieldError::Engine(sensordb_engine::Error::SeriesLimit { .. })))) => {
                 report.dropped_lines += 1;
