@@ -40,8 +40,13 @@ use std::sync::Arc;
 pub struct CompactionOptions {
     /// A segment is worth compacting when its blocks hold fewer points than this on average.
     pub small_block_points: u64,
-    /// Most input bytes in one run.
+    /// Most input bytes in one run of small files (see [`candidate_runs`]).
     pub run_bytes_max: u64,
+    /// Most input bytes in one run of short blocks: more than `run_bytes_max`, as merging short
+    /// blocks gives an output a fraction of its inputs (one-point blocks of a fleet's sensors
+    /// cost 118 bytes a point on disk, merged 2-10), and a segment sealed at its block limit
+    /// holds 35 MB of them: with runs of at most one segment's bytes, no two were ever joined.
+    pub short_block_run_bytes_max: u64,
     /// Most input blocks in one run: a rewrite lists every block of its run in memory (about
     /// 100 bytes each with the runs read for it), and 64 MiB of one-point blocks were 2 M of
     /// them, 220 MB of the peak at 2 M series (issue 14). A single segment over it is still
@@ -60,7 +65,8 @@ pub struct CompactionOptions {
 
 /// The runs worth rewriting: first runs of short blocks, oldest first, then runs of small
 /// files ([`small_file_runs`]). A run of short blocks is a run of sealed segments, contiguous
-/// in sequence, whose blocks are small, at most `run_bytes_max` bytes (a longer stretch of such
+/// in sequence, whose blocks are small, at most `short_block_run_bytes_max` bytes and
+/// `run_blocks_max` blocks (a longer stretch of such
 /// segments is cut into several runs). A run of one segment holding a single group (one
 /// sequence: one flush, or the output of an earlier rewrite) is never offered: rewriting it
 /// alone would give back the same blocks, and offering it again and again is how compaction
@@ -78,7 +84,10 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
     let (mut bytes, mut blocks) = (0u64, 0u64);
     let mut close = |run: &mut Vec<&SegmentSummary>| {
         let single_group = run.len() == 1 && run[0].min_sequence == run[0].max_sequence;
-        if !run.is_empty() && !single_group {
+        // As `compact_once` would find after listing its blocks, known here from its directory:
+        // listing it again every few seconds to find it out kept a core a third busy.
+        let too_few_alone = run.len() == 1 && run[0].series > 0 && run[0].blocks <= 2 * run[0].series;
+        if !run.is_empty() && !single_group && !too_few_alone {
             runs.push(run.iter().map(|s| s.id).collect());
         }
         run.clear();
@@ -88,7 +97,9 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
             close(&mut run);
             continue;
         }
-        if !run.is_empty() && (bytes + segment.bytes > options.run_bytes_max || blocks + segment.blocks > options.run_blocks_max) {
+        if !run.is_empty()
+            && (bytes + segment.bytes > options.short_block_run_bytes_max || blocks + segment.blocks > options.run_blocks_max)
+        {
             close(&mut run);
         }
         if run.is_empty() {
@@ -372,7 +383,17 @@ mod tests {
     use super::*;
 
     fn summary(id: u64, sequences: (u64, u64), blocks: u64, points: u64, bytes: u64) -> SegmentSummary {
-        SegmentSummary { id, sealed: true, bytes, blocks, points, min_sequence: sequences.0, max_sequence: sequences.1, wal_checkpoint: 0 }
+        SegmentSummary {
+            id,
+            sealed: true,
+            bytes,
+            blocks,
+            points,
+            series: 0,
+            min_sequence: sequences.0,
+            max_sequence: sequences.1,
+            wal_checkpoint: 0,
+        }
     }
 
     /// The first run [`candidate_runs`] offers.
@@ -384,6 +405,7 @@ mod tests {
         CompactionOptions {
             small_block_points: 1000,
             run_bytes_max: 100,
+            short_block_run_bytes_max: 100,
             run_blocks_max: 1_000_000,
             small_file_bytes: 50,
             block_points_max: 16_384,
@@ -487,7 +509,13 @@ mod tests {
     /// alone is still a run.
     #[test]
     fn runs_stop_at_the_block_limit() {
-        let options = CompactionOptions { run_bytes_max: 1_000, small_file_bytes: 500, run_blocks_max: 250, ..options() };
+        let options = CompactionOptions {
+            run_bytes_max: 1_000,
+            short_block_run_bytes_max: 1_000,
+            small_file_bytes: 500,
+            run_blocks_max: 250,
+            ..options()
+        };
         let segments = [
             summary(1, (1, 2), 100, 1_000, 40),
             summary(2, (3, 4), 100, 1_000, 40),
@@ -499,6 +527,30 @@ mod tests {
         assert_eq!(runs[3..], [vec![1, 2]], "small files: 3 and 4 together are over the limit");
         let roomy = CompactionOptions { run_blocks_max: 1_000, ..options };
         assert_eq!(candidate_runs(&segments, &roomy)[0], vec![1, 2, 3, 4]);
+    }
+
+    /// A segment alone whose directory shows too few blocks per series to gain is never
+    /// offered (it was listed every few seconds to find that out); segments of one-point blocks
+    /// larger than a small file join up to the short-block byte limit.
+    #[test]
+    fn short_block_runs_skip_hopeless_single_segments_and_join_past_the_file_limit() {
+        let with_series = |mut summary: SegmentSummary, series: u64| {
+            summary.series = series;
+            summary
+        };
+        let options = CompactionOptions { run_bytes_max: 60, short_block_run_bytes_max: 200, small_file_bytes: 30, ..options() };
+        let alone = [with_series(summary(1, (1, 5), 150, 150, 40), 100)];
+        assert_eq!(candidate_runs(&alone, &options), Vec::<Vec<u64>>::new(), "1.5 blocks a series: nothing to gain");
+        let worth = [with_series(summary(1, (1, 5), 250, 250, 40), 100)];
+        assert_eq!(candidate_runs(&worth, &options), vec![vec![1]], "2.5 blocks a series");
+        let unknown = [summary(1, (1, 5), 150, 150, 40)];
+        assert_eq!(candidate_runs(&unknown, &options), vec![vec![1]], "compact_once lists it to find out");
+        let three = [
+            with_series(summary(1, (1, 5), 150, 150, 90), 100),
+            with_series(summary(2, (6, 9), 150, 150, 90), 100),
+            with_series(summary(3, (10, 12), 150, 150, 90), 100),
+        ];
+        assert_eq!(candidate_runs(&three, &options), vec![vec![1, 2]], "180 bytes together, over the file limit; 3 alone gains nothing");
     }
 
     #[test]

@@ -161,6 +161,7 @@ impl Inner {
         crate::compaction::CompactionOptions {
             small_block_points: self.options.compaction_small_block_points.max(1),
             run_bytes_max: self.options.segment_bytes_max.max(1 << 20),
+            short_block_run_bytes_max: 4 * self.options.segment_bytes_max.max(1 << 20),
             // Four segments full of blocks: their small files merge four at a time.
             run_blocks_max: 4 * self.options.segment_blocks_max.max(1) as u64,
             small_file_bytes: self.options.segment_bytes_max / 2,

@@ -110,7 +110,9 @@ impl SegmentFile {
         SegmentFile { handle: Arc::new(handle), bytes, summary, blocks: SegmentBlocks::resident(entries) }
     }
 
-    fn with_runs(handle: SegmentHandle, bytes: u64, summary: SegmentSummary) -> Self {
+    /// A sealed segment indexed by its series `directory` (whose length its summary takes).
+    fn with_runs(handle: SegmentHandle, bytes: u64, mut summary: SegmentSummary, directory: &[crate::segment::SeriesRun]) -> Self {
+        summary.series = directory.len() as u64;
         SegmentFile { handle: Arc::new(handle), bytes, summary, blocks: SegmentBlocks::Runs }
     }
 }
@@ -185,7 +187,7 @@ impl SegmentStore {
                 index.sealed.insert(id, directory);
                 let summary = SegmentSummary::of_directory(id, bytes, directory, scan.wal_checkpoint);
                 let handle = SegmentHandle { id, path, file: scan.file.clone() };
-                files.insert(id, SegmentFile::with_runs(handle, bytes, summary));
+                files.insert(id, SegmentFile::with_runs(handle, bytes, summary, directory));
                 recovery.segments += 1;
                 continue;
             }
@@ -217,7 +219,7 @@ impl SegmentStore {
             let handle = SegmentHandle { id, path, file: scan.file.clone() };
             if let Some(directory) = directory {
                 index.sealed.insert(id, &directory);
-                files.insert(id, SegmentFile::with_runs(handle, bytes, summary));
+                files.insert(id, SegmentFile::with_runs(handle, bytes, summary, &directory));
             } else {
                 index.resident.insert(id, &scan.entries);
                 files.insert(id, SegmentFile::new(handle, bytes, summary, &scan.entries));
@@ -447,8 +449,8 @@ mod tests {
         }
         let mut summaries = store.summaries();
         summaries.sort_by_key(|s| s.id);
-        let shape: Vec<(bool, u64)> = summaries.iter().map(|s| (s.sealed, s.blocks)).collect();
-        assert_eq!(shape, [(true, 3), (true, 3), (false, 1)]);
+        let shape: Vec<(bool, u64, u64)> = summaries.iter().map(|s| (s.sealed, s.blocks, s.series)).collect();
+        assert_eq!(shape, [(true, 3, 3), (true, 3, 3), (false, 1, 0)], "(sealed, blocks, series its directory lists)");
         assert_eq!(store.index.read().resident.block_count(), 1, "only the open segment's block is held one by one");
         for series in 1..=7u32 {
             assert_eq!(store.list_blocks(SeriesId(series), 0, 10).len(), 1, "series {series}");

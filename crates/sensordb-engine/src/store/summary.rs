@@ -27,6 +27,9 @@ pub struct SegmentSummary {
     pub bytes: u64,
     pub blocks: u64,
     pub points: u64,
+    /// Series with blocks in it, as its series directory lists them; 0 when not known (a
+    /// segment taking groups, or a store whose segments have no directory).
+    pub series: u64,
     pub min_sequence: u64,
     pub max_sequence: u64,
     pub wal_checkpoint: u64,
@@ -40,6 +43,7 @@ impl SegmentSummary {
             bytes,
             blocks: entries.len() as u64,
             points: entries.iter().map(|e| u64::from(e.count)).sum(),
+            series: 0,
             min_sequence: entries.iter().map(|e| e.sequence).min().unwrap_or(u64::MAX),
             max_sequence: entries.iter().map(|e| e.sequence).max().unwrap_or(0),
             wal_checkpoint,
@@ -54,6 +58,7 @@ impl SegmentSummary {
             bytes,
             blocks: directory.iter().map(|r| u64::from(r.blocks)).sum(),
             points: directory.iter().map(|r| r.points).sum(),
+            series: directory.len() as u64,
             min_sequence: directory.iter().map(|r| r.min_sequence).min().unwrap_or(u64::MAX),
             max_sequence: directory.iter().map(|r| r.max_sequence).max().unwrap_or(0),
             wal_checkpoint,

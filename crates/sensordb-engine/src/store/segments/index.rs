@@ -257,6 +257,7 @@ impl SegmentStore {
         file.blocks.remove_from(&mut index, id);
         index.sealed.insert(id, directory);
         file.blocks = SegmentBlocks::Runs;
+        file.summary.series = directory.len() as u64;
     }
 }
 
@@ -336,6 +337,7 @@ mod tests {
         CompactionOptions {
             small_block_points: 1000,
             run_bytes_max: 64 << 20,
+            short_block_run_bytes_max: 64 << 20,
             run_blocks_max: 1 << 20,
             small_file_bytes: 0,
             block_points_max: 10_000,

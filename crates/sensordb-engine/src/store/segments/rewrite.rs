@@ -75,7 +75,7 @@ impl SegmentStore {
             match &output.directory {
                 Some(directory) => {
                     index.sealed.insert(output.id, directory);
-                    files.insert(output.id, SegmentFile::with_runs(handle, bytes, summary));
+                    files.insert(output.id, SegmentFile::with_runs(handle, bytes, summary, directory));
                 }
                 None => {
                     index.resident.insert(output.id, &output.entries);
