@@ -61,6 +61,10 @@ pub struct CompactionOptions {
     /// Decoded points held in memory at once while rewriting; the output gets one flush group
     /// per this many points.
     pub points_per_group: usize,
+    /// ... or per this many series: each series merged costs its own buffers besides its points
+    /// (about 100 bytes), and a run of one-point blocks of a million series held them all at
+    /// once, 250 MB (issue 14).
+    pub group_series_max: usize,
 }
 
 /// The runs worth rewriting: first runs of short blocks, oldest first, then runs of small
@@ -253,7 +257,7 @@ pub fn rewrite(
     let mut copied_records: HashMap<(u64, u64), SharedTimestamps> = HashMap::new();
     // Shared timestamp records read so far, per source segment.
     let mut source_records: HashMap<u64, HashMap<u64, Arc<[u8]>>> = HashMap::new();
-    let mut pending_points = 0usize;
+    let (mut pending_points, mut pending_series) = (0usize, 0usize);
     let mut bytes_read = 0u64;
     let mut start = 0;
     while start < blocks.len() {
@@ -277,13 +281,14 @@ pub fn rewrite(
             pending.push(merged);
         }
         start = end;
-        if pending_points >= options.points_per_group || start == blocks.len() {
+        pending_series += 1;
+        if pending_points >= options.points_per_group || pending_series >= options.group_series_max.max(1) || start == blocks.len() {
             let encoded = encode_series(&pending, catalog, options.block_points_max, options.block_bytes_max);
             let parts: Vec<GroupBuilder> = [std::mem::take(&mut copied), encoded].into_iter().filter(|g| !g.is_empty()).collect();
             limit.take(output.append(parts)?);
             pending.clear();
             copied_records.clear();
-            pending_points = 0;
+            (pending_points, pending_series) = (0, 0);
         }
     }
     let installed = output.install()?;
@@ -411,6 +416,7 @@ mod tests {
             block_points_max: 16_384,
             block_bytes_max: 1 << 20,
             points_per_group: 1 << 20,
+            group_series_max: 65_536,
         }
     }
 
@@ -551,6 +557,32 @@ mod tests {
             with_series(summary(3, (10, 12), 150, 150, 90), 100),
         ];
         assert_eq!(candidate_runs(&three, &options), vec![vec![1, 2]], "180 bytes together, over the file limit; 3 alone gains nothing");
+    }
+
+    /// However few points its series have, a rewrite builds a group of at most
+    /// `group_series_max` series at a time, and every point comes through.
+    #[test]
+    fn a_rewrite_holds_at_most_group_series_max_series_in_a_group() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let catalog = Catalog::open(&crate::fs::RealFs, &dir.path().join("series.catalog"), false).expect("catalog").0;
+        let store = crate::store::MemoryStore::new(1);
+        for series in 1..=10u32 {
+            for round in 0..2i64 {
+                store.put_group(crate::store::test_groups::group(series, round * 10, 1), 0).expect("put");
+            }
+        }
+        let mut ids: Vec<u64> = store.summaries().iter().map(|s| s.id).collect();
+        ids.sort_unstable();
+        let blocks = store.try_blocks_of_segments(&ids).expect("listed");
+        assert_eq!(blocks.len(), 20);
+        let options = CompactionOptions { group_series_max: 3, ..options() };
+        let report = rewrite(&store, &catalog, &ids, blocks, &options, &mut RateLimit::unlimited(), BlockCopy::Reencode).expect("rewrite");
+        assert_eq!(store.group_count(report.output), 4, "10 series, 3 a group");
+        assert_eq!(report.blocks_after, 10);
+        for series in 1..=10u32 {
+            let points: u32 = store.blocks(crate::model::SeriesId(series), 0, 100).iter().map(|b| b.block.entry.count).sum();
+            assert_eq!(points, 2, "series {series}");
+        }
     }
 
     #[test]

@@ -168,6 +168,7 @@ impl Inner {
             block_points_max: self.options.block_points_max,
             block_bytes_max: self.options.block_bytes_max,
             points_per_group: 4 << 20,
+            group_series_max: 65_536,
         }
     }
 

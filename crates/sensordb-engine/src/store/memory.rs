@@ -176,6 +176,12 @@ impl MemoryStore {
         MemoryStore { segment_bytes_max: segment_bytes_max.max(1), state: RwLock::new(State { next_id: 1, ..State::default() }) }
     }
 
+    /// Groups of segment `id` (0 when there is no such segment).
+    #[cfg(test)]
+    pub(crate) fn group_count(&self, id: u64) -> usize {
+        self.state.read().segments.get(&id).map_or(0, |s| s.groups.len())
+    }
+
     /// The group holding `block`, for maintenance reads.
     fn group_of(&self, block: &BlockRef) -> Result<Arc<MemoryGroup>> {
         let state = self.state.read();

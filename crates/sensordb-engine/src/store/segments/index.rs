@@ -343,6 +343,7 @@ mod tests {
             block_points_max: 10_000,
             block_bytes_max: 1 << 20,
             points_per_group: 100_000,
+            group_series_max: 65_536,
         }
     }
 
