@@ -503,9 +503,9 @@ impl SegmentWriter {
     /// what start-up reads (version 1: the whole list; version 2: the series directory, with
     /// the runs after it).
     fn write_footer(self, replaced: &[u64]) -> Result<Option<Vec<SeriesRun>>> {
-        // The footer is written in pieces (the part the trailer covers, the runs, the padding
-        // and trailer) rather than copied into one buffer: the runs are most of it, 8 bytes or
-        // so a block.
+        // The footer is written in pieces (the part the trailer covers, the runs, the padding,
+        // then the trailer) rather than copied into one buffer: the runs are most of it, 8 bytes
+        // or so a block.
         let (covered, runs, directory) = if self.version >= 2 {
             let (directory_bytes, runs, runs_of) = super::directory::encode_footer(&self.entries, replaced, self.end);
             (directory_bytes, runs, Some(runs_of))
@@ -537,14 +537,20 @@ impl SegmentWriter {
         // the new trailer ends the file. A crash before the cut leaves the old trailer last,
         // pointing at a footer the new one overwrote: the next scan rebuilds it again.
         let cut_stale_tail = || if old_len > new_end { self.file.set_len(new_end) } else { Ok(()) };
-        let pieces: [&[u8]; 3] = [&covered, &runs, &tail];
-        let written = self.file.write_all_vectored_at(&pieces, self.end).and_then(|()| cut_stale_tail()).and_then(|()| {
-            if self.sync {
-                self.file.sync_data()
-            } else {
-                Ok(())
-            }
-        });
+        // The trailer goes last, after the rest is synced: a trailer that survives a crash then
+        // vouches for runs that did too (its checksum covers the directory only; a run is
+        // checked when read, and a run lost behind a valid trailer would hide acknowledged
+        // blocks that the group headers still hold).
+        let (padding, trailer) = tail.split_at(trailer_start);
+        let sync = || if self.sync { self.file.sync_data() } else { Ok(()) };
+        let pieces: [&[u8]; 3] = [&covered, &runs, padding];
+        let written = self
+            .file
+            .write_all_vectored_at(&pieces, self.end)
+            .and_then(|()| sync())
+            .and_then(|()| self.file.write_all_at(trailer, new_end - trailer.len() as u64))
+            .and_then(|()| cut_stale_tail())
+            .and_then(|()| sync());
         if let Err(e) = written {
             // Back to the length before, so a damaged footer's old trailer (if the new footer
             // did not reach it) still marks the file as once sealed.
