@@ -91,7 +91,7 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
         // As `compact_once` would find after listing its blocks, known here from its directory:
         // listing it again every few seconds to find it out kept a core a third busy.
         let too_few_alone = run.len() == 1 && run[0].series > 0 && run[0].blocks <= 2 * run[0].series;
-        if !run.is_empty() && !single_group && !too_few_alone {
+        if !run.is_empty() && !single_group && !too_few_alone && !series_apart(run) {
             runs.push(run.iter().map(|s| s.id).collect());
         }
         run.clear();
@@ -116,6 +116,19 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
     close(&mut run);
     runs.extend(small_file_runs(&segments, options));
     runs
+}
+
+/// Whether the directories of a run of several segments show that no series is in two of
+/// them (their series id ranges do not meet): merging their short blocks would join none, and a
+/// fleet's flushes, each holding another share of its sensors, gave runs that were rewritten
+/// whole for nothing (550,000 blocks in, 550,000 out).
+fn series_apart(run: &[&SegmentSummary]) -> bool {
+    if run.len() < 2 || run.iter().any(|s| s.series == 0) {
+        return false;
+    }
+    let mut ranges: Vec<(u32, u32)> = run.iter().map(|s| s.series_ids).collect();
+    ranges.sort_unstable();
+    ranges.windows(2).all(|pair| pair[0].1 < pair[1].0)
 }
 
 /// Runs of small sealed segment files (under `small_file_bytes`), whatever their blocks, oldest
@@ -395,6 +408,7 @@ mod tests {
             blocks,
             points,
             series: 0,
+            series_ids: (0, 0),
             min_sequence: sequences.0,
             max_sequence: sequences.1,
             wal_checkpoint: 0,
@@ -557,6 +571,24 @@ mod tests {
             with_series(summary(3, (10, 12), 150, 150, 90), 100),
         ];
         assert_eq!(candidate_runs(&three, &options), vec![vec![1, 2]], "180 bytes together, over the file limit; 3 alone gains nothing");
+    }
+
+    /// Segments whose directories hold disjoint series (a fleet's flushes, each another share
+    /// of its sensors) are not offered together; one series in two of them is enough.
+    #[test]
+    fn short_block_runs_of_segments_holding_other_series_are_not_offered() {
+        let with_ids = |mut summary: SegmentSummary, ids: (u32, u32)| {
+            summary.series = u64::from(ids.1 - ids.0 + 1);
+            summary.series_ids = ids;
+            summary
+        };
+        let options = CompactionOptions { run_bytes_max: 60, short_block_run_bytes_max: 1_000, small_file_bytes: 30, ..options() };
+        let apart = [with_ids(summary(1, (1, 2), 100, 100, 40), (1, 100)), with_ids(summary(2, (3, 4), 100, 100, 40), (101, 200))];
+        assert_eq!(candidate_runs(&apart, &options), Vec::<Vec<u64>>::new());
+        let meeting = [with_ids(summary(1, (1, 2), 100, 100, 40), (1, 100)), with_ids(summary(2, (3, 4), 100, 100, 40), (100, 199))];
+        assert_eq!(candidate_runs(&meeting, &options), vec![vec![1, 2]]);
+        let unknown = [with_ids(summary(1, (1, 2), 100, 100, 40), (1, 100)), summary(2, (3, 4), 100, 100, 40)];
+        assert_eq!(candidate_runs(&unknown, &options), vec![vec![1, 2]], "compact_once lists them to find out");
     }
 
     /// However few points its series have, a rewrite builds a group of at most

@@ -113,6 +113,7 @@ impl SegmentFile {
     /// A sealed segment indexed by its series `directory` (whose length its summary takes).
     fn with_runs(handle: SegmentHandle, bytes: u64, mut summary: SegmentSummary, directory: &[crate::segment::SeriesRun]) -> Self {
         summary.series = directory.len() as u64;
+        summary.series_ids = crate::store::summary::series_ids(directory);
         SegmentFile { handle: Arc::new(handle), bytes, summary, blocks: SegmentBlocks::Runs }
     }
 }
@@ -451,6 +452,8 @@ mod tests {
         summaries.sort_by_key(|s| s.id);
         let shape: Vec<(bool, u64, u64)> = summaries.iter().map(|s| (s.sealed, s.blocks, s.series)).collect();
         assert_eq!(shape, [(true, 3, 3), (true, 3, 3), (false, 1, 0)], "(sealed, blocks, series its directory lists)");
+        let ids: Vec<(u32, u32)> = summaries.iter().map(|s| s.series_ids).collect();
+        assert_eq!(ids, [(1, 3), (4, 6), (0, 0)], "series id ranges of the directories");
         assert_eq!(store.index.read().resident.block_count(), 1, "only the open segment's block is held one by one");
         for series in 1..=7u32 {
             assert_eq!(store.list_blocks(SeriesId(series), 0, 10).len(), 1, "series {series}");

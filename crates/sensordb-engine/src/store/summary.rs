@@ -30,6 +30,8 @@ pub struct SegmentSummary {
     /// Series with blocks in it, as its series directory lists them; 0 when not known (a
     /// segment taking groups, or a store whose segments have no directory).
     pub series: u64,
+    /// The smallest and largest series id its directory lists (when `series` is known).
+    pub series_ids: (u32, u32),
     pub min_sequence: u64,
     pub max_sequence: u64,
     pub wal_checkpoint: u64,
@@ -44,6 +46,7 @@ impl SegmentSummary {
             blocks: entries.len() as u64,
             points: entries.iter().map(|e| u64::from(e.count)).sum(),
             series: 0,
+            series_ids: (0, 0),
             min_sequence: entries.iter().map(|e| e.sequence).min().unwrap_or(u64::MAX),
             max_sequence: entries.iter().map(|e| e.sequence).max().unwrap_or(0),
             wal_checkpoint,
@@ -59,6 +62,7 @@ impl SegmentSummary {
             blocks: directory.iter().map(|r| u64::from(r.blocks)).sum(),
             points: directory.iter().map(|r| r.points).sum(),
             series: directory.len() as u64,
+            series_ids: series_ids(directory),
             min_sequence: directory.iter().map(|r| r.min_sequence).min().unwrap_or(u64::MAX),
             max_sequence: directory.iter().map(|r| r.max_sequence).max().unwrap_or(0),
             wal_checkpoint,
@@ -74,4 +78,11 @@ impl SegmentSummary {
         self.max_sequence = self.max_sequence.max(more.max_sequence);
         self.wal_checkpoint = self.wal_checkpoint.max(wal_checkpoint);
     }
+}
+
+/// The smallest and largest series id of a series directory ((0, 0) when empty).
+pub fn series_ids(directory: &[crate::segment::SeriesRun]) -> (u32, u32) {
+    let min = directory.iter().map(|r| r.series.0).min().unwrap_or(0);
+    let max = directory.iter().map(|r| r.series.0).max().unwrap_or(0);
+    (min, max)
 }

@@ -258,6 +258,7 @@ impl SegmentStore {
         index.sealed.insert(id, directory);
         file.blocks = SegmentBlocks::Runs;
         file.summary.series = directory.len() as u64;
+        file.summary.series_ids = crate::store::summary::series_ids(directory);
     }
 }
 
