@@ -27,17 +27,7 @@ pub struct SeriesExtent {
 impl SeriesExtent {
     #[cfg(test)]
     pub fn of(segment: u64, run: &SeriesRun) -> SeriesExtent {
-        SeriesExtent {
-            segment,
-            min_timestamp: run.min_timestamp,
-            max_timestamp: run.max_timestamp,
-            bytes: run.bytes,
-            run_offset: run.run_offset,
-            blocks: run.blocks,
-            run_length: run.run_length,
-            run_checksum: run.run_checksum,
-            kind: run.kind,
-        }
+        StoredExtent::of(run).in_segment(segment)
     }
 
     /// What reading and checking the run of `series` needs.
@@ -56,8 +46,13 @@ impl SeriesExtent {
     }
 
     pub fn overlaps(&self, from: Timestamp, to: Timestamp) -> bool {
-        self.min_timestamp < to && self.max_timestamp >= from
+        overlaps((self.min_timestamp, self.max_timestamp), from, to)
     }
+}
+
+/// Whether points from `span.0` to `span.1` (both included) may fall in `[from, to)`.
+fn overlaps(span: (Timestamp, Timestamp), from: Timestamp, to: Timestamp) -> bool {
+    span.0 < to && span.1 >= from
 }
 
 /// Sealed segments → their series' extents, in flat arrays per segment.
@@ -155,7 +150,7 @@ impl SegmentExtents {
     }
 
     fn overlaps(&self, from: Timestamp, to: Timestamp) -> bool {
-        self.min_timestamp < to && self.max_timestamp >= from
+        overlaps((self.min_timestamp, self.max_timestamp), from, to)
     }
 
     /// Series in the segment (an id holding two kinds counts twice).

@@ -112,8 +112,7 @@ impl SegmentFile {
 
     /// A sealed segment indexed by its series `directory` (whose length its summary takes).
     fn with_runs(handle: SegmentHandle, bytes: u64, mut summary: SegmentSummary, directory: &[crate::segment::SeriesRun]) -> Self {
-        summary.series = directory.len() as u64;
-        summary.series_ids = crate::store::summary::series_ids(directory);
+        summary.describe_series(directory);
         SegmentFile { handle: Arc::new(handle), bytes, summary, blocks: SegmentBlocks::Runs }
     }
 }

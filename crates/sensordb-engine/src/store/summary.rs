@@ -55,18 +55,27 @@ impl SegmentSummary {
 
     /// The summary of a sealed segment from its series directory.
     pub fn of_directory(id: u64, bytes: u64, directory: &[crate::segment::SeriesRun], wal_checkpoint: u64) -> Self {
-        SegmentSummary {
+        let mut summary = SegmentSummary {
             id,
             sealed: true,
             bytes,
             blocks: directory.iter().map(|r| u64::from(r.blocks)).sum(),
             points: directory.iter().map(|r| r.points).sum(),
-            series: directory.len() as u64,
-            series_ids: series_ids(directory),
+            series: 0,
+            series_ids: (0, 0),
             min_sequence: directory.iter().map(|r| r.min_sequence).min().unwrap_or(u64::MAX),
             max_sequence: directory.iter().map(|r| r.max_sequence).max().unwrap_or(0),
             wal_checkpoint,
-        }
+        };
+        summary.describe_series(directory);
+        summary
+    }
+
+    /// Takes the series count and id range of a sealed segment from its series `directory`.
+    pub(crate) fn describe_series(&mut self, directory: &[crate::segment::SeriesRun]) {
+        self.series = directory.len() as u64;
+        let ids = || directory.iter().map(|r| r.series.0);
+        self.series_ids = (ids().min().unwrap_or(0), ids().max().unwrap_or(0));
     }
 
     pub fn add(&mut self, entries: &[IndexEntry], bytes: u64, wal_checkpoint: u64) {
@@ -78,11 +87,4 @@ impl SegmentSummary {
         self.max_sequence = self.max_sequence.max(more.max_sequence);
         self.wal_checkpoint = self.wal_checkpoint.max(wal_checkpoint);
     }
-}
-
-/// The smallest and largest series id of a series directory ((0, 0) when empty).
-pub fn series_ids(directory: &[crate::segment::SeriesRun]) -> (u32, u32) {
-    let min = directory.iter().map(|r| r.series.0).min().unwrap_or(0);
-    let max = directory.iter().map(|r| r.series.0).max().unwrap_or(0);
-    (min, max)
 }

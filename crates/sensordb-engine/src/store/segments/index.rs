@@ -257,8 +257,7 @@ impl SegmentStore {
         file.blocks.remove_from(&mut index, id);
         index.sealed.insert(id, directory);
         file.blocks = SegmentBlocks::Runs;
-        file.summary.series = directory.len() as u64;
-        file.summary.series_ids = crate::store::summary::series_ids(directory);
+        file.summary.describe_series(directory);
     }
 }
 
