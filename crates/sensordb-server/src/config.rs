@@ -130,7 +130,8 @@ pub struct ServerConfig {
     /// wait for a restart). Default 120000 (2 minutes; see `EngineOptions::segment_seal_age`).
     pub segment_seal_age_ms: u64,
     /// A segment file is also sealed once it holds this many blocks: the segment taking groups
-    /// holds each of its blocks in memory (about 120 bytes), sealed ones about 52 bytes a series.
+    /// holds each of its blocks in memory (about 120 bytes), sealed ones under a byte a series
+    /// (their series directories stay in the files).
     /// Default 262144 (`EngineOptions::segment_blocks_max`).
     pub segment_blocks_max: usize,
     /// Bytes sensordb may use on its file system; unset for the whole file system. Only

@@ -1,10 +1,10 @@
 //! The block index: for each series, its sealed blocks ordered by time.
 //!
-//! Held in memory and rebuilt at start-up from segment footers (never from the blocks). Readers
-//! take a copy of the few references they need, so the index lock is held only briefly.
-//! [`BlockIndex`] holds every block (segments still taking groups, files of format version 1,
-//! the memory and Cassandra stores); [`runs::ExtentIndex`] holds one extent per series and
-//! sealed segment of version 2, whose blocks are read from the footer's runs when needed.
+//! Rebuilt at start-up from segment footers (never from the blocks). Readers take a copy of the
+//! few references they need, so the index lock is held only briefly. [`BlockIndex`] holds every
+//! block in memory (segments still taking groups, files of format version 1, the memory and
+//! Cassandra stores); [`runs::ExtentIndex`] holds a sparse index over each sealed version-2
+//! segment's series directory, which stays in the file with the runs that list the blocks.
 
 pub mod runs;
 

@@ -1,11 +1,20 @@
 //! The coarse index of sealed segments whose footer has a series directory (segment format
-//! version 2): per series, one [`SeriesExtent`] per segment holding it, 52 bytes whatever the
-//! number of blocks. A read lists the extents that overlap its range and gets their blocks
-//! from the series' run in the segment footer, through the bounded [`RunCache`].
+//! version 2). The directories stay in the files: the index holds, per segment, a
+//! [`DirectoryIndex`] (a checkpoint every 32 series, under a byte a series) and finds the
+//! [`SeriesExtent`] of a series by reading one chunk of the directory, kept in the bounded
+//! [`DirectoryCache`]. A read then gets the blocks from the series' run in the footer, through
+//! the bounded [`RunCache`]. Memory thus grows with the segments, not with the series in each:
+//! a copy of every directory (52 bytes a series and segment) was most of the memory at 2 M
+//! series (issue 14), and grew with every segment a series had points in.
 
+use crate::error::Result;
+use crate::fs::StorageFile;
 use crate::model::{SeriesId, Timestamp, ValueKind};
-use crate::segment::{IndexEntry, RunShape, SeriesRun};
+use crate::segment::{read_directory_chunks, DirectoryIndex, IndexEntry, RunShape, SeriesRun};
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// One series' blocks in one sealed segment: what its directory entry says, less the sequences
@@ -25,9 +34,18 @@ pub struct SeriesExtent {
 }
 
 impl SeriesExtent {
-    #[cfg(test)]
     pub fn of(segment: u64, run: &SeriesRun) -> SeriesExtent {
-        StoredExtent::of(run).in_segment(segment)
+        SeriesExtent {
+            segment,
+            min_timestamp: run.min_timestamp,
+            max_timestamp: run.max_timestamp,
+            bytes: run.bytes,
+            run_offset: run.run_offset,
+            blocks: run.blocks,
+            run_length: run.run_length,
+            run_checksum: run.run_checksum,
+            kind: run.kind,
+        }
     }
 
     /// What reading and checking the run of `series` needs.
@@ -55,240 +73,221 @@ fn overlaps(span: (Timestamp, Timestamp), from: Timestamp, to: Timestamp) -> boo
     span.0 < to && span.1 >= from
 }
 
-/// Sealed segments → their series' extents, in flat arrays per segment.
-///
-/// A segment's extents are its directory, copied: series ids in one sorted array (4 bytes
-/// each, searched by bisection), the extents beside them in another (48 bytes each, without
-/// the segment id, which the array belongs to). No list per series: a series costs 52 bytes in
-/// each segment holding it and nothing else, where per-series `Vec`s of 56-byte extents cost
-/// 224 bytes once a series was in a second segment (four slots reserved, the `Vec` header in
-/// a vector indexed by id besides): 528 MB of the 1.7 GB peak at 2 M series (issue 14,
-/// heaptrack). A read bisects each segment whose time range overlaps its own; building the
-/// index is a copy of each directory in its order.
+/// Sealed segments → their directories' indexes, by segment id.
 #[derive(Default)]
 pub struct ExtentIndex {
-    /// Shared with readers that walk a whole segment (compaction, reclaim) after the index
-    /// lock is released, without a copy of its extents.
+    /// Shared with readers, which look a series up after the index lock is released.
     segments: BTreeMap<u64, Arc<SegmentExtents>>,
     blocks: usize,
 }
 
-/// One segment's part of the [`ExtentIndex`].
+/// One sealed segment's part of the [`ExtentIndex`]: its directory's index and the file the
+/// directory is read from.
 pub struct SegmentExtents {
     segment: u64,
-    /// Ascending; an id holding two kinds appears twice, next to each other.
-    series: Box<[SeriesId]>,
-    extents: Box<[StoredExtent]>,
-    min_timestamp: Timestamp,
-    max_timestamp: Timestamp,
-    blocks: usize,
-}
-
-/// A [`SeriesExtent`] without its segment, as a segment's array holds it.
-#[derive(Clone, Copy, Debug)]
-struct StoredExtent {
-    min_timestamp: Timestamp,
-    max_timestamp: Timestamp,
-    bytes: u64,
-    run_offset: u64,
-    blocks: u32,
-    run_length: u32,
-    run_checksum: u32,
-    kind: ValueKind,
-}
-
-impl StoredExtent {
-    fn of(run: &SeriesRun) -> StoredExtent {
-        StoredExtent {
-            min_timestamp: run.min_timestamp,
-            max_timestamp: run.max_timestamp,
-            bytes: run.bytes,
-            run_offset: run.run_offset,
-            blocks: run.blocks,
-            run_length: run.run_length,
-            run_checksum: run.run_checksum,
-            kind: run.kind,
-        }
-    }
-
-    fn in_segment(&self, segment: u64) -> SeriesExtent {
-        SeriesExtent {
-            segment,
-            min_timestamp: self.min_timestamp,
-            max_timestamp: self.max_timestamp,
-            bytes: self.bytes,
-            run_offset: self.run_offset,
-            blocks: self.blocks,
-            run_length: self.run_length,
-            run_checksum: self.run_checksum,
-            kind: self.kind,
-        }
-    }
+    path: PathBuf,
+    file: Arc<dyn StorageFile>,
+    directory: DirectoryIndex,
 }
 
 impl SegmentExtents {
-    fn of(segment: u64, directory: &[SeriesRun]) -> SegmentExtents {
-        let mut runs: Vec<&SeriesRun> = directory.iter().collect();
-        // A directory is in id order already (its encoder asserts it); a stable sort keeps the
-        // order of an id's two kinds and costs one pass when sorted.
-        runs.sort_by_key(|run| run.series);
-        SegmentExtents {
-            segment,
-            series: runs.iter().map(|run| run.series).collect(),
-            extents: runs.iter().map(|run| StoredExtent::of(run)).collect(),
-            min_timestamp: runs.iter().map(|run| run.min_timestamp).min().unwrap_or(Timestamp::MAX),
-            max_timestamp: runs.iter().map(|run| run.max_timestamp).max().unwrap_or(Timestamp::MIN),
-            blocks: runs.iter().map(|run| run.blocks as usize).sum(),
-        }
+    pub fn new(segment: u64, path: PathBuf, file: Arc<dyn StorageFile>, directory: DirectoryIndex) -> SegmentExtents {
+        SegmentExtents { segment, path, file, directory }
     }
 
-    /// The positions of `series` (one, or two for an id holding two kinds).
-    fn positions(&self, series: SeriesId) -> std::ops::Range<usize> {
-        let start = self.series.partition_point(|&s| s < series);
-        let end = start + self.series[start..].iter().take_while(|&&s| s == series).count();
-        start..end
+    pub fn segment(&self) -> u64 {
+        self.segment
     }
 
-    fn overlaps(&self, from: Timestamp, to: Timestamp) -> bool {
-        overlaps((self.min_timestamp, self.max_timestamp), from, to)
+    pub fn directory(&self) -> &DirectoryIndex {
+        &self.directory
     }
 
     /// Series in the segment (an id holding two kinds counts twice).
     pub fn len(&self) -> usize {
-        self.series.len()
+        self.directory.len
     }
 
-    /// The `at`-th series of the directory and its extent.
-    pub fn get(&self, at: usize) -> (SeriesId, SeriesExtent) {
-        (self.series[at], self.extents[at].in_segment(self.segment))
+    fn overlaps(&self, from: Timestamp, to: Timestamp) -> bool {
+        self.directory.len > 0 && overlaps((self.directory.min_timestamp, self.directory.max_timestamp), from, to)
     }
 
-    /// The series and their extents, in directory order.
-    pub fn iter(&self) -> impl Iterator<Item = (SeriesId, SeriesExtent)> + '_ {
-        (0..self.len()).map(|at| self.get(at))
+    /// The directory entries of `chunks`, read from the file with one pread and checked.
+    fn read_chunks(&self, chunks: std::ops::Range<usize>) -> Result<Vec<SeriesRun>> {
+        read_directory_chunks(&self.path, self.file.as_ref(), &self.directory, chunks)
+    }
+
+    /// Extents of `series` in this segment that may hold points in `[from, to)`: one chunk of
+    /// the directory (two when the id's two kinds straddle a checkpoint), from `cache` or read.
+    pub fn find(&self, series: SeriesId, from: Timestamp, to: Timestamp, cache: &Mutex<DirectoryCache>) -> Result<Vec<SeriesExtent>> {
+        let mut found = Vec::new();
+        if !self.overlaps(from, to) {
+            return Ok(found);
+        }
+        for chunk in self.directory.chunks_of(series) {
+            let key = u32::try_from(chunk).expect("BUG: over 4 G directory chunks");
+            let cached = cache.lock().get(self.segment, key);
+            let runs = match cached {
+                Some(runs) => runs,
+                None => {
+                    let runs: Arc<[SeriesRun]> = self.read_chunks(chunk..chunk + 1)?.into();
+                    cache.lock().insert(self.segment, key, runs.clone());
+                    runs
+                }
+            };
+            let start = runs.partition_point(|run| run.series < series);
+            let extents = runs[start..].iter().take_while(|run| run.series == series).map(|run| SeriesExtent::of(self.segment, run));
+            found.extend(extents.filter(|extent| extent.overlaps(from, to)));
+        }
+        Ok(found)
+    }
+
+    /// Calls `visit` with the directory's entries in order, at most about `at_once` at a time
+    /// (whole chunks), each slice read from the file with one pread.
+    pub fn for_each_slice(&self, at_once: usize, mut visit: impl FnMut(&[SeriesRun]) -> Result<()>) -> Result<()> {
+        let step = at_once.div_ceil(crate::segment::ENTRIES_PER_CHECKPOINT).max(1);
+        for start in (0..self.directory.chunks()).step_by(step) {
+            let runs = self.read_chunks(start..(start + step).min(self.directory.chunks()))?;
+            visit(&runs)?;
+        }
+        Ok(())
     }
 }
 
 impl ExtentIndex {
-    /// Adds the directory of `segment` (replacing what the index held of it).
-    pub fn insert(&mut self, segment: u64, directory: &[SeriesRun]) {
-        let extents = Arc::new(SegmentExtents::of(segment, directory));
-        self.blocks += extents.blocks;
-        if let Some(old) = self.segments.insert(segment, extents) {
-            self.blocks -= old.blocks;
+    /// Adds a segment (replacing what the index held of it).
+    pub fn insert(&mut self, extents: SegmentExtents) {
+        let blocks = extents.directory.blocks as usize;
+        self.blocks += blocks;
+        if let Some(old) = self.segments.insert(extents.segment, Arc::new(extents)) {
+            self.blocks -= old.directory.blocks as usize;
         }
     }
 
     /// Forgets `segment`.
     pub fn remove(&mut self, segment: u64) {
         if let Some(old) = self.segments.remove(&segment) {
-            self.blocks -= old.blocks;
+            self.blocks -= old.directory.blocks as usize;
         }
+    }
+
+    /// The segments that may hold points of `series` in `[from, to)` (by their time and id
+    /// ranges), by segment id: [`SegmentExtents::find`] then looks in each.
+    pub fn holding(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> impl Iterator<Item = &Arc<SegmentExtents>> + '_ {
+        self.segments.values().filter(move |extents| {
+            let (low, high) = extents.directory.series_ids;
+            extents.overlaps(from, to) && (low..=high).contains(&series.0)
+        })
     }
 
     /// Extents of `series` that may hold points in `[from, to)`, by segment id.
-    pub fn extents_in(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<SeriesExtent> {
-        let mut found = Vec::new();
-        for (&segment, extents) in self.segments.iter().filter(|(_, extents)| extents.overlaps(from, to)) {
-            for at in extents.positions(series) {
-                let extent = extents.extents[at].in_segment(segment);
-                if extent.overlaps(from, to) {
-                    found.push(extent);
-                }
-            }
-        }
-        found
-    }
-
-    /// The extent of `series` in `segment` (its first kind's, should it hold two).
     #[cfg(test)]
-    pub fn extent(&self, series: SeriesId, segment: u64) -> Option<SeriesExtent> {
-        let extents = self.segments.get(&segment)?;
-        let at = extents.positions(series).next()?;
-        Some(extents.extents[at].in_segment(segment))
+    pub fn extents_in(&self, series: SeriesId, from: Timestamp, to: Timestamp, cache: &Mutex<DirectoryCache>) -> Result<Vec<SeriesExtent>> {
+        let mut found = Vec::new();
+        for extents in self.holding(series, from, to) {
+            found.extend(extents.find(series, from, to, cache)?);
+        }
+        Ok(found)
     }
 
-    /// The series of `segment` with their extents, in directory order; `None` if the segment
-    /// is not indexed here.
+    /// The segment's directory index and file; `None` if the segment is not indexed here.
     pub fn segment(&self, segment: u64) -> Option<Arc<SegmentExtents>> {
         self.segments.get(&segment).cloned()
+    }
+
+    /// Every segment indexed here, by id.
+    pub fn segments(&self) -> impl Iterator<Item = &Arc<SegmentExtents>> + '_ {
+        self.segments.values()
     }
 
     pub fn block_count(&self) -> usize {
         self.blocks
     }
-
-    /// Every series with extents and its value kind, once per segment holding it.
-    pub fn series_kinds(&self) -> impl Iterator<Item = (SeriesId, ValueKind)> + '_ {
-        self.segments.values().flat_map(|extents| extents.series.iter().zip(extents.extents.iter()).map(|(&series, e)| (series, e.kind)))
-    }
 }
 
-/// Decoded runs of recent reads, by (segment, series), at most `limit` bytes of entries
-/// (least recently used go first). Segment ids are never reused, so an entry cannot go stale;
-/// a removed segment's runs are dropped all the same, to give the room back.
-pub struct RunCache {
+/// Decoded parts of segment footers kept after a read, by (segment, key), at most `limit`
+/// bytes (least recently used go first). Segment ids are never reused, so an entry cannot go
+/// stale; a removed segment's entries are dropped all the same, to give the room back.
+pub struct RecentCache<K, V> {
     limit: usize,
     used: usize,
     clock: u64,
-    /// (segment, series) → the run's entries and the clock of its last use.
-    runs: HashMap<RunKey, (Arc<[IndexEntry]>, u64)>,
+    /// (segment, key) → the value and the clock of its last use.
+    entries: HashMap<(u64, K), (V, u64)>,
+    /// Bytes one entry takes: its value and the map slot.
+    cost: fn(&V) -> usize,
 }
 
-type RunKey = (u64, SeriesId);
+/// Decoded runs of recent reads, by (segment, series).
+pub type RunCache = RecentCache<SeriesId, Arc<[IndexEntry]>>;
 
-/// Bytes one cached run takes: its entries and the map slot.
-fn cost(entries: &[IndexEntry]) -> usize {
-    std::mem::size_of_val(entries) + 64
+/// Decoded chunks of series directories of recent reads, by (segment, chunk).
+pub type DirectoryCache = RecentCache<u32, Arc<[SeriesRun]>>;
+
+/// Bytes a cached slice of `T` takes: its items and the map slot.
+fn cost<T>(items: &Arc<[T]>) -> usize {
+    std::mem::size_of_val(&**items) + 64
 }
 
 impl RunCache {
     pub fn new(limit: usize) -> RunCache {
-        RunCache { limit, used: 0, clock: 0, runs: HashMap::new() }
+        RecentCache::with_cost(limit, cost)
+    }
+}
+
+impl DirectoryCache {
+    pub fn new(limit: usize) -> DirectoryCache {
+        RecentCache::with_cost(limit, cost)
+    }
+}
+
+impl<K: Copy + Eq + Hash + Ord, V: Clone> RecentCache<K, V> {
+    fn with_cost(limit: usize, cost: fn(&V) -> usize) -> Self {
+        RecentCache { limit, used: 0, clock: 0, entries: HashMap::new(), cost }
     }
 
-    pub fn get(&mut self, segment: u64, series: SeriesId) -> Option<Arc<[IndexEntry]>> {
+    pub fn get(&mut self, segment: u64, key: K) -> Option<V> {
         self.clock += 1;
         let now = self.clock;
-        let (entries, used) = self.runs.get_mut(&(segment, series))?;
+        let (value, used) = self.entries.get_mut(&(segment, key))?;
         *used = now;
-        Some(entries.clone())
+        Some(value.clone())
     }
 
-    /// Keeps `entries`, evicting the least recently used runs beyond the limit; a run larger
-    /// than an eighth of the limit is not kept.
-    pub fn insert(&mut self, segment: u64, series: SeriesId, entries: Arc<[IndexEntry]>) {
-        let size = cost(&entries);
+    /// Keeps `value`, evicting the least recently used entries beyond the limit; a value
+    /// larger than an eighth of the limit is not kept.
+    pub fn insert(&mut self, segment: u64, key: K, value: V) {
+        let size = (self.cost)(&value);
         if size > self.limit / 8 {
             return;
         }
         self.clock += 1;
-        if let Some((old, _)) = self.runs.insert((segment, series), (entries, self.clock)) {
-            self.used -= cost(&old);
+        if let Some((old, _)) = self.entries.insert((segment, key), (value, self.clock)) {
+            self.used -= (self.cost)(&old);
         }
         self.used += size;
         if self.used > self.limit {
             // Down to three quarters at once, so the sort is paid once per many inserts.
-            let mut by_age: Vec<(u64, RunKey)> = self.runs.iter().map(|(key, (_, used))| (*used, *key)).collect();
+            let mut by_age: Vec<(u64, (u64, K))> = self.entries.iter().map(|(key, (_, used))| (*used, *key)).collect();
             by_age.sort_unstable();
             for (_, key) in by_age {
                 if self.used <= self.limit / 4 * 3 {
                     break;
                 }
-                if let Some((old, _)) = self.runs.remove(&key) {
-                    self.used -= cost(&old);
+                if let Some((old, _)) = self.entries.remove(&key) {
+                    self.used -= (self.cost)(&old);
                 }
             }
         }
     }
 
-    /// Drops every run of `segment`.
+    /// Drops every entry of `segment`.
     pub fn remove_segment(&mut self, segment: u64) {
-        let mut freed = 0;
-        self.runs.retain(|(id, _), (entries, _)| {
+        let (mut freed, cost) = (0, self.cost);
+        self.entries.retain(|(id, _), (value, _)| {
             let keep = *id != segment;
             if !keep {
-                freed += cost(entries);
+                freed += cost(value);
             }
             keep
         });
@@ -303,29 +302,56 @@ impl RunCache {
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.runs.len()
+        self.entries.len()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
+    use crate::fs::{FileSystem, RealFs};
+    use crate::segment::{encode_footer, ENTRIES_PER_CHECKPOINT};
+    use std::path::Path;
 
-    fn run(series: u32, min: i64, max: i64, blocks: u32) -> SeriesRun {
-        SeriesRun {
-            series: SeriesId(series),
-            kind: ValueKind::F64,
-            blocks,
-            points: u64::from(blocks) * 10,
-            bytes: u64::from(blocks) * 100,
-            min_timestamp: min,
-            max_timestamp: max,
-            min_sequence: 1,
-            max_sequence: 1,
-            run_offset: 8192,
-            run_length: 40,
-            run_checksum: 7,
-        }
+    const FOOTER_OFFSET: u64 = 4096;
+
+    /// `blocks` blocks of `series`, each spanning `[min, max]`, at file offsets from `offset`.
+    fn blocks(series: u32, kind: ValueKind, min: i64, max: i64, blocks: u32, offset: &mut u64) -> Vec<IndexEntry> {
+        (0..blocks)
+            .map(|b| {
+                *offset += 100;
+                IndexEntry {
+                    series: SeriesId(series),
+                    kind,
+                    count: 2,
+                    length: 100,
+                    offset: *offset,
+                    min_timestamp: min,
+                    max_timestamp: max,
+                    sequence: u64::from(b) + 1,
+                }
+            })
+            .collect()
+    }
+
+    /// A file holding the directory of `entries` at [`FOOTER_OFFSET`], indexed as segment
+    /// `segment`, with the directory it holds.
+    fn sealed(dir: &Path, segment: u64, entries: &[IndexEntry]) -> (SegmentExtents, Vec<SeriesRun>) {
+        let (directory_bytes, _, directory) = encode_footer(entries, &[], FOOTER_OFFSET);
+        let path = dir.join(format!("{segment}.seg"));
+        let mut file_bytes = vec![0u8; FOOTER_OFFSET as usize];
+        file_bytes.extend_from_slice(&directory_bytes);
+        std::fs::write(&path, &file_bytes).expect("write");
+        let file = RealFs.open_rw(&path).expect("open");
+        let (index, _) = DirectoryIndex::of(&directory_bytes, FOOTER_OFFSET).expect("index");
+        (SegmentExtents::new(segment, path, file, index), directory)
+    }
+
+    /// One block a series, each of `series` over `[min, max]`.
+    fn one_block_each(series: impl IntoIterator<Item = u32>, min: i64, max: i64) -> Vec<IndexEntry> {
+        let mut offset = 4096;
+        series.into_iter().flat_map(|s| blocks(s, ValueKind::F64, min, max, 1, &mut offset)).collect()
     }
 
     fn entries(n: usize) -> Arc<[IndexEntry]> {
@@ -342,80 +368,119 @@ mod tests {
         vec![entry; n].into()
     }
 
+    fn cache() -> Mutex<DirectoryCache> {
+        Mutex::new(DirectoryCache::new(1 << 20))
+    }
+
     #[test]
     fn extents_overlapping_a_range_are_found_and_removed_segments_forgotten() {
-        let mut index = ExtentIndex::default();
-        index.insert(3, &[run(1, 100, 199, 5), run(2, 100, 150, 1)]);
-        index.insert(1, &[run(1, 0, 99, 4)]);
-        index.insert(2, &[run(1, 50, 120, 2)]);
-        let segments =
-            |index: &ExtentIndex, from, to| index.extents_in(SeriesId(1), from, to).iter().map(|e| e.segment).collect::<Vec<_>>();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut index, cache) = (ExtentIndex::default(), cache());
+        let mut offset = 4096;
+        let mut three = blocks(1, ValueKind::F64, 100, 199, 5, &mut offset);
+        three.extend(blocks(2, ValueKind::F64, 100, 150, 1, &mut offset));
+        index.insert(sealed(dir.path(), 3, &three).0);
+        index.insert(sealed(dir.path(), 1, &blocks(1, ValueKind::F64, 0, 99, 4, &mut offset)).0);
+        index.insert(sealed(dir.path(), 2, &blocks(1, ValueKind::F64, 50, 120, 2, &mut offset)).0);
+        let segments = |index: &ExtentIndex, from, to| {
+            index.extents_in(SeriesId(1), from, to, &cache).expect("lookup").iter().map(|e| e.segment).collect::<Vec<_>>()
+        };
         assert_eq!(segments(&index, 0, 50), vec![1]);
         assert_eq!(segments(&index, 0, 51), vec![1, 2]);
         assert_eq!(segments(&index, 120, 121), vec![2, 3]);
         assert_eq!(segments(&index, 200, 300), Vec::<u64>::new());
         assert_eq!(index.block_count(), 12);
-        assert_eq!(index.extent(SeriesId(1), 2).map(|e| e.blocks), Some(2));
-        assert_eq!(index.extent(SeriesId(2), 2), None);
+        let in_two = index.extents_in(SeriesId(2), 0, 1000, &cache).expect("lookup");
+        assert_eq!(in_two.iter().map(|e| (e.segment, e.blocks)).collect::<Vec<_>>(), [(3, 1)]);
         index.remove(3);
         assert_eq!(segments(&index, 0, 1000), vec![1, 2]);
         assert_eq!(index.block_count(), 6);
-        let series: std::collections::BTreeSet<SeriesId> = index.series_kinds().map(|(s, _)| s).collect();
-        assert_eq!(series.into_iter().collect::<Vec<_>>(), [SeriesId(1)], "series 2 had blocks in segment 3 only");
+        assert!(index.extents_in(SeriesId(2), 0, 1000, &cache).expect("lookup").is_empty(), "series 2 had blocks in segment 3 only");
+        assert_eq!(index.holding(SeriesId(2), 0, 1000).count(), 0, "no segment's id range holds series 2");
     }
 
-    /// A series costs one id and one extent in each segment holding it, with no room to spare.
+    /// An id may hold two kinds in one segment (its entries sit side by side in the
+    /// directory): both extents are found, also when they straddle a checkpoint.
     #[test]
-    fn a_segment_holds_one_id_and_one_extent_per_series_without_slack() {
-        assert_eq!(std::mem::size_of::<StoredExtent>() + std::mem::size_of::<SeriesId>(), 52);
-        let mut index = ExtentIndex::default();
-        let directory: Vec<SeriesRun> = (1..=1000).map(|s| run(s, 0, 99, 1)).collect();
-        index.insert(1, &directory);
-        index.insert(2, &directory[..10]);
-        let lengths: Vec<(usize, usize)> = index.segments.values().map(|e| (e.series.len(), e.extents.len())).collect();
-        assert_eq!(lengths, [(1000, 1000), (10, 10)]);
-        assert_eq!(index.extents_in(SeriesId(5), 0, 100).len(), 2);
-        assert_eq!(index.extents_in(SeriesId(500), 0, 100).len(), 1);
-    }
-
-    /// An id may hold two kinds in one segment (its runs sit side by side in the directory):
-    /// both extents are found, whatever ids surround them.
-    #[test]
-    fn an_id_with_two_kinds_in_a_segment_is_found_twice() {
-        let mut index = ExtentIndex::default();
-        let mut other_kind = run(7, 50, 60, 2);
-        other_kind.kind = ValueKind::I64;
-        index.insert(1, &[run(3, 0, 9, 1), run(7, 0, 9, 1), other_kind, run(u32::MAX - 1, 0, 9, 1)]);
-        let kinds: Vec<ValueKind> = index.extents_in(SeriesId(7), 0, 100).iter().map(|e| e.kind).collect();
+    fn an_id_with_two_kinds_in_a_segment_is_found_twice_across_a_checkpoint() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache();
+        let mut offset = 4096;
+        let last_of_first_chunk = ENTRIES_PER_CHECKPOINT as u32;
+        let mut entries: Vec<IndexEntry> =
+            (1..=last_of_first_chunk).flat_map(|s| blocks(s, ValueKind::F64, 0, 9, 1, &mut offset)).collect();
+        entries.extend(blocks(last_of_first_chunk, ValueKind::I64, 50, 60, 2, &mut offset));
+        entries.extend((100..140).flat_map(|s| blocks(s, ValueKind::F64, 0, 9, 1, &mut offset)));
+        let (extents, directory) = sealed(dir.path(), 1, &entries);
+        assert_eq!(directory[ENTRIES_PER_CHECKPOINT - 1].series, directory[ENTRIES_PER_CHECKPOINT].series, "the two kinds straddle");
+        assert_eq!(extents.directory().chunks(), 3);
+        let kinds: Vec<ValueKind> =
+            extents.find(SeriesId(last_of_first_chunk), 0, 100, &cache).expect("lookup").iter().map(|e| e.kind).collect();
         assert_eq!(kinds, [ValueKind::F64, ValueKind::I64]);
-        assert_eq!(index.extents_in(SeriesId(7), 50, 51).len(), 1, "each extent is checked against the range");
-        assert_eq!(index.extent(SeriesId(u32::MAX - 1), 1).map(|e| e.blocks), Some(1));
-        assert_eq!(index.block_count(), 5);
-        assert_eq!(index.series_kinds().count(), 4);
-        index.remove(1);
-        assert_eq!(index.block_count(), 0);
-        assert!(index.extents_in(SeriesId(7), 0, 100).is_empty());
+        assert_eq!(
+            extents.find(SeriesId(last_of_first_chunk), 50, 51, &cache).expect("lookup").len(),
+            1,
+            "each extent is checked against the range"
+        );
+        for series in [1, 2, 31, 100, 101, 139] {
+            assert_eq!(extents.find(SeriesId(series), 0, 10, &cache).expect("lookup").len(), 1, "series {series}");
+        }
+        for series in [0, 33, 99, 140, u32::MAX] {
+            assert!(extents.find(SeriesId(series), 0, 10, &cache).expect("lookup").is_empty(), "series {series}");
+        }
+    }
+
+    /// A directory chunk damaged after the segment was opened fails the lookups that need it,
+    /// naming the file and the chunk's offset; lookups in other chunks still work.
+    #[test]
+    fn a_damaged_directory_chunk_is_reported_with_file_and_offset() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = cache();
+        let (extents, _) = sealed(dir.path(), 1, &one_block_each(1..=100, 0, 9));
+        let (second_chunk, _) = extents.directory().span(1..2);
+        let mut bytes = std::fs::read(&extents.path).expect("read");
+        bytes[second_chunk as usize + 3] ^= 0x40;
+        std::fs::write(&extents.path, &bytes).expect("write");
+        match extents.find(SeriesId(40), 0, 10, &cache) {
+            Err(Error::Corruption { path, offset, .. }) => assert_eq!((path, offset), (extents.path.clone(), second_chunk)),
+            other => panic!("expected corruption at {second_chunk}, got {other:?}"),
+        }
+        assert_eq!(extents.find(SeriesId(5), 0, 10, &cache).expect("first chunk intact").len(), 1);
+        assert_eq!(extents.find(SeriesId(90), 0, 10, &cache).expect("third chunk intact").len(), 1);
+        assert!(extents.for_each_slice(1000, |_| Ok(())).is_err(), "a walk of the whole directory fails too");
     }
 
     proptest::proptest! {
         /// Against a plain list of (segment, run): every lookup agrees after any sequence of
-        /// inserts (a segment inserted again replaces its extents) and removals.
+        /// inserts (a segment inserted again replaces its extents) and removals, whatever the
+        /// cache holds, and a walk of a segment gives its whole directory in order.
         #[test]
         fn lookups_agree_with_a_list_of_every_run(
             steps in proptest::collection::vec(
-                (0u64..6, proptest::option::of(proptest::collection::btree_map(1u32..40, (0i64..100, 0i64..50, 1u32..4), 0..12))),
-                1..20,
+                (0u64..6, proptest::option::of(proptest::collection::btree_map(1u32..300, (0i64..100, 0i64..50, 1u32..4), 0..120))),
+                1..12,
             ),
-            queries in proptest::collection::vec((1u32..42, 0i64..160, 1i64..80), 1..30),
+            queries in proptest::collection::vec((1u32..302, 0i64..160, 1i64..80), 1..30),
+            cache_bytes in proptest::sample::select(vec![0usize, 4096, 1 << 20]),
+            slice in 1usize..100,
         ) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let cache = Mutex::new(DirectoryCache::new(cache_bytes));
             let mut index = ExtentIndex::default();
             let mut model: BTreeMap<u64, Vec<SeriesRun>> = BTreeMap::new();
-            for (segment, directory) in steps {
+            for (step, (segment, directory)) in steps.into_iter().enumerate() {
                 match directory {
                     Some(runs) => {
-                        let directory: Vec<SeriesRun> =
-                            runs.iter().map(|(&s, &(min, span, blocks))| run(s, min, min + span, blocks)).collect();
-                        index.insert(segment, &directory);
+                        let mut offset = 4096;
+                        let entries: Vec<IndexEntry> = runs
+                            .iter()
+                            .flat_map(|(&s, &(min, span, count))| blocks(s, ValueKind::F64, min, min + span, count, &mut offset))
+                            .collect();
+                        // A segment id is never reused with other contents: a fresh file.
+                        let (extents, directory) = sealed(dir.path(), segment * 100 + step as u64, &entries);
+                        let extents = SegmentExtents { segment, ..extents };
+                        index.insert(extents);
+                        cache.lock().remove_segment(segment);
                         model.insert(segment, directory);
                     }
                     None => {
@@ -433,19 +498,18 @@ mod tests {
                     .flat_map(|(&segment, runs)| runs.iter().filter(|r| r.series == series).map(move |r| SeriesExtent::of(segment, r)))
                     .filter(|e| e.overlaps(from, to))
                     .collect();
-                proptest::prop_assert_eq!(index.extents_in(series, from, to), expected);
-                for (&segment, runs) in &model {
-                    let expected = runs.iter().find(|r| r.series == series).map(|r| SeriesExtent::of(segment, r));
-                    proptest::prop_assert_eq!(index.extent(series, segment), expected);
-                }
+                proptest::prop_assert_eq!(index.extents_in(series, from, to, &cache).expect("lookup"), expected);
             }
             for (&segment, runs) in &model {
-                let listed: Vec<(SeriesId, SeriesExtent)> = runs.iter().map(|r| (r.series, SeriesExtent::of(segment, r))).collect();
-                let indexed = index.segment(segment).map(|extents| extents.iter().collect::<Vec<_>>());
-                proptest::prop_assert_eq!(indexed, Some(listed));
+                let mut walked = Vec::new();
+                index.segment(segment).expect("indexed").for_each_slice(slice, |part| {
+                    assert!(part.len() < slice + ENTRIES_PER_CHECKPOINT, "a slice of {} entries for {slice}", part.len());
+                    walked.extend_from_slice(part);
+                    Ok(())
+                }).expect("walk");
+                proptest::prop_assert_eq!(&walked, runs);
             }
-            let kinds = index.series_kinds().count();
-            proptest::prop_assert_eq!(kinds, model.values().map(Vec::len).sum::<usize>());
+            proptest::prop_assert!(cache.lock().bytes() <= cache_bytes);
         }
     }
 

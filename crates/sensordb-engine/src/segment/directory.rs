@@ -151,35 +151,62 @@ fn encode_directory(directory: &[SeriesRun], out: &mut Vec<u8>) {
 /// Parses a directory and the replaced list after it, which must fill `bytes`; runs are placed
 /// back to back from `runs_start`. Checksum of `bytes` already verified.
 pub fn decode_directory(bytes: &[u8], runs_start: u64) -> Result<(Vec<SeriesRun>, Vec<u64>), String> {
-    let mut position = 0usize;
-    let varint = |position: &mut usize| get_varint(bytes, position).ok_or_else(|| format!("series directory truncated at byte {position}"));
-    let count = varint(&mut position)?;
-    // Each entry takes at least 14 bytes: ten varints of one byte and the run's checksum.
-    if count > (bytes.len() / 14) as u64 {
-        return Err(format!("implausible series count {count}"));
-    }
-    let mut directory = Vec::with_capacity(count as usize);
-    let (mut series, mut run_offset) = (0u32, runs_start);
+    let (count, mut entries) = EntryReader::after_count(bytes, runs_start)?;
+    let mut directory = Vec::with_capacity(count);
     for _ in 0..count {
-        series = u32::try_from(varint(&mut position)?).ok().and_then(|d| series.checked_add(d)).ok_or("series id out of range")?;
-        let kind_tag = *bytes.get(position).ok_or("series directory truncated")?;
-        position += 1;
+        directory.push(entries.next_entry()?);
+    }
+    let replaced = super::decode_replaced(&bytes[entries.position..])?;
+    Ok((directory, replaced))
+}
+
+/// Reads directory entries one after the other from `bytes`.
+struct EntryReader<'a> {
+    bytes: &'a [u8],
+    position: usize,
+    series: u32,
+    run_offset: u64,
+}
+
+impl<'a> EntryReader<'a> {
+    /// A reader of the entries after the series count that starts `bytes`, with the count.
+    fn after_count(bytes: &'a [u8], runs_start: u64) -> Result<(usize, EntryReader<'a>), String> {
+        let mut entries = EntryReader { bytes, position: 0, series: 0, run_offset: runs_start };
+        let count = entries.varint()?;
+        // Each entry takes at least 14 bytes: ten varints of one byte and the run's checksum.
+        if count > (bytes.len() / 14) as u64 {
+            return Err(format!("implausible series count {count}"));
+        }
+        Ok((count as usize, entries))
+    }
+
+    fn varint(&mut self) -> Result<u64, String> {
+        get_varint(self.bytes, &mut self.position).ok_or_else(|| format!("series directory truncated at byte {}", self.position))
+    }
+
+    fn next_entry(&mut self) -> Result<SeriesRun, String> {
+        let series = u32::try_from(self.varint()?).ok().and_then(|d| self.series.checked_add(d)).ok_or("series id out of range")?;
+        self.series = series;
+        let kind_tag = *self.bytes.get(self.position).ok_or("series directory truncated")?;
+        self.position += 1;
         let kind = ValueKind::try_from(kind_tag).map_err(|t| format!("unknown value kind {t}"))?;
-        let blocks = u32::try_from(varint(&mut position)?).map_err(|_| "block count out of range")?;
-        let points = varint(&mut position)?;
-        let block_bytes = varint(&mut position)?;
-        let min_timestamp = unzigzag(varint(&mut position)?);
-        let max_timestamp = add_time_span(min_timestamp, varint(&mut position)?).ok_or("time span out of range")?;
-        let min_sequence = varint(&mut position)?;
-        let max_sequence = min_sequence.checked_add(varint(&mut position)?).ok_or("sequence overflow")?;
-        let run_length = u32::try_from(varint(&mut position)?).map_err(|_| "run length out of range")?;
-        let checksum = bytes.get(position..position + 4).ok_or("series directory truncated")?;
+        let blocks = u32::try_from(self.varint()?).map_err(|_| "block count out of range")?;
+        let points = self.varint()?;
+        let block_bytes = self.varint()?;
+        let min_timestamp = unzigzag(self.varint()?);
+        let max_timestamp = add_time_span(min_timestamp, self.varint()?).ok_or("time span out of range")?;
+        let min_sequence = self.varint()?;
+        let max_sequence = min_sequence.checked_add(self.varint()?).ok_or("sequence overflow")?;
+        let run_length = u32::try_from(self.varint()?).map_err(|_| "run length out of range")?;
+        let checksum = self.bytes.get(self.position..self.position + 4).ok_or("series directory truncated")?;
         let run_checksum = u32::from_le_bytes(checksum.try_into().map_err(|_| "series directory truncated")?);
-        position += 4;
+        self.position += 4;
         if blocks == 0 || points < u64::from(blocks) {
             return Err(format!("series {series} has {blocks} blocks of {points} points"));
         }
-        directory.push(SeriesRun {
+        let run_offset = self.run_offset;
+        self.run_offset = run_offset.checked_add(u64::from(run_length)).ok_or("run offset overflow")?;
+        Ok(SeriesRun {
             series: SeriesId(series),
             kind,
             blocks,
@@ -192,11 +219,171 @@ pub fn decode_directory(bytes: &[u8], runs_start: u64) -> Result<(Vec<SeriesRun>
             run_offset,
             run_length,
             run_checksum,
-        });
-        run_offset = run_offset.checked_add(u64::from(run_length)).ok_or("run offset overflow")?;
+        })
     }
-    let replaced = super::decode_replaced(&bytes[position..])?;
-    Ok((directory, replaced))
+}
+
+/// Directory entries a [`DirectoryIndex`] keeps one checkpoint for.
+pub const ENTRIES_PER_CHECKPOINT: usize = 32;
+
+/// A series directory left on disk, summarised in memory: one checkpoint every
+/// [`ENTRIES_PER_CHECKPOINT`] entries (where its chunk of entries lies in the file, its first
+/// series id and run offset, the CRC32C of its bytes: 24 bytes, under one byte an entry) and
+/// the directory's totals. A lookup bisects the checkpoints and decodes one chunk read from
+/// the file ([`DirectoryIndex::decode_chunks`]); the chunk's own checksum catches damage done
+/// after the whole directory was checked at open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirectoryIndex {
+    checkpoints: Box<[Checkpoint]>,
+    /// File offset just past the last entry (where the replaced list starts).
+    entries_end: u64,
+    /// Entries (an id holding two kinds counts twice).
+    pub len: usize,
+    pub blocks: u64,
+    pub points: u64,
+    /// Sum of the blocks' lengths.
+    pub block_bytes: u64,
+    pub min_timestamp: Timestamp,
+    pub max_timestamp: Timestamp,
+    pub min_sequence: u64,
+    pub max_sequence: u64,
+    /// Smallest and largest series id ((0, 0) when empty).
+    pub series_ids: (u32, u32),
+    /// File offset just past the last run.
+    pub runs_end: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Checkpoint {
+    /// File offset of the chunk's first entry.
+    at: u64,
+    run_offset: u64,
+    series: SeriesId,
+    checksum: u32,
+}
+
+impl DirectoryIndex {
+    /// Indexes the directory `bytes` (the replaced list after it included, checksum already
+    /// verified) that starts at file offset `footer_offset`: checks every entry, as
+    /// [`decode_directory`] does, and returns the index with the replaced list.
+    pub fn of(bytes: &[u8], footer_offset: u64) -> Result<(DirectoryIndex, Vec<u64>), String> {
+        let runs_start = footer_offset + bytes.len() as u64;
+        let (len, mut entries) = EntryReader::after_count(bytes, runs_start)?;
+        let mut index = DirectoryIndex {
+            checkpoints: Box::default(),
+            entries_end: 0,
+            len,
+            blocks: 0,
+            points: 0,
+            block_bytes: 0,
+            min_timestamp: Timestamp::MAX,
+            max_timestamp: Timestamp::MIN,
+            min_sequence: u64::MAX,
+            max_sequence: 0,
+            series_ids: (0, 0),
+            runs_end: runs_start,
+        };
+        let mut checkpoints = Vec::with_capacity(len.div_ceil(ENTRIES_PER_CHECKPOINT));
+        let mut chunk_start = entries.position;
+        for at in 0..len {
+            if at % ENTRIES_PER_CHECKPOINT == 0 {
+                if let Some(last) = checkpoints.last_mut() {
+                    close_chunk(last, &bytes[chunk_start..entries.position]);
+                }
+                chunk_start = entries.position;
+                let (position, run_offset) = (footer_offset + entries.position as u64, entries.run_offset);
+                checkpoints.push(Checkpoint { at: position, run_offset, series: SeriesId(0), checksum: 0 });
+            }
+            let run = entries.next_entry()?;
+            if at % ENTRIES_PER_CHECKPOINT == 0 {
+                checkpoints.last_mut().expect("pushed above").series = run.series;
+            }
+            index.blocks += u64::from(run.blocks);
+            index.points += run.points;
+            index.block_bytes += run.bytes;
+            index.min_timestamp = index.min_timestamp.min(run.min_timestamp);
+            index.max_timestamp = index.max_timestamp.max(run.max_timestamp);
+            index.min_sequence = index.min_sequence.min(run.min_sequence);
+            index.max_sequence = index.max_sequence.max(run.max_sequence);
+            index.series_ids = (if at == 0 { run.series.0 } else { index.series_ids.0 }, run.series.0);
+        }
+        if let Some(last) = checkpoints.last_mut() {
+            close_chunk(last, &bytes[chunk_start..entries.position]);
+        }
+        index.checkpoints = checkpoints.into_boxed_slice();
+        index.entries_end = footer_offset + entries.position as u64;
+        index.runs_end = entries.run_offset;
+        let replaced = super::decode_replaced(&bytes[entries.position..])?;
+        Ok((index, replaced))
+    }
+
+    /// Chunks of [`ENTRIES_PER_CHECKPOINT`] entries.
+    pub fn chunks(&self) -> usize {
+        self.checkpoints.len()
+    }
+
+    /// The chunks that may hold entries of `series` (two when an id's two kinds straddle a
+    /// checkpoint); empty when the id is outside the directory's range.
+    pub fn chunks_of(&self, series: SeriesId) -> std::ops::Range<usize> {
+        if self.len == 0 || series.0 < self.series_ids.0 || series.0 > self.series_ids.1 {
+            return 0..0;
+        }
+        let start = self.checkpoints.partition_point(|c| c.series < series).saturating_sub(1);
+        let end = self.checkpoints.partition_point(|c| c.series <= series);
+        start..end.max(start + 1)
+    }
+
+    /// File offset and length of the bytes of chunks `chunks`, which lie back to back.
+    pub fn span(&self, chunks: std::ops::Range<usize>) -> (u64, usize) {
+        assert!(chunks.start < chunks.end && chunks.end <= self.checkpoints.len(), "BUG: chunks {chunks:?} of {}", self.checkpoints.len());
+        let start = self.checkpoints[chunks.start].at;
+        let end = self.checkpoints.get(chunks.end).map_or(self.entries_end, |c| c.at);
+        (start, (end - start) as usize)
+    }
+
+    /// The entries of chunks `chunks`, from `bytes` as read at [`DirectoryIndex::span`]: each
+    /// chunk's checksum verified, then its entries decoded. An error names the file offset
+    /// of the damaged chunk.
+    pub fn decode_chunks(&self, chunks: std::ops::Range<usize>, bytes: &[u8]) -> Result<Vec<SeriesRun>, (u64, String)> {
+        let (start, length) = self.span(chunks.clone());
+        if bytes.len() != length {
+            return Err((start, format!("directory chunks of {} bytes, expected {length}", bytes.len())));
+        }
+        let mut out = Vec::with_capacity(chunks.len() * ENTRIES_PER_CHECKPOINT);
+        for chunk in chunks {
+            let (at, length) = self.span(chunk..chunk + 1);
+            let checkpoint = &self.checkpoints[chunk];
+            let chunk_bytes = &bytes[(at - start) as usize..(at - start) as usize + length];
+            if crc32c(chunk_bytes) != checkpoint.checksum {
+                return Err((at, "series directory chunk fails its checksum".into()));
+            }
+            let entries = (self.len - chunk * ENTRIES_PER_CHECKPOINT).min(ENTRIES_PER_CHECKPOINT);
+            let mut reader = EntryReader { bytes: chunk_bytes, position: 0, series: 0, run_offset: checkpoint.run_offset };
+            for first in (0..entries).map(|i| i == 0) {
+                let mut run = reader.next_entry().map_err(|e| (at, e))?;
+                if first {
+                    // Its id is relative to the entry before the chunk: the checkpoint has it.
+                    run.series = checkpoint.series;
+                    reader.series = checkpoint.series.0;
+                }
+                out.push(run);
+            }
+            if reader.position != chunk_bytes.len() {
+                return Err((at, format!("{} bytes after a directory chunk", chunk_bytes.len() - reader.position)));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Bytes the index takes in memory.
+    #[cfg(test)]
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.checkpoints) + std::mem::size_of::<DirectoryIndex>()
+    }
+}
+
+fn close_chunk(checkpoint: &mut Checkpoint, bytes: &[u8]) {
+    checkpoint.checksum = crc32c(bytes);
 }
 
 /// Appends the run of `entries` (one series, file order).

@@ -178,6 +178,12 @@ fn sealed_segment(dir: &Path, version: u16) -> (PathBuf, Vec<IndexEntry>) {
     (crate::filenames::numbered_file(dir, 3, crate::filenames::SEGMENT_EXTENSION), written)
 }
 
+/// Every entry of a scanned segment's directory, read back from the file.
+fn all_runs(scan: &crate::segment::SegmentScan) -> Vec<SeriesRun> {
+    let directory = scan.directory.as_ref().expect("a directory");
+    crate::segment::read_directory_chunks(&scan.path, scan.file.as_ref(), directory, 0..directory.chunks()).expect("directory reads")
+}
+
 #[test]
 fn start_up_reads_the_directory_alone_and_runs_give_every_block() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -187,7 +193,7 @@ fn start_up_reads_the_directory_alone_and_runs_give_every_block() {
     assert!(scan.entries.is_empty(), "no block entry is read at start-up");
     assert_eq!(scan.version, 2);
     assert_eq!(scan.wal_checkpoint, 22);
-    let directory = scan.directory.clone().expect("a directory");
+    let directory = all_runs(&scan);
     assert_eq!(directory.iter().map(|r| (r.series.0, r.blocks)).collect::<Vec<_>>(), vec![(1, 3), (4, 3), (9, 3)]);
     let nine = read_run(&path, scan.file.as_ref(), &directory[2].shape()).expect("run of series 9");
     assert_eq!(nine, written.iter().filter(|e| e.series == SeriesId(9)).copied().collect::<Vec<_>>());
@@ -232,7 +238,7 @@ fn flip(path: &Path, offset: u64) {
 fn a_damaged_run_is_reported_with_file_and_offset_and_the_index_rebuilt() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (path, written) = sealed_segment(dir.path(), SEGMENT_FORMAT_VERSION);
-    let directory = scan_segment_directory(&RealFs, &path).expect("scan").directory.expect("directory");
+    let directory = all_runs(&scan_segment_directory(&RealFs, &path).expect("scan"));
     let run = directory[1];
     flip(&path, run.run_offset + 2);
     // Start-up does not read runs: the directory is intact.
@@ -266,7 +272,7 @@ fn a_damaged_directory_is_reported_at_the_footer_and_the_index_rebuilt() {
     assert_eq!(scan.problems[0].0, footer_offset);
     assert_eq!(scan.entries, written, "rebuilt from the group headers");
     let directory = SegmentWriter::resume(&scan, true).seal().expect("reseal").expect("version 2 again");
-    assert_eq!(directory.iter().map(|r| r.blocks).sum::<u32>(), 9);
+    assert_eq!(directory.blocks, 9);
     let resealed = scan_segment(&RealFs, &path).expect("scan");
     assert!(resealed.sealed && resealed.problems.is_empty(), "{:?}", resealed.problems);
     assert_eq!(resealed.entries, written);
@@ -281,4 +287,79 @@ fn the_directory_costs_per_series_not_per_block() {
     let (directory_bytes, runs, _) = encode_footer(&entries, &[], 1 << 20);
     assert!(directory_bytes.len() < 100 * 30, "{} directory bytes for 100 series", directory_bytes.len());
     assert!(runs.len() < 5000 * 12, "{} run bytes for 5,000 blocks", runs.len());
+}
+
+/// The in-memory index of a directory: a checkpoint every 32 entries (under a byte a
+/// series); any range of chunks decodes to the same entries as the whole directory, and the
+/// chunks an id is looked up in hold all of its entries.
+#[test]
+fn a_directory_index_costs_under_a_byte_a_series_and_its_chunks_decode_as_the_whole() {
+    let mut offset = 4096;
+    // Ids with gaps; every seventh id holds a second kind beside its first.
+    let mut entries = Vec::new();
+    for s in (1..=20_000u32).map(|s| s * 3) {
+        offset += 100;
+        entries.push(IndexEntry {
+            series: SeriesId(s),
+            kind: ValueKind::F64,
+            count: 2,
+            length: 100,
+            offset,
+            min_timestamp: i64::from(s),
+            max_timestamp: i64::from(s) + 5,
+            sequence: 1,
+        });
+        if s % 7 == 0 {
+            offset += 100;
+            entries.push(IndexEntry {
+                series: SeriesId(s),
+                kind: ValueKind::I64,
+                count: 2,
+                length: 100,
+                offset,
+                min_timestamp: 0,
+                max_timestamp: 1,
+                sequence: 1,
+            });
+        }
+    }
+    let footer_offset = 1 << 20;
+    let (bytes, _, expected) = encode_footer(&entries, &[4, 8], footer_offset);
+    let (index, replaced) = DirectoryIndex::of(&bytes, footer_offset).expect("index");
+    assert_eq!(replaced, vec![4, 8]);
+    assert_eq!(index.len, expected.len());
+    assert_eq!(index.blocks, expected.len() as u64);
+    assert_eq!(index.series_ids, (3, 60_000));
+    assert_eq!((index.min_timestamp, index.max_timestamp), (0, 60_005));
+    assert_eq!(index.runs_end, expected.last().map(|r| r.run_offset + u64::from(r.run_length)).expect("runs"));
+    assert!(index.memory_bytes() < expected.len(), "{} bytes for {} entries", index.memory_bytes(), expected.len());
+    let chunk_bytes = |chunks: std::ops::Range<usize>| {
+        let (at, length) = index.span(chunks);
+        bytes[(at - footer_offset) as usize..(at - footer_offset) as usize + length].to_vec()
+    };
+    let all = index.decode_chunks(0..index.chunks(), &chunk_bytes(0..index.chunks())).expect("decodes");
+    assert_eq!(all, expected);
+    for (first, last) in [(0, 1), (3, 9), (index.chunks() - 2, index.chunks())] {
+        let part = index.decode_chunks(first..last, &chunk_bytes(first..last)).expect("decodes");
+        assert_eq!(part, expected[first * ENTRIES_PER_CHECKPOINT..(last * ENTRIES_PER_CHECKPOINT).min(expected.len())]);
+    }
+    for series in [1, 3, 4, 21, 42, 96, 30_000, 59_997, 60_000, 60_001] {
+        let chunks = index.chunks_of(SeriesId(series));
+        let found: Vec<SeriesRun> = if chunks.is_empty() {
+            Vec::new()
+        } else {
+            index
+                .decode_chunks(chunks.clone(), &chunk_bytes(chunks))
+                .expect("decodes")
+                .into_iter()
+                .filter(|r| r.series.0 == series)
+                .collect()
+        };
+        let wanted: Vec<SeriesRun> = expected.iter().filter(|r| r.series.0 == series).copied().collect();
+        assert_eq!(found, wanted, "series {series}");
+    }
+    // A chunk's bytes damaged: refused with the chunk's offset.
+    let mut damaged = chunk_bytes(5..6);
+    damaged[7] ^= 1;
+    assert_eq!(index.decode_chunks(5..6, &damaged).map_err(|(at, _)| at), Err(index.span(5..6).0));
 }

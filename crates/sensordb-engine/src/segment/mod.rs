@@ -79,9 +79,10 @@ mod directory;
 mod reader;
 mod writer;
 
-pub use directory::{decode_directory, decode_run, encode_footer, RunShape, SeriesRun};
+pub use directory::{decode_directory, decode_run, encode_footer, DirectoryIndex, RunShape, SeriesRun, ENTRIES_PER_CHECKPOINT};
 pub use reader::{
-    decode_run_at, read_all_runs, read_block, read_raw_block, read_run, scan_segment, scan_segment_directory, RawBlock, SegmentScan,
+    decode_run_at, read_all_runs, read_block, read_directory_chunks, read_raw_block, read_run, scan_segment, scan_segment_directory,
+    RawBlock, SegmentScan,
 };
 pub use writer::{GroupBuilder, GroupPart, SegmentWriter, SharedTimestamps, StagedGroup};
 

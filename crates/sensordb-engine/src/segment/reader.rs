@@ -33,9 +33,10 @@ pub struct SegmentScan {
     pub replaced: Vec<u64>,
     /// The file's format version (1 or 2); a writer resuming the file keeps it.
     pub version: u16,
-    /// The series directory of a sealed version-2 file. Filled by [`scan_segment_directory`],
-    /// which then leaves `entries` empty (the runs are read when needed, see [`read_run`]).
-    pub directory: Option<Vec<SeriesRun>>,
+    /// The index of the series directory of a sealed version-2 file (the directory stays in
+    /// the file). With [`scan_segment_directory`], `entries` stays empty: the runs are read
+    /// when needed, see [`read_run`].
+    pub directory: Option<DirectoryIndex>,
 }
 
 /// Builds the index of the segment at `path` without reading its blocks. An unsealed segment's
@@ -184,7 +185,7 @@ struct Footer {
     entries: Vec<IndexEntry>,
     wal_checkpoint: u64,
     replaced: Vec<u64>,
-    directory: Option<Vec<SeriesRun>>,
+    directory: Option<DirectoryIndex>,
 }
 
 /// `Ok(None)` when there is no trailer (unsealed); `Err` when a trailer exists but the footer
@@ -222,18 +223,17 @@ fn read_footer(scan: &SegmentScan, len: u64, load_runs: bool) -> std::result::Re
         // `footer` is the series directory; the runs follow it.
         let runs_start = footer_offset + footer_len;
         let damaged = |reason: String| (footer_offset, reason, footer_offset);
-        let (directory, replaced) = super::directory::decode_directory(&footer, runs_start).map_err(damaged)?;
-        let runs_end = directory.last().map_or(runs_start, |run| run.run_offset + u64::from(run.run_length));
-        if runs_end > trailer_offset {
-            return Err(damaged(format!("series runs end at {runs_end}, past the trailer at {trailer_offset}")));
+        let (directory, replaced) = DirectoryIndex::of(&footer, footer_offset).map_err(damaged)?;
+        if directory.runs_end > trailer_offset {
+            return Err(damaged(format!("series runs end at {}, past the trailer at {trailer_offset}", directory.runs_end)));
         }
-        let blocks: u64 = directory.iter().map(|run| u64::from(run.blocks)).sum();
-        if blocks != count as u64 {
-            return Err(damaged(format!("series directory lists {blocks} blocks, trailer says {count}")));
+        if directory.blocks != count as u64 {
+            return Err(damaged(format!("series directory lists {} blocks, trailer says {count}", directory.blocks)));
         }
         let mut entries = Vec::new();
         if load_runs {
-            entries = read_all_runs(&scan.path, scan.file.as_ref(), &directory).map_err(|e| match e {
+            let (runs, _) = super::directory::decode_directory(&footer, runs_start).map_err(damaged)?;
+            entries = read_all_runs(&scan.path, scan.file.as_ref(), &runs).map_err(|e| match e {
                 Error::Corruption { offset, detail, .. } => (offset, detail, footer_offset),
                 other => (footer_offset, other.to_string(), footer_offset),
             })?;
@@ -246,6 +246,24 @@ fn read_footer(scan: &SegmentScan, len: u64, load_runs: bool) -> std::result::Re
         return Err((footer_offset, format!("footer lists {} blocks, trailer says {count}", entries.len()), footer_offset));
     }
     Ok(Some(Footer { footer_offset, entries, wal_checkpoint, replaced, directory: None }))
+}
+
+/// Reads the entries of chunks `chunks` of a sealed segment's series directory, which stays
+/// in the file (see [`DirectoryIndex`]): one pread, each chunk's checksum verified. Damage is
+/// reported with the file and the chunk's offset.
+pub fn read_directory_chunks(
+    path: &Path,
+    file: &dyn StorageFile,
+    directory: &DirectoryIndex,
+    chunks: std::ops::Range<usize>,
+) -> Result<Vec<SeriesRun>> {
+    if chunks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (offset, length) = directory.span(chunks.clone());
+    let mut bytes = vec![0u8; length];
+    file.read_exact_at(&mut bytes, offset).map_err(|e| Error::io(path, e))?;
+    directory.decode_chunks(chunks, &bytes).map_err(|(offset, what)| Error::corruption(path, offset, format!("series directory: {what}")))
 }
 
 /// Reads and checks the run of one series in one segment: its index entries, in file order.

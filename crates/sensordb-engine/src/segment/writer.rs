@@ -479,7 +479,7 @@ impl SegmentWriter {
 
     /// Writes the footer and trailer. The segment is complete afterwards. Returns the series
     /// directory written (`None` for a file of format version 1, whose footer is a flat list).
-    pub fn seal(self) -> Result<Option<Vec<SeriesRun>>> {
+    pub fn seal(self) -> Result<Option<DirectoryIndex>> {
         self.write_footer(&[])
     }
 
@@ -487,7 +487,7 @@ impl SegmentWriter {
     /// replaces in its footer, and renames it into place (with a directory fsync). From then on
     /// recovery removes the replaced segments should they still exist. Returns the final path
     /// and the series directory written.
-    pub fn seal_replacing(self, fs: &dyn FileSystem, dir: &Path, replaced: &[u64]) -> Result<(PathBuf, Option<Vec<SeriesRun>>)> {
+    pub fn seal_replacing(self, fs: &dyn FileSystem, dir: &Path, replaced: &[u64]) -> Result<(PathBuf, Option<DirectoryIndex>)> {
         let temporary = self.path.clone();
         let final_path = numbered_file(dir, self.id, SEGMENT_EXTENSION);
         let sync = self.sync;
@@ -502,13 +502,14 @@ impl SegmentWriter {
     /// The footer as the file's version lays it out: the trailer's length and checksum cover
     /// what start-up reads (version 1: the whole list; version 2: the series directory, with
     /// the runs after it).
-    fn write_footer(self, replaced: &[u64]) -> Result<Option<Vec<SeriesRun>>> {
+    fn write_footer(self, replaced: &[u64]) -> Result<Option<DirectoryIndex>> {
         // The footer is written in pieces (the part the trailer covers, the runs, the padding,
         // then the trailer) rather than copied into one buffer: the runs are most of it, 8 bytes
         // or so a block.
         let (covered, runs, directory) = if self.version >= 2 {
-            let (directory_bytes, runs, runs_of) = super::directory::encode_footer(&self.entries, replaced, self.end);
-            (directory_bytes, runs, Some(runs_of))
+            let (directory_bytes, runs, _) = super::directory::encode_footer(&self.entries, replaced, self.end);
+            let (directory, _) = DirectoryIndex::of(&directory_bytes, self.end).expect("BUG: a directory just encoded fails to decode");
+            (directory_bytes, runs, Some(directory))
         } else {
             let mut list = Vec::with_capacity(self.entries.len() * 16 + 64);
             IndexEntry::encode_list(&self.entries, &mut list);

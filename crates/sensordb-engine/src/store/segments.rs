@@ -20,7 +20,7 @@ use crate::block::Block;
 use crate::error::{Error, Result};
 use crate::filenames::{parse_numbered_file, SEGMENT_EXTENSION};
 use crate::fs::{create_dir_all_durably, FileSystem, StorageFile};
-use crate::index::runs::RunCache;
+use crate::index::runs::{DirectoryCache, RunCache, SegmentExtents};
 use crate::index::BlockRef;
 use crate::model::{SeriesId, Timestamp, ValueKind};
 use crate::segment::{read_block, read_raw_block, scan_segment_directory, GroupBuilder, RawBlock, SegmentWriter};
@@ -40,13 +40,16 @@ pub struct SegmentStoreOptions {
     pub sync: bool,
     /// Bytes of decoded footer runs kept for reads ([`RUN_CACHE_BYTES`] by default).
     pub run_cache_bytes: usize,
+    /// Bytes of decoded series directory chunks kept for reads ([`DIRECTORY_CACHE_BYTES`] by
+    /// default).
+    pub directory_cache_bytes: usize,
 }
 
 /// The default block limit of a segment: 262,144 blocks. The segment taking groups holds
 /// each of its blocks in memory about three times (its writer's entry, the block index, the
 /// block's life: 120 bytes), and sealing it builds its footer beside them; at 64 MiB of the
 /// one-point blocks a fleet of a million sensors flushes, that was 2.2 M blocks and 400 MB of
-/// the peak at 2 M series (issue 14). Sealed, a segment costs 52 bytes a series it holds
+/// the peak at 2 M series (issue 14). Sealed, a segment's series directory stays in the file
 /// ([`crate::index::runs::ExtentIndex`]), and compaction merges the small files this makes.
 /// Blocks of ordinary size (hundreds of points) fill 64 MiB long before this many.
 pub const SEGMENT_BLOCKS_MAX: usize = 1 << 18;
@@ -55,6 +58,10 @@ pub const SEGMENT_BLOCKS_MAX: usize = 1 << 18;
 /// recent reads; a run read once for a rewrite or a reclaim decision is kept too).
 pub const RUN_CACHE_BYTES: usize = 32 << 20;
 
+/// The default limit of the directory cache: 16 MiB, the directory entries of about 200,000
+/// series and segments (2.6 KB a chunk of 32), read back from the footers by reads.
+pub const DIRECTORY_CACHE_BYTES: usize = 16 << 20;
+
 impl Default for SegmentStoreOptions {
     fn default() -> Self {
         SegmentStoreOptions {
@@ -62,6 +69,7 @@ impl Default for SegmentStoreOptions {
             segment_blocks_max: SEGMENT_BLOCKS_MAX,
             sync: true,
             run_cache_bytes: RUN_CACHE_BYTES,
+            directory_cache_bytes: DIRECTORY_CACHE_BYTES,
         }
     }
 }
@@ -111,7 +119,7 @@ impl SegmentFile {
     }
 
     /// A sealed segment indexed by its series `directory` (whose length its summary takes).
-    fn with_runs(handle: SegmentHandle, bytes: u64, mut summary: SegmentSummary, directory: &[crate::segment::SeriesRun]) -> Self {
+    fn with_runs(handle: SegmentHandle, bytes: u64, mut summary: SegmentSummary, directory: &crate::segment::DirectoryIndex) -> Self {
         summary.describe_series(directory);
         SegmentFile { handle: Arc::new(handle), bytes, summary, blocks: SegmentBlocks::Runs }
     }
@@ -125,6 +133,8 @@ pub struct SegmentStore {
     files: RwLock<BTreeMap<u64, SegmentFile>>,
     /// Decoded runs of recent reads (see [`index`]).
     runs: Mutex<RunCache>,
+    /// Decoded chunks of sealed segments' series directories of recent reads (see [`index`]).
+    directories: Mutex<DirectoryCache>,
     open: Mutex<OpenSegment>,
     /// When the open segment took its first group (`None`: nothing open). Kept beside `open`,
     /// whose lock a group commit holds through its staging write, so the flusher's check of
@@ -166,7 +176,7 @@ impl SegmentStore {
         // Inputs of a completed compaction that a crash left behind hold nothing the output
         // does not: remove them before they are indexed.
         let replaced: std::collections::BTreeSet<u64> = scans.iter().flat_map(|s| s.replaced.iter().copied()).collect();
-        for scan in scans {
+        for mut scan in scans {
             let path = scan.path.clone();
             let id = scan.id;
             if replaced.contains(&id) {
@@ -179,15 +189,16 @@ impl SegmentStore {
                 tracing::warn!(file = %path.display(), offset, problem = %what, "segment repaired at open");
                 recovery.problems.push((path.clone(), *offset, what.clone()));
             }
-            if let Some(directory) = scan.directory.as_deref().filter(|_| scan.sealed) {
+            if let Some(directory) = scan.directory.take().filter(|_| scan.sealed) {
                 // Sealed, version 2: indexed by its series directory, runs read when needed.
                 let bytes = scan.file.len().map_err(|e| Error::io(&path, e))?;
-                recovery.max_sequence = recovery.max_sequence.max(directory.iter().map(|r| r.max_sequence).max().unwrap_or(0));
+                recovery.max_sequence = recovery.max_sequence.max(directory.max_sequence);
                 recovery.wal_checkpoint = recovery.wal_checkpoint.max(scan.wal_checkpoint);
-                index.sealed.insert(id, directory);
-                let summary = SegmentSummary::of_directory(id, bytes, directory, scan.wal_checkpoint);
+                let summary = SegmentSummary::of_directory(id, bytes, &directory, scan.wal_checkpoint);
                 let handle = SegmentHandle { id, path, file: scan.file.clone() };
-                files.insert(id, SegmentFile::with_runs(handle, bytes, summary, directory));
+                let file = SegmentFile::with_runs(handle, bytes, summary, &directory);
+                index.sealed.insert(SegmentExtents::new(id, file.handle.path.clone(), file.handle.file.clone(), directory));
+                files.insert(id, file);
                 recovery.segments += 1;
                 continue;
             }
@@ -218,15 +229,16 @@ impl SegmentStore {
             let summary = SegmentSummary::of(id, sealed, bytes, &scan.entries, scan.wal_checkpoint);
             let handle = SegmentHandle { id, path, file: scan.file.clone() };
             if let Some(directory) = directory {
-                index.sealed.insert(id, &directory);
-                files.insert(id, SegmentFile::with_runs(handle, bytes, summary, &directory));
+                let file = SegmentFile::with_runs(handle, bytes, summary, &directory);
+                index.sealed.insert(SegmentExtents::new(id, file.handle.path.clone(), file.handle.file.clone(), directory));
+                files.insert(id, file);
             } else {
                 index.resident.insert(id, &scan.entries);
                 files.insert(id, SegmentFile::new(handle, bytes, summary, &scan.entries));
             }
             recovery.segments += 1;
         }
-        let run_cache_bytes = options.run_cache_bytes;
+        let (run_cache_bytes, directory_cache_bytes) = (options.run_cache_bytes, options.directory_cache_bytes);
         let store = SegmentStore {
             fs,
             dir: dir.to_path_buf(),
@@ -234,6 +246,7 @@ impl SegmentStore {
             index: RwLock::new(index),
             files: RwLock::new(files),
             runs: Mutex::new(RunCache::new(run_cache_bytes)),
+            directories: Mutex::new(DirectoryCache::new(directory_cache_bytes)),
             open: Mutex::new(OpenSegment::new(next_id, recovery.max_sequence)),
             open_since: Mutex::new(None),
             commit: Mutex::new(GroupCommit::default()),
@@ -242,12 +255,30 @@ impl SegmentStore {
         Ok((store, recovery))
     }
 
+    /// Calls `found` with the series and kind of every directory entry of the sealed segments
+    /// whose id range reaches `lowest` or above (an id may come once per segment). A directory
+    /// that cannot be read is reported and left out.
+    fn sealed_series_kinds(&self, lowest: u32, mut found: impl FnMut(SeriesId, ValueKind)) {
+        let segments: Vec<Arc<SegmentExtents>> =
+            self.index.read().sealed.segments().filter(|extents| extents.directory().series_ids.1 >= lowest).cloned().collect();
+        for extents in segments {
+            let walked = extents.for_each_slice(1 << 14, |runs| {
+                runs.iter().for_each(|run| found(run.series, run.kind));
+                Ok(())
+            });
+            if let Err(e) = walked {
+                tracing::error!(error = %e, segment = extents.segment(), "series directory unreadable; its series are not listed");
+            }
+        }
+    }
+
     /// Unlinks files already taken out of the index. The store's handle is dropped here; a read
     /// still under way holds its own until it is done.
     fn remove_files(&self, removed: Vec<SegmentFile>) -> Result<()> {
         let mut outcome = Ok(());
         for old in removed {
             self.runs.lock().remove_segment(old.handle.id);
+            self.directories.lock().remove_segment(old.handle.id);
             let path = old.handle.path.clone();
             drop(old);
             if let Err(e) = self.fs.remove(&path) {
@@ -322,17 +353,24 @@ impl BlockStore for SegmentStore {
     }
 
     fn series_kinds(&self) -> Vec<(SeriesId, ValueKind)> {
-        let index = self.index.read();
-        let mut kinds: HashMap<SeriesId, ValueKind> = index.sealed.series_kinds().collect();
-        kinds.extend(index.resident.series_kinds());
+        let mut kinds: HashMap<SeriesId, ValueKind> = HashMap::new();
+        self.sealed_series_kinds(0, |series, kind| {
+            kinds.insert(series, kind);
+        });
+        kinds.extend(self.index.read().resident.series_kinds());
         kinds.into_iter().collect()
     }
 
     fn series_kinds_above(&self, id: SeriesId) -> Vec<(SeriesId, ValueKind)> {
-        let index = self.index.read();
-        // No map of every series: beyond the catalog's end there are none, or a few.
-        let mut kinds: BTreeMap<SeriesId, ValueKind> = index.sealed.series_kinds().filter(|(series, _)| *series > id).collect();
-        kinds.extend(index.resident.series_kinds().into_iter().filter(|(series, _)| *series > id));
+        // No map of every series: beyond the catalog's end there are none, or a few, and only
+        // the directories whose id range reaches past it are read.
+        let mut kinds: BTreeMap<SeriesId, ValueKind> = BTreeMap::new();
+        self.sealed_series_kinds(id.0.saturating_add(1), |series, kind| {
+            if series > id {
+                kinds.insert(series, kind);
+            }
+        });
+        kinds.extend(self.index.read().resident.series_kinds().into_iter().filter(|(series, _)| *series > id));
         kinds.into_iter().collect()
     }
 

@@ -54,17 +54,17 @@ impl SegmentSummary {
     }
 
     /// The summary of a sealed segment from its series directory.
-    pub fn of_directory(id: u64, bytes: u64, directory: &[crate::segment::SeriesRun], wal_checkpoint: u64) -> Self {
+    pub fn of_directory(id: u64, bytes: u64, directory: &crate::segment::DirectoryIndex, wal_checkpoint: u64) -> Self {
         let mut summary = SegmentSummary {
             id,
             sealed: true,
             bytes,
-            blocks: directory.iter().map(|r| u64::from(r.blocks)).sum(),
-            points: directory.iter().map(|r| r.points).sum(),
+            blocks: directory.blocks,
+            points: directory.points,
             series: 0,
             series_ids: (0, 0),
-            min_sequence: directory.iter().map(|r| r.min_sequence).min().unwrap_or(u64::MAX),
-            max_sequence: directory.iter().map(|r| r.max_sequence).max().unwrap_or(0),
+            min_sequence: directory.min_sequence,
+            max_sequence: directory.max_sequence,
             wal_checkpoint,
         };
         summary.describe_series(directory);
@@ -72,10 +72,9 @@ impl SegmentSummary {
     }
 
     /// Takes the series count and id range of a sealed segment from its series `directory`.
-    pub(crate) fn describe_series(&mut self, directory: &[crate::segment::SeriesRun]) {
-        self.series = directory.len() as u64;
-        let ids = || directory.iter().map(|r| r.series.0);
-        self.series_ids = (ids().min().unwrap_or(0), ids().max().unwrap_or(0));
+    pub(crate) fn describe_series(&mut self, directory: &crate::segment::DirectoryIndex) {
+        self.series = directory.len as u64;
+        self.series_ids = directory.series_ids;
     }
 
     pub fn add(&mut self, entries: &[IndexEntry], bytes: u64, wal_checkpoint: u64) {

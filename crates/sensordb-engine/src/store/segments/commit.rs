@@ -308,10 +308,10 @@ impl SegmentStore {
 
     /// Records a segment just sealed: its size, and its blocks moved to the extent index when
     /// its footer has a series directory.
-    fn sealed(&self, id: u64, directory: Option<Vec<crate::segment::SeriesRun>>) {
+    fn sealed(&self, id: u64, directory: Option<crate::segment::DirectoryIndex>) {
         self.refresh_size(id);
         if let Some(directory) = directory {
-            self.adopt_directory(id, &directory);
+            self.adopt_directory(id, directory);
         }
     }
 

@@ -1,18 +1,21 @@
 //! The segment store's index and the reads it makes of footer runs.
 //!
 //! Blocks of the segment taking groups, and of files of segment format version 1, are held one
-//! by one ([`BlockIndex`], about 56 bytes a block). A sealed segment of version 2 is held as one
-//! [`SeriesExtent`] per series (52 bytes whatever the blocks), and its blocks are read
-//! from the series' run in its footer when a read, compaction or reclaim needs them: one pread,
-//! kept in the store's [`RunCache`] (at most [`SegmentStoreOptions::run_cache_bytes`]). The open
-//! segment moves from the one to the other when it is sealed.
+//! by one ([`BlockIndex`], about 56 bytes a block). A sealed segment of version 2 is held as the
+//! index of its series directory (a checkpoint every 32 series, see [`ExtentIndex`]): a read
+//! finds a series' [`SeriesExtent`] in one chunk of the directory, kept in the store's
+//! [`DirectoryCache`](crate::index::runs::DirectoryCache) (at most
+//! [`SegmentStoreOptions::directory_cache_bytes`]), and its blocks in the series' run in the
+//! footer, kept in the store's [`RunCache`](crate::index::runs::RunCache) (at most
+//! [`SegmentStoreOptions::run_cache_bytes`]). Compaction and reclaim walk a directory a slice
+//! at a time. The open segment moves from the one index to the other when it is sealed.
 
 use super::{SegmentHandle, SegmentStore};
 use crate::error::{Error, Result};
 use crate::index::runs::{ExtentIndex, SegmentExtents, SeriesExtent};
 use crate::index::{BlockIndex, BlockRef};
 use crate::model::{SeriesId, Timestamp};
-use crate::segment::{decode_run_at, read_run, IndexEntry, SeriesRun};
+use crate::segment::{decode_run_at, read_run, DirectoryIndex, IndexEntry};
 use crate::store::{BlockLife, BlockPin, BlockSource, ListedBlock, SegmentSummary};
 use std::sync::Arc;
 
@@ -91,7 +94,7 @@ impl SegmentStore {
     pub(super) fn list_blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock> {
         // Both locks, in the order writers take them, so no segment can vanish between
         // listing a block and pinning its file. Runs are read after, under the pins.
-        let (mut listed, extents) = {
+        let (mut listed, segments) = {
             let index = self.index.read();
             let files = self.files.read();
             let pin = |segment: u64| files.get(&segment).map(|f| f.handle.clone());
@@ -101,12 +104,42 @@ impl SegmentStore {
                 .into_iter()
                 .filter_map(|block| Some(ListedBlock { block, pin: BlockPin::new(pin(block.segment)?) }))
                 .collect();
-            let extents: Vec<(SeriesExtent, Arc<SegmentHandle>)> =
-                index.sealed.extents_in(series, from, to).into_iter().filter_map(|e| Some((e, pin(e.segment)?))).collect();
-            (listed, extents)
+            let segments: Vec<(Arc<SegmentExtents>, Arc<SegmentHandle>)> =
+                index.sealed.holding(series, from, to).filter_map(|extents| Some((extents.clone(), pin(extents.segment())?))).collect();
+            (listed, segments)
         };
-        if extents.is_empty() {
+        if segments.is_empty() {
             return listed;
+        }
+        let mut extents = Vec::with_capacity(segments.len());
+        for (segment, handle) in segments {
+            match segment.find(series, from, to, &self.directories) {
+                Ok(found) => extents.extend(found.into_iter().map(|extent| (extent, handle.clone()))),
+                Err(e) => {
+                    // The directory chunk that would name the series' run is damaged: the read
+                    // fails with its file and offset instead of leaving the segment out.
+                    tracing::error!(error = %e, "series directory unreadable; the read fails");
+                    let (offset, detail) = match e {
+                        Error::Corruption { offset, detail, .. } => (offset, detail),
+                        other => (0, format!("series directory unreadable: {other}")),
+                    };
+                    let directory = segment.directory();
+                    let entry = IndexEntry {
+                        series,
+                        // Never decoded: reading the block fails first.
+                        kind: crate::model::ValueKind::F64,
+                        count: 1,
+                        length: 0,
+                        offset,
+                        min_timestamp: directory.min_timestamp.max(from),
+                        max_timestamp: directory.max_timestamp.min(to.saturating_sub(1)),
+                        sequence: 0,
+                    };
+                    let source = UnreadableRun { path: handle.path.clone(), offset, detail };
+                    listed
+                        .push(ListedBlock { block: BlockRef { segment: segment.segment(), entry }, pin: BlockPin::new(Arc::new(source)) });
+                }
+            }
         }
         for (extent, handle) in extents {
             match self.run_entries(series, &extent, &handle) {
@@ -172,16 +205,15 @@ impl SegmentStore {
         let mut blocks = self.index.read().resident.blocks_of_segments(ids);
         for &id in ids {
             let Some((extents, handle)) = self.extents_of(id) else { continue };
-            // A slice of the directory at a time: its extents copied, and its runs read, are
-            // bounded whatever the segment's series.
-            let mut chunk = Vec::with_capacity(RUNS_READ_AT_ONCE.min(extents.len()));
-            for start in (0..extents.len()).step_by(RUNS_READ_AT_ONCE) {
-                chunk.clear();
-                chunk.extend((start..(start + RUNS_READ_AT_ONCE).min(extents.len())).map(|at| extents.get(at)));
-                for (_, entries) in Self::read_runs(&handle, &chunk)? {
+            // A slice of the directory at a time: its entries, and its runs read, are bounded
+            // whatever the segment's series.
+            extents.for_each_slice(RUNS_READ_AT_ONCE, |runs| {
+                let slice: Vec<(SeriesId, SeriesExtent)> = runs.iter().map(|run| (run.series, SeriesExtent::of(id, run))).collect();
+                for (_, entries) in Self::read_runs(&handle, &slice)? {
                     blocks.extend(entries.into_iter().map(|entry| BlockRef { segment: id, entry }));
                 }
-            }
+                Ok(())
+            })?;
         }
         blocks.sort_by_key(|b| (b.entry.series, b.entry.sequence, b.entry.min_timestamp));
         Ok(blocks)
@@ -213,51 +245,77 @@ impl SegmentStore {
             // Removed since the list was taken: nothing to visit.
             let Some((extents, handle)) = self.extents_of(summary.id) else { continue };
             let mut lives = Vec::with_capacity(extents.len());
-            let mut to_read = Vec::new();
-            for (series, extent) in extents.iter() {
-                match cutoff.map(|cutoff| cutoff(series)) {
-                    Some(cutoff) if extent.max_timestamp < cutoff || extent.min_timestamp >= cutoff => {
-                        merged_lives(series, extent.max_timestamp, extent.bytes, &mut lives)
-                    }
-                    _ => to_read.push((series, extent)),
-                }
-            }
-            // Runs wanted from all over the footer are read one by one, the whole footer once.
-            let read = if to_read.len() * 4 < lives.len() {
-                to_read.iter().map(|(series, extent)| Ok((*series, self.run_entries(*series, extent, &handle)?.to_vec()))).collect()
-            } else {
-                Self::read_runs(&handle, &to_read)
-            };
-            match read {
-                Ok(runs) => lives.extend(runs.iter().flat_map(|(_, entries)| entries.iter().map(BlockLife::of))),
-                // Run by run, so only the damaged ones are taken for live: damage never makes
-                // data dead.
-                Err(_) => {
-                    for (series, extent) in &to_read {
-                        match self.run_entries(*series, extent, &handle) {
-                            Ok(entries) => lives.extend(entries.iter().map(BlockLife::of)),
-                            Err(e) => {
-                                tracing::error!(error = %e, segment = summary.id, "series run unreadable; its blocks count as live");
-                                merged_lives(*series, Timestamp::MAX, extent.bytes, &mut lives);
-                            }
-                        }
-                    }
-                }
+            let walked = extents.for_each_slice(RUNS_READ_AT_ONCE, |runs| {
+                self.add_lives(summary.id, &handle, runs, cutoff, &mut lives);
+                Ok(())
+            });
+            if let Err(e) = walked {
+                // Damage never makes data dead: what the directory could not tell counts as
+                // live, the segment's whole block bytes (lives already found set aside).
+                tracing::error!(error = %e, segment = summary.id, "series directory unreadable; the segment's blocks count as live");
+                lives.clear();
+                let series = SeriesId(extents.directory().series_ids.0);
+                merged_lives(series, Timestamp::MAX, extents.directory().block_bytes, &mut lives);
             }
             visit(&summary, &lives);
         }
     }
 
+    /// Appends the lives of the blocks of `runs` (directory entries of segment `id`): see
+    /// [`SegmentStore::visit_lives`].
+    fn add_lives(
+        &self,
+        id: u64,
+        handle: &SegmentHandle,
+        runs: &[crate::segment::SeriesRun],
+        cutoff: Option<&dyn Fn(SeriesId) -> Timestamp>,
+        lives: &mut Vec<BlockLife>,
+    ) {
+        let mut to_read = Vec::new();
+        let merged_before = lives.len();
+        for run in runs {
+            let extent = SeriesExtent::of(id, run);
+            match cutoff.map(|cutoff| cutoff(run.series)) {
+                Some(cutoff) if extent.max_timestamp < cutoff || extent.min_timestamp >= cutoff => {
+                    merged_lives(run.series, extent.max_timestamp, extent.bytes, lives)
+                }
+                _ => to_read.push((run.series, extent)),
+            }
+        }
+        // Runs wanted from all over the footer are read one by one, the whole slice's once.
+        let read = if to_read.len() * 4 < lives.len() - merged_before {
+            to_read.iter().map(|(series, extent)| Ok((*series, self.run_entries(*series, extent, handle)?.to_vec()))).collect()
+        } else {
+            Self::read_runs(handle, &to_read)
+        };
+        match read {
+            Ok(runs) => lives.extend(runs.iter().flat_map(|(_, entries)| entries.iter().map(BlockLife::of))),
+            // Run by run, so only the damaged ones are taken for live: damage never makes
+            // data dead.
+            Err(_) => {
+                for (series, extent) in &to_read {
+                    match self.run_entries(*series, extent, handle) {
+                        Ok(entries) => lives.extend(entries.iter().map(BlockLife::of)),
+                        Err(e) => {
+                            tracing::error!(error = %e, segment = id, "series run unreadable; its blocks count as live");
+                            merged_lives(*series, Timestamp::MAX, extent.bytes, lives);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Moves a segment just sealed (or installed) with `directory` from the blocks held one by
     /// one to the extent index, in one index update.
-    pub(super) fn adopt_directory(&self, id: u64, directory: &[SeriesRun]) {
+    pub(super) fn adopt_directory(&self, id: u64, directory: DirectoryIndex) {
         let mut index = self.index.write();
         let mut files = self.files.write();
         let Some(file) = files.get_mut(&id) else { return };
         file.blocks.remove_from(&mut index, id);
-        index.sealed.insert(id, directory);
+        file.summary.describe_series(&directory);
+        index.sealed.insert(SegmentExtents::new(id, file.handle.path.clone(), file.handle.file.clone(), directory));
         file.blocks = SegmentBlocks::Runs;
-        file.summary.describe_series(directory);
     }
 }
 
@@ -460,7 +518,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = store_of_version(dir.path(), 2, 3);
         let id = store.segment_ids()[1];
-        let extent = store.index.read().sealed.extent(SeriesId(2), id).expect("extent");
+        let extents = store.index.read().sealed.segment(id).expect("sealed");
+        let extent = extents.find(SeriesId(2), Timestamp::MIN, Timestamp::MAX, &store.directories).expect("lookup")[0];
         let cutoff = 400;
         let dead_of_series: u64 = store
             .blocks(SeriesId(2), Timestamp::MIN, Timestamp::MAX)
@@ -491,6 +550,36 @@ mod tests {
         // A cutoff past the whole run needs no run: the directory says all of it is dead.
         let all_dead: u64 = lives(&store, Some(Timestamp::MAX)).iter().filter(|l| l.0 == id).map(|l| l.2).sum();
         assert_eq!(Some(all_dead), lives(&store, None).iter().find(|l| l.0 == id).map(|l| l.1));
+    }
+
+    /// A series directory damaged after start-up (its chunks are read when needed): the read
+    /// needing it fails with the file and the chunk's offset, a rewrite of the segment fails,
+    /// and reclaim takes the whole segment for live.
+    #[test]
+    fn a_damaged_directory_chunk_fails_the_reads_that_need_it_and_kills_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store_of_version(dir.path(), 2, 3);
+        let id = store.segment_ids()[1];
+        let (chunk, _) = store.index.read().sealed.segment(id).expect("sealed").directory().span(0..1);
+        store.directories.lock().remove_segment(id);
+        let path = store.handle_of(id).expect("handle").path.clone();
+        RealFs.open_rw(&path).expect("open").write_all_at(&[0xEE, 0xEE], chunk + 1).expect("damage");
+        let failed: Vec<Error> = store.blocks(SeriesId(2), 0, 10_000).iter().filter_map(|b| store.read_block(b).err()).collect();
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        match &failed[0] {
+            Error::Corruption { path: reported, offset, .. } => assert_eq!((reported, *offset), (&path, chunk)),
+            other => panic!("expected corruption, got {other:?}"),
+        }
+        // Every series of the chunk fails the same way in that segment, and reads on in others.
+        for series in 1..=SERIES {
+            let blocks = store.blocks(SeriesId(series), 0, 10_000);
+            let read = blocks.iter().filter(|b| store.read_block(b).is_ok()).count();
+            assert_eq!((read, blocks.len()), (GROUPS as usize - 3, GROUPS as usize - 2), "series {series}");
+        }
+        assert!(store.try_blocks_of_segments(&[id]).is_err(), "a rewrite never drops blocks it could not list");
+        let of_segment = lives(&store, Some(Timestamp::MAX)).into_iter().find(|l| l.0 == id).expect("visited");
+        assert_eq!(of_segment.2, 0, "nothing of the segment is dead");
+        assert!(of_segment.1 > 0, "its bytes count as live");
     }
 
     /// A compaction told to stop (the engine is closing) gives up before listing its run and

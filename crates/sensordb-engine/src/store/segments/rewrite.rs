@@ -8,6 +8,7 @@ use super::{SegmentFile, SegmentHandle, SegmentStore};
 use crate::error::{Error, Result};
 use crate::filenames::SEGMENT_EXTENSION;
 use crate::fs::StorageFile;
+use crate::index::runs::SegmentExtents;
 use crate::segment::SegmentWriter;
 use crate::store::{GroupBuilder, SegmentRewrite, SegmentSummary};
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ struct CompactedSegment {
     file: Arc<dyn StorageFile>,
     entries: Vec<crate::segment::IndexEntry>,
     /// The series directory written (format version 2).
-    directory: Option<Vec<crate::segment::SeriesRun>>,
+    directory: Option<crate::segment::DirectoryIndex>,
     wal_checkpoint: u64,
 }
 
@@ -72,10 +73,11 @@ impl SegmentStore {
                 old.blocks.remove_from(&mut index, old.handle.id);
             }
             let handle = SegmentHandle { id: output.id, path: output.path, file: output.file };
-            match &output.directory {
+            match output.directory {
                 Some(directory) => {
-                    index.sealed.insert(output.id, directory);
-                    files.insert(output.id, SegmentFile::with_runs(handle, bytes, summary, directory));
+                    let file = SegmentFile::with_runs(handle, bytes, summary, &directory);
+                    index.sealed.insert(SegmentExtents::new(output.id, file.handle.path.clone(), file.handle.file.clone(), directory));
+                    files.insert(output.id, file);
                 }
                 None => {
                     index.resident.insert(output.id, &output.entries);
