@@ -311,7 +311,7 @@ mod tests {
     use super::*;
     use crate::error::Error;
     use crate::fs::{FileSystem, RealFs};
-    use crate::segment::{encode_footer, ENTRIES_PER_CHECKPOINT};
+    use crate::segment::{encode_footer_listed, ENTRIES_PER_CHECKPOINT};
     use std::path::Path;
 
     const FOOTER_OFFSET: u64 = 4096;
@@ -338,7 +338,7 @@ mod tests {
     /// A file holding the directory of `entries` at [`FOOTER_OFFSET`], indexed as segment
     /// `segment`, with the directory it holds.
     fn sealed(dir: &Path, segment: u64, entries: &[IndexEntry]) -> (SegmentExtents, Vec<SeriesRun>) {
-        let (directory_bytes, _, directory) = encode_footer(entries, &[], FOOTER_OFFSET);
+        let (directory_bytes, _, directory) = encode_footer_listed(entries, &[], FOOTER_OFFSET);
         let path = dir.join(format!("{segment}.seg"));
         let mut file_bytes = vec![0u8; FOOTER_OFFSET as usize];
         file_bytes.extend_from_slice(&directory_bytes);

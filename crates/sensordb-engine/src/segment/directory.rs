@@ -84,27 +84,51 @@ impl SeriesRun {
     }
 }
 
-/// Encodes the footer of `entries` (in file order) for a footer at `footer_offset`: the
-/// directory (with the replaced list) and the runs. Returns (directory bytes, run bytes, the
-/// directory's entries).
-pub fn encode_footer(entries: &[IndexEntry], replaced: &[u64], footer_offset: u64) -> (Vec<u8>, Vec<u8>, Vec<SeriesRun>) {
-    // Stable by file position within a series (and kind, should one id hold two kinds).
-    let mut order: Vec<usize> = (0..entries.len()).collect();
-    order.sort_by_key(|&i| (entries[i].series, entries[i].kind as u8));
-    let mut runs_bytes = Vec::with_capacity(entries.len() * 8);
+/// Encodes the footer of `entries` (in file order): returns (directory bytes with the
+/// replaced list, run bytes). Each directory entry is encoded as its
+/// run is, with no list of them: a compaction output of a million series would hold 80 MB of
+/// such a list at its seal (issue 14, heaptrack).
+pub fn encode_footer(entries: &[IndexEntry], replaced: &[u64]) -> (Vec<u8>, Vec<u8>) {
+    encode_footer_visiting(entries, replaced, |_| {})
+}
+
+/// [`encode_footer`] for a footer at `footer_offset`, with the directory's entries (as a
+/// decoder finds them).
+#[cfg(test)]
+pub fn encode_footer_listed(entries: &[IndexEntry], replaced: &[u64], footer_offset: u64) -> (Vec<u8>, Vec<u8>, Vec<SeriesRun>) {
     let mut directory = Vec::new();
-    let mut start = 0;
+    let (directory_bytes, runs) = encode_footer_visiting(entries, replaced, |run| directory.push(run));
+    let runs_start = footer_offset + directory_bytes.len() as u64;
+    for run in &mut directory {
+        run.run_offset += runs_start;
+    }
+    (directory_bytes, runs, directory)
+}
+
+/// [`encode_footer`], calling `visit` with each directory entry (its run offset relative to
+/// the first run).
+fn encode_footer_visiting(entries: &[IndexEntry], replaced: &[u64], mut visit: impl FnMut(SeriesRun)) -> (Vec<u8>, Vec<u8>) {
+    // Stable by file position within a series (and kind, should one id hold two kinds).
+    let mut order: Vec<u32> = (0..u32::try_from(entries.len()).expect("BUG: over 4 G blocks in a segment")).collect();
+    let key = |i: u32| (entries[i as usize].series, entries[i as usize].kind as u8);
+    order.sort_by_key(|&i| key(i));
+    let series = order.iter().enumerate().filter(|&(at, &i)| at == 0 || key(order[at - 1]) != key(i)).count();
+    // About 8 bytes a block; reserved so the buffer is not copied while it grows.
+    let mut runs_bytes = Vec::with_capacity(entries.len() * 9 + 64);
+    let mut directory_bytes = Vec::with_capacity(series * 28 + 16);
+    put_varint(&mut directory_bytes, series as u64);
+    let (mut start, mut previous) = (0, 0u32);
+    let mut run: Vec<IndexEntry> = Vec::new();
     while start < order.len() {
-        let first = &entries[order[start]];
-        let end =
-            start + order[start..].iter().take_while(|&&i| entries[i].series == first.series && entries[i].kind == first.kind).count();
-        let run: Vec<IndexEntry> = order[start..end].iter().map(|&i| entries[i]).collect();
+        let first = key(order[start]);
+        let end = start + order[start..].iter().take_while(|&&i| key(i) == first).count();
+        run.clear();
+        run.extend(order[start..end].iter().map(|&i| entries[i as usize]));
         let run_start = runs_bytes.len();
         encode_run(&run, &mut runs_bytes);
-        let run_length = u32::try_from(runs_bytes.len() - run_start).expect("BUG: run over 4 GiB");
-        directory.push(SeriesRun {
-            series: first.series,
-            kind: first.kind,
+        let entry = SeriesRun {
+            series: run[0].series,
+            kind: run[0].kind,
             blocks: u32::try_from(run.len()).expect("BUG: over 4 G blocks"),
             points: run.iter().map(|e| u64::from(e.count)).sum(),
             bytes: run.iter().map(|e| u64::from(e.length)).sum(),
@@ -113,39 +137,32 @@ pub fn encode_footer(entries: &[IndexEntry], replaced: &[u64], footer_offset: u6
             min_sequence: run.iter().map(|e| e.sequence).min().unwrap_or(0),
             max_sequence: run.iter().map(|e| e.sequence).max().unwrap_or(0),
             run_offset: run_start as u64,
-            run_length,
+            run_length: u32::try_from(runs_bytes.len() - run_start).expect("BUG: run over 4 GiB"),
             run_checksum: crc32c(&runs_bytes[run_start..]),
-        });
+        };
+        put_entry(&mut directory_bytes, &entry, previous);
+        previous = entry.series.0;
+        visit(entry);
         start = end;
     }
-    let mut directory_bytes = Vec::with_capacity(directory.len() * 40 + 16);
-    encode_directory(&directory, &mut directory_bytes);
     super::encode_replaced(replaced, &mut directory_bytes);
-    let runs_start = footer_offset + directory_bytes.len() as u64;
-    for run in &mut directory {
-        run.run_offset += runs_start;
-    }
-    (directory_bytes, runs_bytes, directory)
+    (directory_bytes, runs_bytes)
 }
 
-fn encode_directory(directory: &[SeriesRun], out: &mut Vec<u8>) {
-    put_varint(out, directory.len() as u64);
-    let mut previous = 0u32;
-    for run in directory {
-        assert!(run.series.0 >= previous, "BUG: series directory out of order");
-        put_varint(out, u64::from(run.series.0 - previous));
-        out.push(run.kind as u8);
-        put_varint(out, u64::from(run.blocks));
-        put_varint(out, run.points);
-        put_varint(out, run.bytes);
-        put_varint(out, zigzag(run.min_timestamp));
-        put_varint(out, time_span(run.min_timestamp, run.max_timestamp));
-        put_varint(out, run.min_sequence);
-        put_varint(out, run.max_sequence - run.min_sequence);
-        put_varint(out, u64::from(run.run_length));
-        out.extend_from_slice(&run.run_checksum.to_le_bytes());
-        previous = run.series.0;
-    }
+/// Appends the directory entry of `run`, whose id is relative to `previous`.
+fn put_entry(out: &mut Vec<u8>, run: &SeriesRun, previous: u32) {
+    assert!(run.series.0 >= previous, "BUG: series directory out of order");
+    put_varint(out, u64::from(run.series.0 - previous));
+    out.push(run.kind as u8);
+    put_varint(out, u64::from(run.blocks));
+    put_varint(out, run.points);
+    put_varint(out, run.bytes);
+    put_varint(out, zigzag(run.min_timestamp));
+    put_varint(out, time_span(run.min_timestamp, run.max_timestamp));
+    put_varint(out, run.min_sequence);
+    put_varint(out, run.max_sequence - run.min_sequence);
+    put_varint(out, u64::from(run.run_length));
+    out.extend_from_slice(&run.run_checksum.to_le_bytes());
 }
 
 /// Parses a directory and the replaced list after it, which must fill `bytes`; runs are placed

@@ -42,7 +42,7 @@ fn decode_footer(directory_bytes: &[u8], runs: &[u8], footer_offset: u64) -> (Ve
 fn a_footer_groups_entries_by_series_behind_a_directory() {
     // Two series interleaved in file order, over two groups.
     let entries = vec![entry(7, 4160, 1, 0), entry(3, 4260, 1, 5), entry(7, 8256, 2, 10), entry(3, 8356, 2, 20)];
-    let (directory_bytes, runs, directory) = encode_footer(&entries, &[2, 5], 16384);
+    let (directory_bytes, runs, directory) = encode_footer_listed(&entries, &[2, 5], 16384);
     assert_eq!(directory.iter().map(|r| r.series.0).collect::<Vec<_>>(), vec![3, 7], "series in id order");
     let three = directory[0];
     assert_eq!((three.blocks, three.points, three.bytes), (2, 20, 200));
@@ -73,7 +73,7 @@ fn a_directory_of_the_smallest_entries_decodes() {
             sequence: 0,
         })
         .collect();
-    let (directory_bytes, runs, directory) = encode_footer(&entries, &[], 4096);
+    let (directory_bytes, runs, directory) = encode_footer_listed(&entries, &[], 4096);
     assert!(directory_bytes.len() < 5 * 15, "{} bytes: the smallest entries", directory_bytes.len());
     let (decoded, replaced, decoded_entries) = decode_footer(&directory_bytes, &runs, 4096);
     assert_eq!(decoded, directory);
@@ -84,7 +84,7 @@ fn a_directory_of_the_smallest_entries_decodes() {
 #[test]
 fn a_run_disagreeing_with_its_directory_entry_is_refused() {
     let entries = vec![entry(1, 4160, 1, 0), entry(1, 4260, 1, 100)];
-    let (_, runs, directory) = encode_footer(&entries, &[], 8192);
+    let (_, runs, directory) = encode_footer_listed(&entries, &[], 8192);
     let run = directory[0];
     assert!(decode_run(&run, &runs).is_ok());
     let mut flipped = runs.clone();
@@ -125,7 +125,7 @@ proptest! {
     fn footers_round_trip(entries in entries_in_file_order(), replaced in proptest::collection::btree_set(any::<u32>(), 0..4)) {
         let replaced: Vec<u64> = replaced.into_iter().map(u64::from).collect();
         let footer_offset = entries.last().map_or(4096, |e| e.offset + u64::from(e.length)).next_multiple_of(PAGE_BYTES);
-        let (directory_bytes, runs, directory) = encode_footer(&entries, &replaced, footer_offset);
+        let (directory_bytes, runs, directory) = encode_footer_listed(&entries, &replaced, footer_offset);
         let (decoded, decoded_replaced, decoded_entries) = decode_footer(&directory_bytes, &runs, footer_offset);
         prop_assert_eq!(decoded, directory);
         prop_assert_eq!(decoded_replaced, replaced);
@@ -284,7 +284,7 @@ fn the_directory_costs_per_series_not_per_block() {
     let entries: Vec<IndexEntry> = (0..50u64)
         .flat_map(|g| (0..100u32).map(move |s| entry(s + 1, 4160 + (g * 100 + u64::from(s)) * 100, g + 1, g as i64 * 10)))
         .collect();
-    let (directory_bytes, runs, _) = encode_footer(&entries, &[], 1 << 20);
+    let (directory_bytes, runs, _) = encode_footer_listed(&entries, &[], 1 << 20);
     assert!(directory_bytes.len() < 100 * 30, "{} directory bytes for 100 series", directory_bytes.len());
     assert!(runs.len() < 5000 * 12, "{} run bytes for 5,000 blocks", runs.len());
 }
@@ -324,7 +324,7 @@ fn a_directory_index_costs_under_a_byte_a_series_and_its_chunks_decode_as_the_wh
         }
     }
     let footer_offset = 1 << 20;
-    let (bytes, _, expected) = encode_footer(&entries, &[4, 8], footer_offset);
+    let (bytes, _, expected) = encode_footer_listed(&entries, &[4, 8], footer_offset);
     let (index, replaced) = DirectoryIndex::of(&bytes, footer_offset).expect("index");
     assert_eq!(replaced, vec![4, 8]);
     assert_eq!(index.len, expected.len());

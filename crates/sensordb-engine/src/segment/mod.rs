@@ -79,6 +79,8 @@ mod directory;
 mod reader;
 mod writer;
 
+#[cfg(test)]
+pub use directory::encode_footer_listed;
 pub use directory::{decode_directory, decode_run, encode_footer, DirectoryIndex, RunShape, SeriesRun, ENTRIES_PER_CHECKPOINT};
 pub use reader::{
     decode_run_at, read_all_runs, read_block, read_directory_chunks, read_raw_block, read_run, scan_segment, scan_segment_directory,

@@ -378,6 +378,11 @@ impl SegmentWriter {
         &self.entries
     }
 
+    /// The file's format version: from 2, a seal writes a series directory.
+    pub fn version(&self) -> u16 {
+        self.version
+    }
+
     /// Appends `group` and makes it durable. On failure the file is cut back to its previous
     /// end, so the segment stays valid and the group can be retried (for example once a full
     /// disk has room again).
@@ -507,7 +512,7 @@ impl SegmentWriter {
         // then the trailer) rather than copied into one buffer: the runs are most of it, 8 bytes
         // or so a block.
         let (covered, runs, directory) = if self.version >= 2 {
-            let (directory_bytes, runs, _) = super::directory::encode_footer(&self.entries, replaced, self.end);
+            let (directory_bytes, runs) = super::directory::encode_footer(&self.entries, replaced);
             let (directory, _) = DirectoryIndex::of(&directory_bytes, self.end).expect("BUG: a directory just encoded fails to decode");
             (directory_bytes, runs, Some(directory))
         } else {

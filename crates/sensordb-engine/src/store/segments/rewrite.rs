@@ -64,7 +64,10 @@ impl SegmentStore {
     /// Reads that listed blocks of a replaced segment keep its handle until they finish.
     fn install_compacted(&self, output: CompactedSegment, replaced: &[u64]) -> Result<SegmentSummary> {
         let bytes = output.file.len().map_err(|e| Error::io(&output.path, e))?;
-        let summary = SegmentSummary::of(output.id, true, bytes, &output.entries, output.wal_checkpoint);
+        let summary = match &output.directory {
+            Some(directory) => SegmentSummary::of_directory(output.id, bytes, directory, output.wal_checkpoint),
+            None => SegmentSummary::of(output.id, true, bytes, &output.entries, output.wal_checkpoint),
+        };
         let removed: Vec<SegmentFile> = {
             let mut index = self.index.write();
             let mut files = self.files.write();
@@ -128,7 +131,9 @@ impl SegmentRewrite for SegmentRewriter<'_> {
         let store = self.store;
         let id = writer.id();
         let temporary = writer.path().to_path_buf();
-        let entries = writer.entries().to_vec();
+        // A version-2 output is indexed by its directory: its entries (a million blocks is
+        // 50 MB) are not copied for the index.
+        let entries = if writer.version() >= 2 { Vec::new() } else { writer.entries().to_vec() };
         let file = writer.file();
         let (path, directory) = match writer.seal_replacing(store.fs.as_ref(), &store.dir, &self.replaced) {
             Ok(sealed) => sealed,
