@@ -43,7 +43,7 @@ pub mod segment {
     pub use crate::filenames::segment_dir;
     pub use crate::segment::{
         decode_directory, decode_run, encode_footer, read_all_runs, read_block, read_run, scan_segment, scan_segment_directory,
-        GroupBuilder, IndexEntry, RunShape, SegmentWriter, SeriesRun,
+        DirectoryIndex, GroupBuilder, IndexEntry, RunShape, SegmentWriter, SeriesRun,
     };
 }
 

@@ -315,9 +315,10 @@ impl DirectoryIndex {
             if at % ENTRIES_PER_CHECKPOINT == 0 {
                 checkpoints.last_mut().expect("pushed above").series = run.series;
             }
-            index.blocks += u64::from(run.blocks);
-            index.points += run.points;
-            index.block_bytes += run.bytes;
+            // Saturating: a damaged directory's sums must not panic (its checksum held).
+            index.blocks = index.blocks.saturating_add(u64::from(run.blocks));
+            index.points = index.points.saturating_add(run.points);
+            index.block_bytes = index.block_bytes.saturating_add(run.bytes);
             index.min_timestamp = index.min_timestamp.min(run.min_timestamp);
             index.max_timestamp = index.max_timestamp.max(run.max_timestamp);
             index.min_sequence = index.min_sequence.min(run.min_sequence);
