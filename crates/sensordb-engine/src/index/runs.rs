@@ -208,45 +208,34 @@ impl ExtentIndex {
 /// Decoded parts of segment footers kept after a read, by (segment, key), at most `limit`
 /// bytes (least recently used go first). Segment ids are never reused, so an entry cannot go
 /// stale; a removed segment's entries are dropped all the same, to give the room back.
-pub struct RecentCache<K, V> {
+pub struct RecentCache<K, T> {
     limit: usize,
     used: usize,
     clock: u64,
-    /// (segment, key) → the value and the clock of its last use.
-    entries: HashMap<(u64, K), (V, u64)>,
-    /// Bytes one entry takes: its value and the map slot.
-    cost: fn(&V) -> usize,
+    /// (segment, key) → the decoded items and the clock of their last use.
+    entries: HashMap<(u64, K), Cached<T>>,
 }
+
+/// Decoded items and the clock of their last use.
+type Cached<T> = (Arc<[T]>, u64);
 
 /// Decoded runs of recent reads, by (segment, series).
-pub type RunCache = RecentCache<SeriesId, Arc<[IndexEntry]>>;
+pub type RunCache = RecentCache<SeriesId, IndexEntry>;
 
 /// Decoded chunks of series directories of recent reads, by (segment, chunk).
-pub type DirectoryCache = RecentCache<u32, Arc<[SeriesRun]>>;
+pub type DirectoryCache = RecentCache<u32, SeriesRun>;
 
-/// Bytes a cached slice of `T` takes: its items and the map slot.
-fn cost<T>(items: &Arc<[T]>) -> usize {
-    std::mem::size_of_val(&**items) + 64
+/// Bytes one cached entry takes: its items and the map slot.
+fn cost<T>(items: &[T]) -> usize {
+    std::mem::size_of_val(items) + 64
 }
 
-impl RunCache {
-    pub fn new(limit: usize) -> RunCache {
-        RecentCache::with_cost(limit, cost)
-    }
-}
-
-impl DirectoryCache {
-    pub fn new(limit: usize) -> DirectoryCache {
-        RecentCache::with_cost(limit, cost)
-    }
-}
-
-impl<K: Copy + Eq + Hash + Ord, V: Clone> RecentCache<K, V> {
-    fn with_cost(limit: usize, cost: fn(&V) -> usize) -> Self {
-        RecentCache { limit, used: 0, clock: 0, entries: HashMap::new(), cost }
+impl<K: Copy + Eq + Hash + Ord, T> RecentCache<K, T> {
+    pub fn new(limit: usize) -> Self {
+        RecentCache { limit, used: 0, clock: 0, entries: HashMap::new() }
     }
 
-    pub fn get(&mut self, segment: u64, key: K) -> Option<V> {
+    pub fn get(&mut self, segment: u64, key: K) -> Option<Arc<[T]>> {
         self.clock += 1;
         let now = self.clock;
         let (value, used) = self.entries.get_mut(&(segment, key))?;
@@ -256,14 +245,14 @@ impl<K: Copy + Eq + Hash + Ord, V: Clone> RecentCache<K, V> {
 
     /// Keeps `value`, evicting the least recently used entries beyond the limit; a value
     /// larger than an eighth of the limit is not kept.
-    pub fn insert(&mut self, segment: u64, key: K, value: V) {
-        let size = (self.cost)(&value);
+    pub fn insert(&mut self, segment: u64, key: K, value: Arc<[T]>) {
+        let size = cost(&value);
         if size > self.limit / 8 {
             return;
         }
         self.clock += 1;
         if let Some((old, _)) = self.entries.insert((segment, key), (value, self.clock)) {
-            self.used -= (self.cost)(&old);
+            self.used -= cost(&old);
         }
         self.used += size;
         if self.used > self.limit {
@@ -275,7 +264,7 @@ impl<K: Copy + Eq + Hash + Ord, V: Clone> RecentCache<K, V> {
                     break;
                 }
                 if let Some((old, _)) = self.entries.remove(&key) {
-                    self.used -= (self.cost)(&old);
+                    self.used -= cost(&old);
                 }
             }
         }
@@ -283,7 +272,7 @@ impl<K: Copy + Eq + Hash + Ord, V: Clone> RecentCache<K, V> {
 
     /// Drops every entry of `segment`.
     pub fn remove_segment(&mut self, segment: u64) {
-        let (mut freed, cost) = (0, self.cost);
+        let mut freed = 0;
         self.entries.retain(|(id, _), (value, _)| {
             let keep = *id != segment;
             if !keep {
