@@ -123,6 +123,11 @@ impl SegmentFile {
         summary.describe_series(directory);
         SegmentFile { handle: Arc::new(handle), bytes, summary, blocks: SegmentBlocks::Runs }
     }
+
+    /// The extent index's part for this sealed file, whose series `directory` stays in it.
+    fn extents(&self, directory: crate::segment::DirectoryIndex) -> SegmentExtents {
+        SegmentExtents::new(self.handle.id, self.handle.path.clone(), self.handle.file.clone(), directory)
+    }
 }
 
 pub struct SegmentStore {
@@ -197,7 +202,7 @@ impl SegmentStore {
                 let summary = SegmentSummary::of_directory(id, bytes, &directory, scan.wal_checkpoint);
                 let handle = SegmentHandle { id, path, file: scan.file.clone() };
                 let file = SegmentFile::with_runs(handle, bytes, summary, &directory);
-                index.sealed.insert(SegmentExtents::new(id, file.handle.path.clone(), file.handle.file.clone(), directory));
+                index.sealed.insert(file.extents(directory));
                 files.insert(id, file);
                 recovery.segments += 1;
                 continue;
@@ -230,7 +235,7 @@ impl SegmentStore {
             let handle = SegmentHandle { id, path, file: scan.file.clone() };
             if let Some(directory) = directory {
                 let file = SegmentFile::with_runs(handle, bytes, summary, &directory);
-                index.sealed.insert(SegmentExtents::new(id, file.handle.path.clone(), file.handle.file.clone(), directory));
+                index.sealed.insert(file.extents(directory));
                 files.insert(id, file);
             } else {
                 index.resident.insert(id, &scan.entries);
@@ -262,7 +267,7 @@ impl SegmentStore {
         let segments: Vec<Arc<SegmentExtents>> =
             self.index.read().sealed.segments().filter(|extents| extents.directory().series_ids.1 >= lowest).cloned().collect();
         for extents in segments {
-            let walked = extents.for_each_slice(1 << 14, |runs| {
+            let walked = extents.for_each_slice(index::RUNS_READ_AT_ONCE, |runs| {
                 runs.iter().for_each(|run| found(run.series, run.kind));
                 Ok(())
             });

@@ -50,7 +50,7 @@ impl SegmentBlocks {
 }
 
 /// Series whose runs a listing of a whole segment reads with one pread.
-const RUNS_READ_AT_ONCE: usize = 16_384;
+pub(super) const RUNS_READ_AT_ONCE: usize = 16_384;
 
 /// A listed block whose run could not be read: reading it reports why (file and offset), so
 /// a damaged run fails the read that needs it instead of hiding its blocks.
@@ -63,6 +63,22 @@ struct UnreadableRun {
 impl BlockSource for UnreadableRun {
     fn read(&self, _entry: &IndexEntry) -> Result<crate::block::Block> {
         Err(Error::corruption(&self.path, self.offset, self.detail.clone()))
+    }
+}
+
+impl UnreadableRun {
+    /// A listed block standing for the blocks `error` kept from being listed (`entry` gives
+    /// their series, kind, count and time span): reading it fails with the error's file and
+    /// offset, or with `what` at `entry.offset` when the error names none.
+    fn listed(error: Error, what: &str, handle: &SegmentHandle, segment: u64, mut entry: IndexEntry) -> ListedBlock {
+        tracing::error!(error = %error, "{what}; the read fails");
+        let (offset, detail) = match error {
+            Error::Corruption { offset, detail, .. } => (offset, detail),
+            other => (entry.offset, format!("{what}: {other}")),
+        };
+        entry.offset = offset;
+        let source = UnreadableRun { path: handle.path.clone(), offset, detail };
+        ListedBlock { block: BlockRef { segment, entry }, pin: BlockPin::new(Arc::new(source)) }
     }
 }
 
@@ -115,14 +131,9 @@ impl SegmentStore {
         for (segment, handle) in segments {
             match segment.find(series, from, to, &self.directories) {
                 Ok(found) => extents.extend(found.into_iter().map(|extent| (extent, handle.clone()))),
+                // The directory chunk that would name the series' run is damaged: the read
+                // fails with its file and offset instead of leaving the segment out.
                 Err(e) => {
-                    // The directory chunk that would name the series' run is damaged: the read
-                    // fails with its file and offset instead of leaving the segment out.
-                    tracing::error!(error = %e, "series directory unreadable; the read fails");
-                    let (offset, detail) = match e {
-                        Error::Corruption { offset, detail, .. } => (offset, detail),
-                        other => (0, format!("series directory unreadable: {other}")),
-                    };
                     let directory = segment.directory();
                     let entry = IndexEntry {
                         series,
@@ -130,14 +141,12 @@ impl SegmentStore {
                         kind: crate::model::ValueKind::F64,
                         count: 1,
                         length: 0,
-                        offset,
+                        offset: 0,
                         min_timestamp: directory.min_timestamp.max(from),
                         max_timestamp: directory.max_timestamp.min(to.saturating_sub(1)),
                         sequence: 0,
                     };
-                    let source = UnreadableRun { path: handle.path.clone(), offset, detail };
-                    listed
-                        .push(ListedBlock { block: BlockRef { segment: segment.segment(), entry }, pin: BlockPin::new(Arc::new(source)) });
+                    listed.push(UnreadableRun::listed(e, "series directory unreadable", &handle, segment.segment(), entry));
                 }
             }
         }
@@ -147,23 +156,17 @@ impl SegmentStore {
                     ListedBlock { block: BlockRef { segment: extent.segment, entry: *entry }, pin: BlockPin::new(handle.clone()) }
                 })),
                 Err(e) => {
-                    tracing::error!(error = %e, "series run unreadable; the read fails");
-                    let (offset, detail) = match e {
-                        Error::Corruption { offset, detail, .. } => (offset, detail),
-                        other => (extent.run_offset, format!("series run unreadable: {other}")),
-                    };
                     let entry = IndexEntry {
                         series,
                         kind: extent.kind,
                         count: extent.blocks,
                         length: 0,
-                        offset,
+                        offset: extent.run_offset,
                         min_timestamp: extent.min_timestamp,
                         max_timestamp: extent.max_timestamp,
                         sequence: 0,
                     };
-                    let source = UnreadableRun { path: handle.path.clone(), offset, detail };
-                    listed.push(ListedBlock { block: BlockRef { segment: extent.segment, entry }, pin: BlockPin::new(Arc::new(source)) });
+                    listed.push(UnreadableRun::listed(e, "series run unreadable", &handle, extent.segment, entry));
                 }
             }
         }
@@ -314,7 +317,7 @@ impl SegmentStore {
         let Some(file) = files.get_mut(&id) else { return };
         file.blocks.remove_from(&mut index, id);
         file.summary.describe_series(&directory);
-        index.sealed.insert(SegmentExtents::new(id, file.handle.path.clone(), file.handle.file.clone(), directory));
+        index.sealed.insert(file.extents(directory));
         file.blocks = SegmentBlocks::Runs;
     }
 }

@@ -8,7 +8,6 @@ use super::{SegmentFile, SegmentHandle, SegmentStore};
 use crate::error::{Error, Result};
 use crate::filenames::SEGMENT_EXTENSION;
 use crate::fs::StorageFile;
-use crate::index::runs::SegmentExtents;
 use crate::segment::SegmentWriter;
 use crate::store::{GroupBuilder, SegmentRewrite, SegmentSummary};
 use std::path::{Path, PathBuf};
@@ -79,7 +78,7 @@ impl SegmentStore {
             match output.directory {
                 Some(directory) => {
                     let file = SegmentFile::with_runs(handle, bytes, summary, &directory);
-                    index.sealed.insert(SegmentExtents::new(output.id, file.handle.path.clone(), file.handle.file.clone(), directory));
+                    index.sealed.insert(file.extents(directory));
                     files.insert(output.id, file);
                 }
                 None => {
