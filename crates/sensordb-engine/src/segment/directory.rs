@@ -301,19 +301,11 @@ impl DirectoryIndex {
             runs_end: runs_start,
         };
         let mut checkpoints = Vec::with_capacity(len.div_ceil(ENTRIES_PER_CHECKPOINT));
-        let mut chunk_start = entries.position;
         for at in 0..len {
-            if at % ENTRIES_PER_CHECKPOINT == 0 {
-                if let Some(last) = checkpoints.last_mut() {
-                    close_chunk(last, &bytes[chunk_start..entries.position]);
-                }
-                chunk_start = entries.position;
-                let (position, run_offset) = (footer_offset + entries.position as u64, entries.run_offset);
-                checkpoints.push(Checkpoint { at: position, run_offset, series: SeriesId(0), checksum: 0 });
-            }
+            let (start, run_offset) = (entries.position, entries.run_offset);
             let run = entries.next_entry()?;
             if at % ENTRIES_PER_CHECKPOINT == 0 {
-                checkpoints.last_mut().expect("pushed above").series = run.series;
+                checkpoints.push(Checkpoint { at: footer_offset + start as u64, run_offset, series: run.series, checksum: 0 });
             }
             // Saturating: a damaged directory's sums must not panic (its checksum held).
             index.blocks = index.blocks.saturating_add(u64::from(run.blocks));
@@ -325,12 +317,15 @@ impl DirectoryIndex {
             index.max_sequence = index.max_sequence.max(run.max_sequence);
             index.series_ids = (if at == 0 { run.series.0 } else { index.series_ids.0 }, run.series.0);
         }
-        if let Some(last) = checkpoints.last_mut() {
-            close_chunk(last, &bytes[chunk_start..entries.position]);
-        }
         index.checkpoints = checkpoints.into_boxed_slice();
         index.entries_end = footer_offset + entries.position as u64;
         index.runs_end = entries.run_offset;
+        // Each chunk's bytes, which its checksum covers, end where the next chunk's begin.
+        for chunk in 0..index.checkpoints.len() {
+            let (at, length) = index.span(chunk..chunk + 1);
+            let start = (at - footer_offset) as usize;
+            index.checkpoints[chunk].checksum = crc32c(&bytes[start..start + length]);
+        }
         let replaced = super::decode_replaced(&bytes[entries.position..])?;
         Ok((index, replaced))
     }
@@ -398,10 +393,6 @@ impl DirectoryIndex {
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.checkpoints) + std::mem::size_of::<DirectoryIndex>()
     }
-}
-
-fn close_chunk(checkpoint: &mut Checkpoint, bytes: &[u8]) {
-    checkpoint.checksum = crc32c(bytes);
 }
 
 /// Appends the run of `entries` (one series, file order).
