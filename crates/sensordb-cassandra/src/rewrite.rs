@@ -46,7 +46,7 @@ impl SegmentRewrite for CassandraRewrite<'_> {
         Ok(self.end_position - before)
     }
 
-    fn install(mut self: Box<Self>) -> Result<SegmentSummary> {
+    fn install(mut self: Box<Self>) -> Result<Vec<SegmentSummary>> {
         let id = self.segment.summary.id;
         let mut states = vec![(bigint(id), SegmentState::Live)];
         states.extend(self.replaced.iter().map(|&r| (bigint(r), SegmentState::Removing)));
@@ -58,7 +58,7 @@ impl SegmentRewrite for CassandraRewrite<'_> {
         let summary = segment.summary;
         store.install_segments(segment, &replaced);
         store.sweep();
-        Ok(summary)
+        Ok(vec![summary])
     }
 }
 

@@ -8,6 +8,8 @@
 //! <data>/wal/<20-digit id>.wal     write-ahead log files, ids ascending
 //! <data>/segments/<20-digit id>.seg segment files, ids ascending = creation order
 //! <data>/segments/<id>.seg.tmp     a compaction output not yet complete (removed at start-up)
+//! <data>/segments/<id>.rewrite     a rewrite with several outputs being put in place (its
+//!                                  first output's id; `.rewrite.tmp` while written)
 //! <data>/LOCK                      held while an engine has the directory open
 //! <data>/databases                 databases and their retention (reclaim/policy.rs)
 //! <data>/transactions.log          completed native-protocol transaction ids (server)
@@ -28,6 +30,26 @@ pub const TEMPORARY_SUFFIX: &str = "tmp";
 /// Where a compaction writes segment `id` before renaming it into place.
 pub fn temporary_segment(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:020}.{SEGMENT_EXTENSION}.{TEMPORARY_SUFFIX}"))
+}
+
+/// Extension of the manifest of a rewrite with several outputs: `<first output id>.rewrite`.
+pub const REWRITE_MANIFEST_EXTENSION: &str = "rewrite";
+
+/// The manifest of the rewrite whose first output is segment `id`.
+pub fn rewrite_manifest(dir: &Path, id: u64) -> PathBuf {
+    numbered_file(dir, id, REWRITE_MANIFEST_EXTENSION)
+}
+
+/// Where a rewrite manifest is written before it is renamed into place.
+pub fn temporary_rewrite_manifest(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("{id:020}.{REWRITE_MANIFEST_EXTENSION}.{TEMPORARY_SUFFIX}"))
+}
+
+/// True for a name made by [`temporary_rewrite_manifest`].
+pub fn is_temporary_rewrite_manifest(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.ends_with(&format!(".{REWRITE_MANIFEST_EXTENSION}.{TEMPORARY_SUFFIX}")))
 }
 
 /// True for a name made by [`temporary_segment`].

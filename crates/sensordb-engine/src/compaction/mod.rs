@@ -10,10 +10,12 @@
 //! compaction thread (nice 19, I/O paced to `merge_bytes_per_second`), on segments sealed by
 //! size or by age (`segment_seal_age`), so a running server's short blocks become long ones
 //! without a restart. Invariants that make it safe:
-//! - A run is contiguous in group sequence: no segment outside the run holds a sequence between
-//!   the run's smallest and largest, so giving every output block the run's largest sequence
-//!   keeps every "newer write wins" decision with segments outside the run unchanged. Inside the
-//!   run, points are merged in sequence order (the last write wins) before they are re-encoded.
+//! - Every output block takes the run's largest sequence. That keeps every "newer write wins"
+//!   decision with segments outside the run unchanged: a run is contiguous in group sequence
+//!   except for segments it passes over, which hold none of the series of the run's older
+//!   segments (and whose points the run's newer segments beat before and after), see
+//!   [`short_block_runs`]. Inside the run, points are merged in sequence order (the last write
+//!   wins) before they are re-encoded.
 //! - The output is invisible until the store installs it in place of the run in one step
 //!   ([`crate::store::SegmentRewrite`]). In the segment store it is written under a temporary
 //!   name, sealed with the list of segments it replaces, and only then renamed into place: a
@@ -67,12 +69,9 @@ pub struct CompactionOptions {
     pub group_series_max: usize,
 }
 
-/// The runs worth rewriting: first runs of short blocks, oldest first, then runs of small
-/// files ([`small_file_runs`]). A run of short blocks is a run of sealed segments, contiguous
-/// in sequence, whose blocks are small, at most `short_block_run_bytes_max` bytes and
-/// `run_blocks_max` blocks (a longer stretch of such
-/// segments is cut into several runs). A run of one segment holding a single group (one
-/// sequence: one flush, or the output of an earlier rewrite) is never offered: rewriting it
+/// The runs worth rewriting: first runs of short blocks, oldest first ([`short_block_runs`]),
+/// then runs of small files ([`small_file_runs`]). A run of one segment holding a single group
+/// (one sequence: one flush, or the output of an earlier rewrite) is never offered: rewriting it
 /// alone would give back the same blocks, and offering it again and again is how compaction
 /// looped when `block_points_max` was below `small_block_points` (each output's blocks were
 /// "small" again). So every rewrite either joins several segments into one or turns a segment
@@ -82,40 +81,114 @@ pub struct CompactionOptions {
 pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions) -> Vec<Vec<u64>> {
     let mut segments: Vec<&SegmentSummary> = summaries.iter().filter(|s| s.blocks > 0).collect();
     segments.sort_by_key(|s| s.min_sequence);
+    let mut runs = short_block_runs(&segments, options);
+    runs.extend(small_file_runs(&segments, options));
+    runs
+}
+
+/// Runs of sealed segments whose blocks are small, each grown from its oldest segment (the
+/// oldest not yet in a run) by the newer small segments that may hold its series, in sequence
+/// order, up to `short_block_run_bytes_max` bytes and `run_blocks_max` blocks. Segments whose
+/// series ids lie outside the run's range are passed over: a fleet of a million sensors fills
+/// a memtable with a share of its sensors at a time, so a segment holds a slice of the id space
+/// and the next slice is in the next segment; the same slice comes back a round later, and it
+/// is those that merge into longer blocks. A run left contiguous (all it could hold, between
+/// slices of other series) gained nothing. A run stops at a segment over its range that it
+/// cannot take (not small, the open one, over the limits, or in an earlier run).
+///
+/// Why passing over is safe: a segment passed over holds none of the series of the run's
+/// segments older than it (their id range, which it misses, bounds them), so no point of
+/// theirs supersedes one of it or is superseded by it; the run's segments newer than it win
+/// over it before the rewrite and still do after, as the output's sequence is larger still.
+/// That needs every group of a newer member to be newer than every group passed over: segments
+/// hold disjoint sequence ranges (a flush's segment takes the next groups, an output takes a
+/// sequence of its run's), and a run stops at a segment that would break this.
+fn short_block_runs(segments: &[&SegmentSummary], options: &CompactionOptions) -> Vec<Vec<u64>> {
     let small = |s: &SegmentSummary| s.sealed && s.points < options.small_block_points.saturating_mul(s.blocks);
+    let mut taken = vec![false; segments.len()];
     let mut runs = Vec::new();
-    let mut run: Vec<&SegmentSummary> = Vec::new();
-    let (mut bytes, mut blocks) = (0u64, 0u64);
-    let mut close = |run: &mut Vec<&SegmentSummary>| {
+    for seed in 0..segments.len() {
+        if taken[seed] || !small(segments[seed]) {
+            continue;
+        }
+        let mut run = vec![segments[seed]];
+        taken[seed] = true;
+        let mut ids = SeriesRange::of(segments[seed]);
+        let (mut bytes, mut blocks) = (segments[seed].bytes, segments[seed].blocks);
+        // The newest sequence of a segment passed over.
+        let mut passed_over = 0;
+        for (next, segment) in segments.iter().enumerate().skip(seed + 1) {
+            let range = SeriesRange::of(segment);
+            if !ids.overlaps(&range) {
+                passed_over = passed_over.max(segment.max_sequence);
+                continue;
+            }
+            let over = bytes + segment.bytes > options.short_block_run_bytes_max || blocks + segment.blocks > options.run_blocks_max;
+            if taken[next] || !small(segment) || over || segment.min_sequence <= passed_over {
+                break;
+            }
+            taken[next] = true;
+            run.push(segment);
+            ids = ids.join(range);
+            bytes += segment.bytes;
+            blocks += segment.blocks;
+        }
         let single_group = run.len() == 1 && run[0].min_sequence == run[0].max_sequence;
         // As `compact_once` would find after listing its blocks, known here from its directory:
         // listing it again every few seconds to find it out kept a core a third busy.
         let too_few_alone = run.len() == 1 && run[0].series > 0 && run[0].blocks <= 2 * run[0].series;
-        if !run.is_empty() && !single_group && !too_few_alone && !series_apart(run) {
+        if !single_group && !too_few_alone && !series_apart(&run) {
             runs.push(run.iter().map(|s| s.id).collect());
         }
-        run.clear();
-    };
-    for &segment in &segments {
-        if !small(segment) {
-            close(&mut run);
-            continue;
-        }
-        if !run.is_empty()
-            && (bytes + segment.bytes > options.short_block_run_bytes_max || blocks + segment.blocks > options.run_blocks_max)
-        {
-            close(&mut run);
-        }
-        if run.is_empty() {
-            (bytes, blocks) = (0, 0);
-        }
-        run.push(segment);
-        bytes += segment.bytes;
-        blocks += segment.blocks;
     }
-    close(&mut run);
-    runs.extend(small_file_runs(&segments, options));
     runs
+}
+
+/// The series ids a segment (or a run) may hold, as its directory bounds them: its smallest to
+/// its largest, less the widest gap between (a flush wrapping around from a fleet's last
+/// sensors to its first holds both ends of the id space, not its middle); `All` when no
+/// directory says (a segment taking groups, or one written before directories).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum SeriesRange {
+    All,
+    /// Sorted, disjoint, inclusive.
+    Ids(Vec<(u32, u32)>),
+}
+
+impl SeriesRange {
+    fn of(segment: &SegmentSummary) -> SeriesRange {
+        let ((low, high), (gap_low, gap_high)) = (segment.series_ids, segment.series_gap);
+        match segment.series {
+            0 => SeriesRange::All,
+            _ if gap_high > gap_low + 1 => SeriesRange::Ids(vec![(low, gap_low), (gap_high, high)]),
+            _ => SeriesRange::Ids(vec![(low, high)]),
+        }
+    }
+
+    fn overlaps(&self, other: &SeriesRange) -> bool {
+        match (self, other) {
+            (SeriesRange::Ids(ours), SeriesRange::Ids(theirs)) => {
+                ours.iter().any(|&(low, high)| theirs.iter().any(|&(other_low, other_high)| low <= other_high && other_low <= high))
+            }
+            _ => true,
+        }
+    }
+
+    fn join(self, other: SeriesRange) -> SeriesRange {
+        let (SeriesRange::Ids(mut ours), SeriesRange::Ids(theirs)) = (self, other) else {
+            return SeriesRange::All;
+        };
+        ours.extend(theirs);
+        ours.sort_unstable();
+        let mut joined: Vec<(u32, u32)> = Vec::with_capacity(ours.len());
+        for (low, high) in ours {
+            match joined.last_mut() {
+                Some(last) if low <= last.1.saturating_add(1) => last.1 = last.1.max(high),
+                _ => joined.push((low, high)),
+            }
+        }
+        SeriesRange::Ids(joined)
+    }
 }
 
 /// Whether the directories of a run of several segments show that too few series can be in
@@ -183,7 +256,8 @@ fn small_file_runs(segments: &[&SegmentSummary], options: &CompactionOptions) ->
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CompactionReport {
     pub inputs: Vec<u64>,
-    pub output: u64,
+    /// The segments written in their place (several when the output passed a segment's size).
+    pub outputs: Vec<u64>,
     pub blocks_before: u64,
     pub blocks_after: u64,
     pub bytes_before: u64,
@@ -263,7 +337,7 @@ pub fn rewrite(
         store.remove_segments(run)?;
         return Ok(CompactionReport {
             inputs: run.to_vec(),
-            output: 0,
+            outputs: Vec::new(),
             blocks_before,
             blocks_after: 0,
             bytes_before,
@@ -317,11 +391,11 @@ pub fn rewrite(
     let installed = output.install()?;
     Ok(CompactionReport {
         inputs: run.to_vec(),
-        output: installed.id,
+        outputs: installed.iter().map(|s| s.id).collect(),
         blocks_before,
-        blocks_after: installed.blocks,
+        blocks_after: installed.iter().map(|s| s.blocks).sum(),
         bytes_before,
-        bytes_after: installed.bytes,
+        bytes_after: installed.iter().map(|s| s.bytes).sum(),
         bytes_read,
     })
 }
@@ -419,6 +493,7 @@ mod tests {
             points,
             series: 0,
             series_ids: (0, 0),
+            series_gap: (0, 0),
             min_sequence: sequences.0,
             max_sequence: sequences.1,
             wal_checkpoint: 0,
@@ -604,6 +679,47 @@ mod tests {
         assert_eq!(candidate_runs(&unknown, &options), vec![vec![1, 2]], "compact_once lists them to find out");
     }
 
+    /// A fleet's flushes each hold a slice of its sensors' ids: a run joins the slices of the
+    /// same sensors from later rounds, passing over the other slices between them, and stops
+    /// at a segment over its series that it cannot take.
+    #[test]
+    fn short_block_runs_join_the_same_series_across_rounds_passing_over_other_slices() {
+        let slice = |id: u64, ids: (u32, u32)| {
+            let mut slice = summary(id, (id, id), 100, 100, 10);
+            slice.series = u64::from(ids.1 - ids.0 + 1);
+            slice.series_ids = ids;
+            slice
+        };
+        let options = CompactionOptions { short_block_run_bytes_max: 1_000, small_file_bytes: 0, ..options() };
+        let (low, high) = ((1, 100), (101, 200));
+        let rounds = [slice(1, low), slice(2, high), slice(3, low), slice(4, high), slice(5, low)];
+        assert_eq!(candidate_runs(&rounds, &options), vec![vec![1, 3, 5], vec![2, 4]]);
+        // Slices cut elsewhere in the next round: the run's range grows with what it takes.
+        let shifted = [slice(1, low), slice(2, high), slice(3, (1, 50)), slice(4, (51, 150)), slice(5, (151, 200))];
+        assert_eq!(candidate_runs(&shifted, &options), vec![vec![1, 3, 4]], "2 stops at 4, taken: 2 alone is one group");
+        // Over the limits, or at long blocks of its series, a run stops.
+        let tight = CompactionOptions { run_blocks_max: 200, ..options };
+        assert_eq!(candidate_runs(&rounds, &tight), vec![vec![1, 3], vec![2, 4]]);
+        let mut long = rounds;
+        long[2].points = 1_000_000;
+        assert_eq!(candidate_runs(&long, &options), vec![vec![2, 4]], "1 alone is one group; 5 alone too");
+        // A segment taking groups is no member, and ends a run over its series.
+        let mut open = rounds;
+        open[4].sealed = false;
+        assert_eq!(candidate_runs(&open, &options), vec![vec![1, 3], vec![2, 4]]);
+        // A flush wrapping around from the last sensors to the first holds both ends of the
+        // id space, not its middle.
+        let mut wrap = slice(2, (1, 200));
+        wrap.series_gap = (50, 151);
+        let middle = [slice(1, (60, 140)), wrap, slice(3, (60, 140))];
+        assert_eq!(candidate_runs(&middle, &options)[0], vec![1, 3]);
+        // A run passes over no segment whose groups are not all older than the next member's.
+        let mut interleaved = [slice(1, low), slice(2, high), slice(3, low)];
+        interleaved[1].max_sequence = 5;
+        interleaved[2].min_sequence = 4;
+        assert_eq!(candidate_runs(&interleaved, &options), Vec::<Vec<u64>>::new());
+    }
+
     /// However few points its series have, a rewrite builds a group of at most
     /// `group_series_max` series at a time, and every point comes through.
     #[test]
@@ -622,7 +738,7 @@ mod tests {
         assert_eq!(blocks.len(), 20);
         let options = CompactionOptions { group_series_max: 3, ..options() };
         let report = rewrite(&store, &catalog, &ids, blocks, &options, &mut RateLimit::unlimited(), BlockCopy::Reencode).expect("rewrite");
-        assert_eq!(store.group_count(report.output), 4, "10 series, 3 a group");
+        assert_eq!(store.group_count(report.outputs[0]), 4, "10 series, 3 a group");
         assert_eq!(report.blocks_after, 10);
         for series in 1..=10u32 {
             let points: u32 = store.blocks(crate::model::SeriesId(series), 0, 100).iter().map(|b| b.block.entry.count).sum();

@@ -168,7 +168,9 @@ impl Inner {
             block_points_max: self.options.block_points_max,
             block_bytes_max: self.options.block_bytes_max,
             points_per_group: 4 << 20,
-            group_series_max: 65_536,
+            // Groups of at most a quarter of a segment's blocks: an output is cut into segments
+            // between groups, so none passes the block limit by more than that.
+            group_series_max: (self.options.segment_blocks_max / 4).clamp(1, 65_536),
         }
     }
 

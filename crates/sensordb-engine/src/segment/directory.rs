@@ -266,6 +266,10 @@ pub struct DirectoryIndex {
     pub max_sequence: u64,
     /// Smallest and largest series id ((0, 0) when empty).
     pub series_ids: (u32, u32),
+    /// The widest stretch of ids missing between those two: no entry's id lies strictly
+    /// between the pair ((0, 0) when there is none). A fleet's flush that wraps around from
+    /// its last sensors to its first holds two slices of the id space, not all of it.
+    pub series_gap: (u32, u32),
     /// File offset just past the last run.
     pub runs_end: u64,
 }
@@ -298,6 +302,7 @@ impl DirectoryIndex {
             min_sequence: u64::MAX,
             max_sequence: 0,
             series_ids: (0, 0),
+            series_gap: (0, 0),
             runs_end: runs_start,
         };
         let mut checkpoints = Vec::with_capacity(len.div_ceil(ENTRIES_PER_CHECKPOINT));
@@ -315,6 +320,11 @@ impl DirectoryIndex {
             index.max_timestamp = index.max_timestamp.max(run.max_timestamp);
             index.min_sequence = index.min_sequence.min(run.min_sequence);
             index.max_sequence = index.max_sequence.max(run.max_sequence);
+            let previous = index.series_ids.1;
+            let step = run.series.0.saturating_sub(previous);
+            if at > 0 && step > 1 && step > index.series_gap.1 - index.series_gap.0 {
+                index.series_gap = (previous, run.series.0);
+            }
             index.series_ids = (if at == 0 { run.series.0 } else { index.series_ids.0 }, run.series.0);
         }
         index.checkpoints = checkpoints.into_boxed_slice();

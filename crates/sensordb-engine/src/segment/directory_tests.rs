@@ -295,9 +295,9 @@ fn the_directory_costs_per_series_not_per_block() {
 #[test]
 fn a_directory_index_costs_under_a_byte_a_series_and_its_chunks_decode_as_the_whole() {
     let mut offset = 4096;
-    // Ids with gaps; every seventh id holds a second kind beside its first.
+    // Ids with gaps, one of them wide; every seventh id holds a second kind beside its first.
     let mut entries = Vec::new();
-    for s in (1..=20_000u32).map(|s| s * 3) {
+    for s in (1..=20_000u32).map(|s| s * 3).filter(|s| !(30_001..45_000).contains(s)) {
         offset += 100;
         entries.push(IndexEntry {
             series: SeriesId(s),
@@ -330,6 +330,7 @@ fn a_directory_index_costs_under_a_byte_a_series_and_its_chunks_decode_as_the_wh
     assert_eq!(index.len, expected.len());
     assert_eq!(index.blocks, expected.len() as u64);
     assert_eq!(index.series_ids, (3, 60_000));
+    assert_eq!(index.series_gap, (30_000, 45_000), "the widest stretch of ids missing");
     assert_eq!((index.min_timestamp, index.max_timestamp), (0, 60_005));
     assert_eq!(index.runs_end, expected.last().map(|r| r.run_offset + u64::from(r.run_length)).expect("runs"));
     assert!(index.memory_bytes() < expected.len(), "{} bytes for {} entries", index.memory_bytes(), expected.len());
@@ -343,7 +344,7 @@ fn a_directory_index_costs_under_a_byte_a_series_and_its_chunks_decode_as_the_wh
         let part = index.decode_chunks(first..last, &chunk_bytes(first..last)).expect("decodes");
         assert_eq!(part, expected[first * ENTRIES_PER_CHECKPOINT..(last * ENTRIES_PER_CHECKPOINT).min(expected.len())]);
     }
-    for series in [1, 3, 4, 21, 42, 96, 30_000, 59_997, 60_000, 60_001] {
+    for series in [1, 3, 4, 21, 42, 96, 30_000, 42_000, 45_000, 59_997, 60_000, 60_001] {
         let chunks = index.chunks_of(SeriesId(series));
         let found: Vec<SeriesRun> = if chunks.is_empty() {
             Vec::new()

@@ -293,7 +293,7 @@ impl SegmentWriter {
     }
 
     /// Creates segment `id` under its temporary name: it only becomes part of the store when
-    /// [`SegmentWriter::seal_replacing`] renames it into place.
+    /// it is sealed ([`SegmentWriter::seal_temporary`]) and its rewrite renames it into place.
     pub fn create_temporary(fs: &dyn FileSystem, dir: &Path, id: u64, sync: bool) -> Result<SegmentWriter> {
         Self::create_at(fs, dir, id, crate::filenames::temporary_segment(dir, id), sync, SEGMENT_FORMAT_VERSION)
     }
@@ -488,20 +488,10 @@ impl SegmentWriter {
         self.write_footer(&[])
     }
 
-    /// Seals a segment made by [`SegmentWriter::create_temporary`], naming the segments it
-    /// replaces in its footer, and renames it into place (with a directory fsync). From then on
-    /// recovery removes the replaced segments should they still exist. Returns the final path
-    /// and the series directory written.
-    pub fn seal_replacing(self, fs: &dyn FileSystem, dir: &Path, replaced: &[u64]) -> Result<(PathBuf, Option<DirectoryIndex>)> {
-        let temporary = self.path.clone();
-        let final_path = numbered_file(dir, self.id, SEGMENT_EXTENSION);
-        let sync = self.sync;
-        let directory = self.write_footer(replaced)?;
-        fs.rename(&temporary, &final_path).map_err(|e| Error::io(&temporary, e))?;
-        if sync {
-            fs.sync_dir(dir).map_err(|e| Error::io(dir, e))?;
-        }
-        Ok((final_path, directory))
+    /// Seals a segment made by [`SegmentWriter::create_temporary`] under its temporary name,
+    /// naming the segments it replaces, for a caller that renames several outputs together.
+    pub fn seal_temporary(self, replaced: &[u64]) -> Result<Option<DirectoryIndex>> {
+        self.write_footer(replaced)
     }
 
     /// The footer as the file's version lays it out: the trailer's length and checksum cover

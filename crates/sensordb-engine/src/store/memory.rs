@@ -348,7 +348,7 @@ impl SegmentRewrite for MemoryRewrite<'_> {
         Ok(self.output.summary.bytes - before)
     }
 
-    fn install(self: Box<Self>) -> Result<SegmentSummary> {
+    fn install(self: Box<Self>) -> Result<Vec<SegmentSummary>> {
         let MemoryRewrite { store, mut output, entries, replaced, .. } = *self;
         output.summary.sealed = true;
         let summary = output.summary;
@@ -356,7 +356,7 @@ impl SegmentRewrite for MemoryRewrite<'_> {
         state.remove(&replaced);
         state.index.insert(summary.id, &entries);
         state.segments.insert(summary.id, output);
-        Ok(summary)
+        Ok(vec![summary])
     }
 }
 
@@ -441,7 +441,7 @@ mod tests {
         }
         assert!(rewrite.append(vec![copied]).expect("append") > 0);
         assert_eq!(store.summaries().len(), 2, "not installed yet");
-        let installed = rewrite.install().expect("install");
+        let installed = rewrite.install().expect("install").remove(0);
         assert_eq!(installed.blocks, 4);
         assert_eq!(installed.max_sequence, 2);
         assert_eq!(store.summaries(), vec![installed]);

@@ -123,9 +123,10 @@ pub trait SegmentRewrite {
     /// Appends one group made of `parts`; every block gets the rewrite's sequence. Returns the
     /// bytes written for it.
     fn append(&mut self, parts: Vec<GroupBuilder>) -> Result<u64>;
-    /// Makes the new segment durable and puts it in place of the replaced ones, which are
-    /// removed; returns its summary.
-    fn install(self: Box<Self>) -> Result<SegmentSummary>;
+    /// Makes the new segments durable and puts them in place of the replaced ones, which are
+    /// removed, in one step; returns their summaries. A backend may cut a large rewrite into
+    /// several segments, between appends.
+    fn install(self: Box<Self>) -> Result<Vec<SegmentSummary>>;
 }
 
 /// Sealed blocks: the write, read, recovery and maintenance calls the engine makes. See the

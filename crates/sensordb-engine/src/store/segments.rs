@@ -10,6 +10,7 @@
 
 mod commit;
 mod index;
+mod manifest;
 mod rewrite;
 
 use commit::{GroupCommit, OpenSegment};
@@ -158,6 +159,7 @@ impl SegmentStore {
         let mut files = BTreeMap::new();
         let mut next_id = 1;
         let mut scans = Vec::new();
+        rewrite::finish_interrupted_rewrites(fs.as_ref(), dir, options.sync, &mut recovery.problems)?;
         for path in fs.list(dir).map_err(|e| Error::io(dir, e))? {
             if crate::filenames::is_temporary_segment(&path) {
                 // A compaction that did not finish: its inputs are all still in place.
@@ -437,16 +439,7 @@ impl BlockStore for SegmentStore {
     }
 
     fn begin_rewrite(&self, replaced: &[u64], sequence: u64, wal_checkpoint: u64) -> Result<Box<dyn SegmentRewrite + '_>> {
-        let id = self.allocate_segment_id();
-        let writer = match SegmentWriter::create_temporary(self.fs.as_ref(), &self.dir, id, self.options.sync) {
-            Ok(writer) => writer,
-            Err(e) => {
-                // Nothing was left behind (`create_temporary` removes what it made): a retry
-                // takes the same id instead of burning one per failed attempt.
-                self.release_segment_id(id);
-                return Err(e);
-            }
-        };
+        let writer = self.create_rewrite_output()?;
         Ok(Box::new(rewrite::SegmentRewriter::new(self, writer, replaced.to_vec(), sequence, wal_checkpoint)))
     }
 }

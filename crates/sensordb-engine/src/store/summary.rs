@@ -32,6 +32,9 @@ pub struct SegmentSummary {
     pub series: u64,
     /// The smallest and largest series id its directory lists (when `series` is known).
     pub series_ids: (u32, u32),
+    /// The widest stretch of ids its directory lacks between those two (see
+    /// [`crate::segment::DirectoryIndex::series_gap`]).
+    pub series_gap: (u32, u32),
     pub min_sequence: u64,
     pub max_sequence: u64,
     pub wal_checkpoint: u64,
@@ -47,6 +50,7 @@ impl SegmentSummary {
             points: entries.iter().map(|e| u64::from(e.count)).sum(),
             series: 0,
             series_ids: (0, 0),
+            series_gap: (0, 0),
             min_sequence: entries.iter().map(|e| e.sequence).min().unwrap_or(u64::MAX),
             max_sequence: entries.iter().map(|e| e.sequence).max().unwrap_or(0),
             wal_checkpoint,
@@ -63,6 +67,7 @@ impl SegmentSummary {
             points: directory.points,
             series: 0,
             series_ids: (0, 0),
+            series_gap: (0, 0),
             min_sequence: directory.min_sequence,
             max_sequence: directory.max_sequence,
             wal_checkpoint,
@@ -75,6 +80,7 @@ impl SegmentSummary {
     pub(crate) fn describe_series(&mut self, directory: &crate::segment::DirectoryIndex) {
         self.series = directory.len as u64;
         self.series_ids = directory.series_ids;
+        self.series_gap = directory.series_gap;
     }
 
     pub fn add(&mut self, entries: &[IndexEntry], bytes: u64, wal_checkpoint: u64) {
