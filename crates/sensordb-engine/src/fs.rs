@@ -39,6 +39,11 @@ pub trait StorageFile: Send + Sync {
     fn len(&self) -> io::Result<u64>;
     fn set_len(&self, len: u64) -> io::Result<()>;
 
+    /// Tells the kernel the whole file will be read soon (`POSIX_FADV_WILLNEED`): it starts
+    /// reading it into the page cache in large requests. For reads that jump between several
+    /// interleaved streams in one file, which defeat readahead. A hint: errors are ignored.
+    fn will_need(&self) {}
+
     /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.
     fn read_exact_at(&self, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
         while !buf.is_empty() {
@@ -193,6 +198,18 @@ impl StorageFile for RealFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.0.set_len(len)
     }
+    fn will_need(&self) {
+        will_need(&self.0);
+    }
+}
+
+/// `POSIX_FADV_WILLNEED` over all of `file`.
+fn will_need(file: &std::fs::File) {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: a valid descriptor; the call reads no memory of ours.
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_WILLNEED);
+    }
 }
 
 /// Direct I/O needs page-aligned memory, offsets and lengths.
@@ -216,6 +233,9 @@ impl AppendFile {
 impl StorageFile for AppendFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         std::os::unix::fs::FileExt::read_at(&self.buffered, buf, offset)
+    }
+    fn will_need(&self) {
+        will_need(&self.buffered);
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         if Self::is_aligned(buf, offset) {
@@ -456,6 +476,9 @@ pub fn is_no_space(error: &io::Error) -> bool {
 impl StorageFile for FaultyFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.inner.read_at(buf, offset)
+    }
+    fn will_need(&self) {
+        self.inner.will_need();
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         assert!(!self.faults.panic_writes.load(Ordering::SeqCst), "injected panic in a write");

@@ -295,6 +295,11 @@ pub fn compact_once(
             continue;
         }
         room(summaries.iter().filter(|s| run.contains(&s.id)).map(|s| s.bytes).sum())?;
+        // Series by series, the blocks are read from every segment of the run and from every
+        // group of each: interleaved streams that readahead does not follow. Written with
+        // O_DIRECT, the segments are not cached: a compaction of a million one-point blocks
+        // waited 50 s on 4 KiB reads, its CPU 7 % busy.
+        store.will_read_segments(&run);
         let report = rewrite(store, catalog, &run, blocks, options, limit, BlockCopy::Reencode)?;
         tracing::info!(?report, "compacted segments");
         return Ok(Some(report));

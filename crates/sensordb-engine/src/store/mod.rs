@@ -251,6 +251,11 @@ pub trait BlockStore: Send + Sync {
     fn try_blocks_of_segments(&self, ids: &[u64]) -> Result<Vec<BlockRef>> {
         Ok(self.blocks_of_segments(ids))
     }
+    /// Hints that every block of the segments `ids` is about to be read (a compaction reads
+    /// them series by series, jumping between the segments and between the groups of each).
+    fn will_read_segments(&self, ids: &[u64]) {
+        let _ = ids;
+    }
     /// Reads and verifies a block by its index entry, for maintenance that holds the segment in
     /// place (only maintenance removes segments, one at a time).
     fn read_indexed_block(&self, block: &BlockRef) -> Result<Block>;

@@ -410,6 +410,13 @@ impl BlockStore for SegmentStore {
         self.blocks_of(ids)
     }
 
+    fn will_read_segments(&self, ids: &[u64]) {
+        let files = self.files.read();
+        for file in ids.iter().filter_map(|id| files.get(id)) {
+            file.handle.file.will_need();
+        }
+    }
+
     fn read_indexed_block(&self, block: &BlockRef) -> Result<Block> {
         self.handle_of(block.segment)?.read(&block.entry)
     }
