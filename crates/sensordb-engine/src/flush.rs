@@ -54,7 +54,8 @@ pub fn encode_series(series: &[ResolvedSeries], catalog: &Catalog, block_points_
 /// catalog does not know is a row of its own. Rows are told apart by key text, without parsing
 /// keys: a flush may hold millions of series.
 fn rows_of(ids: &[SeriesId], catalog: &Catalog) -> Vec<Vec<SeriesId>> {
-    let mut row_of: HashMap<String, usize> = HashMap::new();
+    // foldhash, not SipHash: a flush of a fleet hashes millions of key texts here.
+    let mut row_of: HashMap<String, usize, foldhash::fast::RandomState> = HashMap::default();
     let mut rows: Vec<Vec<SeriesId>> = Vec::new();
     for &id in ids {
         let known = catalog.with_text(id, |text| {

@@ -40,14 +40,25 @@ struct CacheState {
 }
 
 impl LastPoints {
-    /// Records the newest points of a flushed memtable, once its group is in the store.
+    /// Records the newest points of a flushed memtable, once its group is in the store: for
+    /// the series the cache holds, walking the cache or the memtable, whichever is smaller (a
+    /// fleet's flush holds a million series; nobody may have asked for one).
     pub(super) fn after_flush(&self, flushed: &Memtable) {
         let mut state = self.state.lock();
         state.epoch += 1;
-        for id in flushed.series_ids() {
-            if let (Some(entry), Some(point)) = (state.sealed.get_mut(&id), flushed.last_point(id)) {
-                if point.0 >= entry.0 {
-                    *entry = point;
+        let update = |entry: &mut LastPoint, point: Option<LastPoint>| {
+            if let Some(point) = point.filter(|point| point.0 >= entry.0) {
+                *entry = point;
+            }
+        };
+        if state.sealed.len() <= flushed.series_count() {
+            for (&id, entry) in state.sealed.iter_mut() {
+                update(entry, flushed.last_point(id));
+            }
+        } else {
+            for id in flushed.series_ids() {
+                if let Some(entry) = state.sealed.get_mut(&id) {
+                    update(entry, flushed.last_point(id));
                 }
             }
         }
@@ -126,5 +137,49 @@ impl LastPoints {
                 Ok(best.filter(|p| p.0 >= cutoff(id)))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::WriteBatch;
+    use crate::store::test_groups::group;
+    use crate::store::MemoryStore;
+
+    /// A flushed memtable of `points` (series, timestamp), each valued its timestamp, also put
+    /// in `store` as the flush would.
+    fn flush(store: &MemoryStore, points: &[(u32, i64)]) -> Memtable {
+        let memtable = Memtable::new(2);
+        let mut batch = WriteBatch::new();
+        for &(series, t) in points {
+            batch.push(SeriesId(series), t, Value::I64(t)).expect("push");
+            store.put_group(group(series, t, 1), 0).expect("put");
+        }
+        batch.entries().iter().for_each(|e| memtable.insert(e));
+        memtable
+    }
+
+    fn newest(last: &LastPoints, store: &MemoryStore, series: &[u32]) -> Vec<Option<i64>> {
+        let ids: Vec<SeriesId> = series.iter().map(|&s| SeriesId(s)).collect();
+        last.newest(store, &[], &ids, |_| Timestamp::MIN).expect("newest").into_iter().map(|p| p.map(|(t, _)| t)).collect()
+    }
+
+    /// A flush updates the cached points of its series whichever is larger, the cache or the
+    /// flush, and leaves the others as they were.
+    #[test]
+    fn a_flush_updates_the_cached_newest_points_of_its_series_only() {
+        let store = MemoryStore::new(1);
+        let last = LastPoints::default();
+        flush(&store, &[(1, 10), (2, 10), (3, 10)]);
+        assert_eq!(newest(&last, &store, &[1, 2, 3]), [Some(10); 3], "filled from the blocks");
+        // One series flushed, three cached: the flush is walked.
+        last.after_flush(&flush(&store, &[(2, 20)]));
+        assert_eq!(last.state.lock().sealed.get(&SeriesId(2)).map(|p| p.0), Some(20));
+        // Five flushed, three cached: the cache is walked; series 4 and 5 are not cached.
+        last.after_flush(&flush(&store, &[(1, 30), (3, 5), (4, 30), (5, 30), (6, 30)]));
+        let cached = |s: u32| last.state.lock().sealed.get(&SeriesId(s)).map(|p| p.0);
+        assert_eq!([cached(1), cached(2), cached(3), cached(4)], [Some(30), Some(20), Some(10), None], "3 keeps its newer point");
+        assert_eq!(newest(&last, &store, &[1, 2, 3, 4]), [Some(30), Some(20), Some(10), Some(30)]);
     }
 }

@@ -251,6 +251,11 @@ impl Memtable {
         shard.get(&series).is_some_and(|b| b.timestamps.iter().any(|&t| t >= from && t <= to))
     }
 
+    /// How many series have buffered points.
+    pub fn series_count(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
     /// Ids of every series with buffered points, ascending.
     pub fn series_ids(&self) -> Vec<SeriesId> {
         let mut ids: Vec<SeriesId> = self.shards.iter().flat_map(|s| s.lock().keys().copied().collect::<Vec<_>>()).collect();
