@@ -123,7 +123,8 @@ impl SegmentStore {
     /// Renames the sealed `outputs` of one rewrite into place: one rename, or a manifest first
     /// when there are several (see the module comment). Fails, with every temporary file
     /// removed, only while nothing is in place yet; once the manifest is durable, an output
-    /// that cannot be renamed is installed under its temporary name (start-up renames it).
+    /// that cannot be renamed is installed under its temporary name (start-up renames it), and
+    /// once something is renamed, the install goes on whatever fails.
     fn place_outputs(&self, outputs: &mut [CompactedSegment], replaced: &[u64]) -> Result<()> {
         let manifest = RewriteManifest { outputs: outputs.iter().map(|o| o.id).collect(), replaced: replaced.to_vec() };
         let first = manifest.outputs[0];
@@ -150,7 +151,12 @@ impl SegmentStore {
             }
         }
         if self.options.sync {
-            self.fs.sync_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+            if let Err(e) = self.fs.sync_dir(&self.dir) {
+                // The renames are made, durable or not: the index must follow the files, or a
+                // later rewrite of the inputs would leave their points in two places should
+                // the renames survive. Either way start-up finds a consistent state.
+                tracing::error!(error = %e, dir = %self.dir.display(), "could not sync the directory after renaming rewrite outputs");
+            }
         }
         if outputs.len() > 1 && all_renamed {
             // Kept, it is found complete at the next start and removed then.
