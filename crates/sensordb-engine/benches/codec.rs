@@ -40,6 +40,9 @@ fn value_sets() -> Vec<(&'static str, ValueColumn)> {
         ("f64 noise", ValueColumn::F64(noise)),
         ("bytes json text", ValueColumn::Bytes(text)),
         ("bytes random frames", ValueColumn::Bytes(frames)),
+        // Two points of a sensor: what compaction writes when it joins one-point blocks of a
+        // fleet's flushes.
+        ("f64 two readings", ValueColumn::F64(vec![21.37, 21.41])),
     ]
 }
 
