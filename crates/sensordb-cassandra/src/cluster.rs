@@ -58,8 +58,39 @@ pub(crate) struct Cluster {
     translations: HashMap<(u16, SeriesId), Option<SeriesId>>,
     /// Foreign segments read after they were sealed: nothing more to read in them.
     complete: std::collections::HashSet<u64>,
-    /// Foreign segments: the position their groups have been read to.
-    read_to: HashMap<u64, u64>,
+    /// Foreign segments: which of their groups have been read.
+    read_to: HashMap<u64, GroupsRead>,
+}
+
+/// The groups of one foreign segment read so far. Its writer commits groups concurrently, so
+/// a group may land after one placed behind it: a high-water mark would skip it for good. Kept
+/// as the end of the run of groups read from position 0 without a gap, and the groups read
+/// beyond it; each poll reads from that end. A failed commit leaves a gap that never fills:
+/// polls then read the groups past it again (and skip them) until the segment is sealed.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct GroupsRead {
+    contiguous_end: u64,
+    /// Position → end position of groups read past `contiguous_end`.
+    beyond: std::collections::BTreeMap<u64, u64>,
+}
+
+impl GroupsRead {
+    fn from(&self) -> u64 {
+        self.contiguous_end
+    }
+
+    fn contains(&self, position: u64) -> bool {
+        position < self.contiguous_end || self.beyond.contains_key(&position)
+    }
+
+    fn record(&mut self, position: u64, end_position: u64) {
+        if position >= self.contiguous_end {
+            self.beyond.insert(position, end_position);
+        }
+        while let Some(end) = self.beyond.remove(&self.contiguous_end) {
+            self.contiguous_end = end;
+        }
+    }
 }
 
 /// What one [`refresh`] did.
@@ -73,6 +104,7 @@ pub struct Refreshed {
 
 /// A foreign group read from Cassandra: entries under the writer's ids.
 struct ReadGroup {
+    position: u64,
     entries: Vec<IndexEntry>,
     expiries: Vec<Option<i64>>,
     end_position: u64,
@@ -123,8 +155,11 @@ fn refresh_node(
         if store.cluster.lock().complete.contains(&id) {
             continue;
         }
-        let from = store.cluster.lock().read_to.get(&id).copied().unwrap_or(0);
-        let groups = read_groups(store, id, from)?;
+        let from = store.cluster.lock().read_to.get(&id).map_or(0, GroupsRead::from);
+        let mut groups = read_groups(store, id, from)?;
+        if let Some(read) = store.cluster.lock().read_to.get(&id) {
+            groups.retain(|g| !read.contains(g.position));
+        }
         let Some(translated) = translate(store, directory, node, &groups)? else {
             // A series row not readable yet: this segment waits for the next poll.
             continue;
@@ -142,8 +177,9 @@ fn refresh_node(
             refreshed.blocks_imported += entries.len();
         }
         let mut cluster = store.cluster.lock();
-        if let Some(last) = groups.last() {
-            cluster.read_to.insert(id, last.end_position);
+        let read = cluster.read_to.entry(id).or_default();
+        for group in &groups {
+            read.record(group.position, group.end_position);
         }
         if sealed {
             // Sealed before its groups were read: every group is in.
@@ -171,7 +207,7 @@ fn read_groups(store: &CassandraStore, id: u64, from: u64) -> Result<Vec<ReadGro
         let expiries = decode_expiries(row.expiries.as_deref(), entries.len())
             .ok_or_else(|| damaged(format!("group at {}: expiries do not match its blocks", row.position)))?;
         let end_position = u64::try_from(row.end_position).map_err(|_| damaged("negative position".into()))?;
-        groups.push(ReadGroup { entries, expiries, end_position });
+        groups.push(ReadGroup { position: row.position as u64, entries, expiries, end_position });
     }
     Ok(groups)
 }
@@ -285,6 +321,22 @@ mod tests {
         // Positive as a Cassandra bigint for every node, with room for 2^47 segments.
         assert_eq!(NODE_ID_MAX, 32_767);
         assert!(i64::try_from(first_segment_id(Some(NODE_ID_MAX)) + (1 << 47)).is_ok());
+    }
+
+    #[test]
+    fn groups_committed_out_of_order_are_each_read_once() {
+        let mut read = GroupsRead::default();
+        // Groups [0, 10), [10, 25), [25, 30): the second lands last.
+        read.record(0, 10);
+        read.record(25, 30);
+        assert_eq!(read.from(), 10, "a poll reads again from the first group not seen");
+        assert!(read.contains(0) && read.contains(25) && !read.contains(10));
+        read.record(10, 25);
+        assert_eq!(read.from(), 30);
+        assert!(read.beyond.is_empty());
+        // A failed commit's gap at [30, 40) holds the start back; later groups are still known.
+        read.record(40, 50);
+        assert_eq!((read.from(), read.contains(40), read.contains(30)), (30, true, false));
     }
 
     #[test]

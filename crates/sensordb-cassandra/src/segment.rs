@@ -155,21 +155,37 @@ pub(crate) struct StoredSegment {
     /// When each block's row expires (seconds since the epoch, see `ttl`), beside `entries`.
     pub expiries: Vec<Option<i64>>,
     pub source: Arc<SegmentSource>,
+    /// Groups placed in it whose commit has not returned yet (groups commit concurrently).
+    pub in_flight: usize,
+    /// It takes no more groups, and is sealed when the last group in flight returns.
+    pub seal_pending: bool,
 }
 
 impl StoredSegment {
     pub fn new(source: SegmentSource, sealed: bool) -> StoredSegment {
         let summary = SegmentSummary::of(source.id, sealed, 0, &[], 0);
-        StoredSegment { summary, lives: Vec::new(), entries: Vec::new(), expiries: Vec::new(), source: Arc::new(source) }
+        StoredSegment {
+            summary,
+            lives: Vec::new(),
+            entries: Vec::new(),
+            expiries: Vec::new(),
+            source: Arc::new(source),
+            in_flight: 0,
+            seal_pending: false,
+        }
     }
 
-    /// Records a committed group; `expiries` are its blocks' row expiries, in order.
+    /// Records a committed group; `expiries` are its blocks' row expiries, in order. Groups
+    /// commit concurrently, so one may return before a group placed ahead of it: its blocks go
+    /// in at their place by position (groups hold disjoint runs of positions).
     pub fn add(&mut self, entries: &[IndexEntry], expiries: &[Option<i64>], end_position: u64, wal_checkpoint: u64) {
         debug_assert_eq!(entries.len(), expiries.len());
         self.summary.add(entries, end_position, wal_checkpoint);
-        self.lives.extend(entries.iter().map(BlockLife::of));
-        self.entries.extend_from_slice(entries);
-        self.expiries.extend_from_slice(expiries);
+        let at = entries.first().map_or(self.entries.len(), |first| self.entries.partition_point(|e| e.offset < first.offset));
+        debug_assert!(entries.last().is_none_or(|last| self.entries.get(at).is_none_or(|next| last.offset < next.offset)));
+        self.lives.splice(at..at, entries.iter().map(BlockLife::of));
+        self.entries.splice(at..at, entries.iter().copied());
+        self.expiries.splice(at..at, expiries.iter().copied());
     }
 
     /// The key of every block row, with its expiry.

@@ -37,11 +37,23 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// The engine's [`CompactionOptions::short_block_bytes_max`]: numeric blocks under
+/// `small_block_points` points stay below it (2,048 points of 8-byte values take 16 KiB raw,
+/// about 2 KiB encoded), payload portions of 8 KiB and more do not.
+pub const SHORT_BLOCK_BYTES_MAX: u64 = 8 << 10;
+
 /// Knobs of compaction.
 #[derive(Clone, Copy, Debug)]
 pub struct CompactionOptions {
     /// A segment is worth compacting when its blocks hold fewer points than this on average.
     pub small_block_points: u64,
+    /// ... and fewer bytes than this on average: a block this large is mostly its values (its
+    /// header and index entry are about 100 bytes), so joining such blocks gains under 2 % and
+    /// costs reading and writing them all again. Payload portions (waveform chunks, binary
+    /// frames) are one point each in blocks of kilobytes to megabytes: they counted as short,
+    /// and compaction copied every 64 KiB portion a second time (over Cassandra, half of what
+    /// its nodes did per MiB ingested, issue 15).
+    pub short_block_bytes_max: u64,
     /// Most input bytes in one run of small files (see [`candidate_runs`]).
     pub run_bytes_max: u64,
     /// Most input bytes in one run of short blocks: more than `run_bytes_max`, as merging short
@@ -104,7 +116,11 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
 /// hold disjoint sequence ranges (a flush's segment takes the next groups, an output takes a
 /// sequence of its run's), and a run stops at a segment that would break this.
 fn short_block_runs(segments: &[&SegmentSummary], options: &CompactionOptions) -> Vec<Vec<u64>> {
-    let small = |s: &SegmentSummary| s.sealed && s.points < options.small_block_points.saturating_mul(s.blocks);
+    let small = |s: &SegmentSummary| {
+        s.sealed
+            && s.points < options.small_block_points.saturating_mul(s.blocks)
+            && s.bytes < options.short_block_bytes_max.saturating_mul(s.blocks)
+    };
     let mut taken = vec![false; segments.len()];
     let mut runs = Vec::new();
     for seed in 0..segments.len() {
@@ -513,6 +529,7 @@ mod tests {
     fn options() -> CompactionOptions {
         CompactionOptions {
             small_block_points: 1000,
+            short_block_bytes_max: 8 << 10,
             run_bytes_max: 100,
             short_block_run_bytes_max: 100,
             run_blocks_max: 1_000_000,
@@ -533,6 +550,16 @@ mod tests {
             summary(7, (31, 40), 100, 1_000, 40), // would pass the byte limit
         ];
         assert_eq!(choose_run(&segments, &options()), Some(vec![5, 6]));
+    }
+
+    #[test]
+    fn segments_of_payload_portions_are_not_short_blocks_however_few_their_points() {
+        // One point a block, as payload portions are: 64 KiB blocks and 4 KiB blocks.
+        let large = [summary(5, (1, 10), 1_000, 1_000, 1_000 * 65_536), summary(6, (11, 20), 1_000, 1_000, 1_000 * 65_536)];
+        let options = CompactionOptions { short_block_run_bytes_max: u64::MAX, run_bytes_max: u64::MAX, small_file_bytes: 0, ..options() };
+        assert_eq!(choose_run(&large, &options), None);
+        let small = [summary(5, (1, 10), 1_000, 1_000, 1_000 * 4_096), summary(6, (11, 20), 1_000, 1_000, 1_000 * 4_096)];
+        assert_eq!(choose_run(&small, &options), Some(vec![5, 6]));
     }
 
     #[test]

@@ -160,6 +160,7 @@ impl Inner {
     fn compaction_options(&self) -> crate::compaction::CompactionOptions {
         crate::compaction::CompactionOptions {
             small_block_points: self.options.compaction_small_block_points.max(1),
+            short_block_bytes_max: crate::compaction::SHORT_BLOCK_BYTES_MAX,
             run_bytes_max: self.options.segment_bytes_max.max(1 << 20),
             short_block_run_bytes_max: 4 * self.options.segment_bytes_max.max(1 << 20),
             // Four segments full of blocks: their small files merge four at a time.

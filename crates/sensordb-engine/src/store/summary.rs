@@ -85,7 +85,8 @@ impl SegmentSummary {
 
     pub fn add(&mut self, entries: &[IndexEntry], bytes: u64, wal_checkpoint: u64) {
         let more = SegmentSummary::of(self.id, self.sealed, bytes, entries, wal_checkpoint);
-        self.bytes = bytes;
+        // A backend committing groups concurrently may add a group placed before the last.
+        self.bytes = self.bytes.max(bytes);
         self.blocks += more.blocks;
         self.points += more.points;
         self.min_sequence = self.min_sequence.min(more.min_sequence);

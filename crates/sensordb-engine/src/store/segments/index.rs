@@ -397,6 +397,7 @@ mod tests {
     fn compaction_options() -> CompactionOptions {
         CompactionOptions {
             small_block_points: 1000,
+            short_block_bytes_max: crate::compaction::SHORT_BLOCK_BYTES_MAX,
             run_bytes_max: 64 << 20,
             short_block_run_bytes_max: 64 << 20,
             run_blocks_max: 1 << 20,
