@@ -89,6 +89,47 @@ fn segments_fill_and_seal_and_the_open_one_is_never_removed() {
     assert!(store.summaries().iter().all(|s| s.sealed));
 }
 
+/// Groups commit concurrently: each lands in the index when its rows are in, segments fill and
+/// seal while others' groups are in flight, and a reopen finds every group.
+#[test]
+#[ignore = "starts a Cassandra node: cargo test -p sensordb-cassandra -- --include-ignored"]
+fn concurrent_groups_all_land_and_segments_seal_only_whole() {
+    let Some(options) = store_options("concurrent") else { return };
+    let store = CassandraStore::open(options.clone()).expect("open");
+    let (writers, groups) = (8u32, 30i64);
+    std::thread::scope(|scope| {
+        for w in 1..=writers {
+            let store = &store;
+            scope.spawn(move || {
+                for g in 0..groups {
+                    store.put_group(group(w, g * 100, 50), 0).expect("put");
+                    // What a writer was told is stored is listed at once.
+                    assert_eq!(timestamps(store, w, g * 100, g * 100 + 49).len(), 50);
+                }
+            });
+        }
+    });
+    let expected: Vec<i64> = (0..groups).flat_map(|g| g * 100..g * 100 + 50).collect();
+    let summaries = store.summaries();
+    assert!(summaries.iter().filter(|s| s.sealed).count() > 2, "4096-byte segments filled: {summaries:?}");
+    assert!(summaries.iter().filter(|s| !s.sealed).count() <= 1);
+    let blocks: u64 = summaries.iter().map(|s| s.blocks).sum();
+    assert_eq!(blocks, u64::from(writers) * groups as u64);
+    for w in 1..=writers {
+        assert_eq!(timestamps(&store, w, i64::MIN, i64::MAX), expected, "writer {w}");
+    }
+    drop(store);
+    let reopened = CassandraStore::open(options).expect("reopen");
+    let mut again: Vec<_> = reopened.summaries().iter().map(|s| (s.id, s.blocks, s.points, s.bytes)).collect();
+    let mut before: Vec<_> = summaries.iter().map(|s| (s.id, s.blocks, s.points, s.bytes)).collect();
+    again.sort_unstable();
+    before.sort_unstable();
+    assert_eq!(again, before, "the groups of every segment, as their rows say");
+    for w in 1..=writers {
+        assert_eq!(timestamps(&reopened, w, i64::MIN, i64::MAX), expected, "writer {w} after reopening");
+    }
+}
+
 #[test]
 #[ignore = "starts a Cassandra node: cargo test -p sensordb-cassandra -- --include-ignored"]
 fn a_removed_segment_stays_readable_while_listed_and_its_rows_go_after() {
