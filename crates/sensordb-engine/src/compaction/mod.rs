@@ -119,7 +119,7 @@ fn short_block_runs(segments: &[&SegmentSummary], options: &CompactionOptions) -
     let small = |s: &SegmentSummary| {
         s.sealed
             && s.points < options.small_block_points.saturating_mul(s.blocks)
-            && s.bytes < options.short_block_bytes_max.saturating_mul(s.blocks)
+            && s.block_bytes < options.short_block_bytes_max.saturating_mul(s.blocks)
     };
     let mut taken = vec![false; segments.len()];
     let mut runs = Vec::new();
@@ -510,6 +510,8 @@ mod tests {
             id,
             sealed: true,
             bytes,
+            // The tests' blocks are as long as their segments are (no headers or padding).
+            block_bytes: bytes,
             blocks,
             points,
             series: 0,

@@ -25,6 +25,8 @@ pub struct SegmentSummary {
     /// False for the segment still taking flush groups.
     pub sealed: bool,
     pub bytes: u64,
+    /// The sum of its blocks' lengths (`bytes` less headers, indexes and page padding).
+    pub block_bytes: u64,
     pub blocks: u64,
     pub points: u64,
     /// Series with blocks in it, as its series directory lists them; 0 when not known (a
@@ -46,6 +48,7 @@ impl SegmentSummary {
             id,
             sealed,
             bytes,
+            block_bytes: entries.iter().map(|e| u64::from(e.length)).sum(),
             blocks: entries.len() as u64,
             points: entries.iter().map(|e| u64::from(e.count)).sum(),
             series: 0,
@@ -63,6 +66,7 @@ impl SegmentSummary {
             id,
             sealed: true,
             bytes,
+            block_bytes: directory.block_bytes,
             blocks: directory.blocks,
             points: directory.points,
             series: 0,
@@ -88,6 +92,7 @@ impl SegmentSummary {
         // A backend committing groups concurrently may add a group placed before the last.
         self.bytes = self.bytes.max(bytes);
         self.blocks += more.blocks;
+        self.block_bytes += more.block_bytes;
         self.points += more.points;
         self.min_sequence = self.min_sequence.min(more.min_sequence);
         self.max_sequence = self.max_sequence.max(more.max_sequence);
