@@ -6,7 +6,9 @@
 //! decoder accepts, and its chunks decode to the same entries; a decoded run agrees with its directory entry (as many
 //! entries as its blocks, its points and bytes, entries in file order within the entry's time
 //! and sequence ranges); and when every run decodes, encoding the entries again (`encode_footer`)
-//! gives a footer that decodes to the same directory and entries.
+//! gives a footer that decodes to the same directory and entries. The index as format version 3
+//! stores it (`DirectoryIndex::encode_stored`) decodes to the same index and replaced list, and
+//! the runs' bytes read as a stored index never panic its parser.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -17,11 +19,17 @@ fuzz_target!(|data: &[u8]| {
     let directory_length = (u16::from_le_bytes(*length) as usize).min(rest.len());
     let (directory_bytes, runs) = rest.split_at(directory_length);
     let runs_start = directory_length as u64;
+    let _ = DirectoryIndex::decode_stored(runs, 0, runs.len() as u64);
+    let _ = DirectoryIndex::decode_stored(runs, directory_length as u64, u64::MAX);
     let decoded = decode_directory(directory_bytes, runs_start);
     let indexed = DirectoryIndex::of(directory_bytes, 0);
     assert_eq!(decoded.is_ok(), indexed.is_ok(), "the index and the decoder disagree on {directory_bytes:?}");
     let Ok((directory, replaced)) = decoded else { return };
     let (index, _) = indexed.expect("checked above");
+    let stored = index.encode_stored(directory_bytes.len() as u64, &replaced);
+    let (stored_index, stored_replaced, stored_length) =
+        DirectoryIndex::decode_stored(&stored, 0, index.runs_end).expect("a stored index of a valid directory");
+    assert_eq!((stored_index, stored_replaced, stored_length), (index.clone(), replaced.clone(), directory_bytes.len() as u64));
     if index.chunks() > 0 {
         let (start, length) = index.span(0..index.chunks());
         let chunks = index.decode_chunks(0..index.chunks(), &directory_bytes[start as usize..start as usize + length]);

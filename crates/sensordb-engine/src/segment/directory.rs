@@ -243,6 +243,25 @@ impl<'a> EntryReader<'a> {
 /// Directory entries a [`DirectoryIndex`] keeps one checkpoint for.
 pub const ENTRIES_PER_CHECKPOINT: usize = 32;
 
+/// Magic of a directory index stored in a sealed file (format version 3), between the runs'
+/// padding and the trailer, whose length and checksum cover it:
+/// ```text
+///   0  8  magic "SDBDIRIX"
+///   8  8  directory length D (entries and replaced list; the runs start at footer offset + D)
+///  16  8  file offset just past the last entry         u64 LE (as all below)
+///  24  8  file offset just past the last run
+///  32  8  entries, 40 blocks, 48 points, 56 block bytes (sums over the directory)
+///  64  8  min timestamp (i64), 72 max timestamp, 80 min sequence, 88 max sequence
+///  96  4  smallest series id, 100 largest, 104..112 the widest gap of ids between (u32 pairs)
+/// 112  8  checkpoint count C (one per 32 entries)
+/// 120  C × 24: file offset of the chunk's first entry u64, its first run's offset u64, its
+///          first series id u32, CRC32C of the chunk's bytes u32
+///    then the replaced list (as in the directory)
+/// ```
+pub const INDEX_MAGIC: &[u8; 8] = b"SDBDIRIX";
+const STORED_HEADER_BYTES: usize = 120;
+const STORED_CHECKPOINT_BYTES: usize = 24;
+
 /// A series directory left on disk, summarised in memory: one checkpoint every
 /// [`ENTRIES_PER_CHECKPOINT`] entries (where its chunk of entries lies in the file, its first
 /// series id and run offset, the CRC32C of its bytes: 24 bytes, under one byte an entry) and
@@ -338,6 +357,96 @@ impl DirectoryIndex {
         }
         let replaced = super::decode_replaced(&bytes[entries.position..])?;
         Ok((index, replaced))
+    }
+
+    /// The index as format version 3 stores it after the runs (see [`INDEX_MAGIC`]): start-up
+    /// reads this instead of the directory, whose chunks are then checked one by one as reads
+    /// need them. `directory_bytes` is the directory's length with its replaced list.
+    pub fn encode_stored(&self, directory_bytes: u64, replaced: &[u64]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(STORED_HEADER_BYTES + self.checkpoints.len() * STORED_CHECKPOINT_BYTES + 16);
+        out.extend_from_slice(INDEX_MAGIC);
+        for value in [directory_bytes, self.entries_end, self.runs_end, self.len as u64, self.blocks, self.points, self.block_bytes] {
+            out.extend_from_slice(&value.to_le_bytes());
+        }
+        out.extend_from_slice(&self.min_timestamp.to_le_bytes());
+        out.extend_from_slice(&self.max_timestamp.to_le_bytes());
+        out.extend_from_slice(&self.min_sequence.to_le_bytes());
+        out.extend_from_slice(&self.max_sequence.to_le_bytes());
+        for id in [self.series_ids.0, self.series_ids.1, self.series_gap.0, self.series_gap.1] {
+            out.extend_from_slice(&id.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.checkpoints.len() as u64).to_le_bytes());
+        debug_assert_eq!(out.len(), STORED_HEADER_BYTES);
+        for checkpoint in self.checkpoints.iter() {
+            out.extend_from_slice(&checkpoint.at.to_le_bytes());
+            out.extend_from_slice(&checkpoint.run_offset.to_le_bytes());
+            out.extend_from_slice(&checkpoint.series.0.to_le_bytes());
+            out.extend_from_slice(&checkpoint.checksum.to_le_bytes());
+        }
+        super::encode_replaced(replaced, &mut out);
+        out
+    }
+
+    /// Parses [`DirectoryIndex::encode_stored`]'s bytes (checksum already verified) of a
+    /// directory at file offset `footer_offset`, stored at `stored_at`: the index, the
+    /// replaced list and the directory's length. Checks that the layout is consistent (chunks
+    /// in order inside the directory, runs after it and before the stored index), so damage
+    /// that passed the checksum cannot send a read outside the footer.
+    pub fn decode_stored(bytes: &[u8], footer_offset: u64, stored_at: u64) -> Result<(DirectoryIndex, Vec<u64>, u64), String> {
+        if bytes.len() < STORED_HEADER_BYTES || &bytes[..8] != INDEX_MAGIC {
+            return Err("directory index: bad magic or truncated".into());
+        }
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let (directory_bytes, entries_end, runs_end, len) = (u64_at(8), u64_at(16), u64_at(24), u64_at(32));
+        let count = u64_at(112);
+        let runs_start = footer_offset.checked_add(directory_bytes).ok_or("directory index: directory length overflows")?;
+        if entries_end < footer_offset || entries_end > runs_start || runs_end < runs_start || runs_end > stored_at {
+            return Err(format!(
+                "directory index: directory {footer_offset}+{directory_bytes}, entries end {entries_end}, runs end {runs_end}, index at {stored_at}"
+            ));
+        }
+        if count != len.div_ceil(ENTRIES_PER_CHECKPOINT as u64) || len > directory_bytes {
+            return Err(format!("directory index: {count} checkpoints for {len} entries"));
+        }
+        let checkpoints_end = usize::try_from(count)
+            .ok()
+            .and_then(|count| count.checked_mul(STORED_CHECKPOINT_BYTES))
+            .and_then(|bytes| bytes.checked_add(STORED_HEADER_BYTES))
+            .filter(|&end| end <= bytes.len())
+            .ok_or_else(|| format!("directory index of {} bytes holds no {count} checkpoints", bytes.len()))?;
+        let mut checkpoints = Vec::with_capacity(count as usize);
+        for chunk in bytes[STORED_HEADER_BYTES..checkpoints_end].chunks_exact(STORED_CHECKPOINT_BYTES) {
+            let at = u64::from_le_bytes(chunk[0..8].try_into().expect("8 bytes"));
+            let run_offset = u64::from_le_bytes(chunk[8..16].try_into().expect("8 bytes"));
+            let series = SeriesId(u32::from_le_bytes(chunk[16..20].try_into().expect("4 bytes")));
+            let checksum = u32::from_le_bytes(chunk[20..24].try_into().expect("4 bytes"));
+            let in_order = checkpoints.last().is_none_or(|p: &Checkpoint| p.at < at && p.run_offset <= run_offset && p.series <= series);
+            if !in_order || at <= footer_offset || at >= entries_end || run_offset < runs_start || run_offset > runs_end {
+                return Err(format!("directory index: checkpoint {} out of place", checkpoints.len()));
+            }
+            checkpoints.push(Checkpoint { at, run_offset, series, checksum });
+        }
+        if checkpoints.first().is_some_and(|c| c.run_offset != runs_start) {
+            return Err("directory index: the first run does not follow the directory".into());
+        }
+        let index = DirectoryIndex {
+            checkpoints: checkpoints.into_boxed_slice(),
+            entries_end,
+            len: usize::try_from(len).map_err(|_| "directory index: entry count overflows")?,
+            blocks: u64_at(40),
+            points: u64_at(48),
+            block_bytes: u64_at(56),
+            min_timestamp: u64_at(64) as i64,
+            max_timestamp: u64_at(72) as i64,
+            min_sequence: u64_at(80),
+            max_sequence: u64_at(88),
+            series_ids: (u32_at(96), u32_at(100)),
+            series_gap: (u32_at(104), u32_at(108)),
+            runs_end,
+        };
+        let replaced = super::decode_replaced(&bytes[checkpoints_end..])?;
+        Ok((index, replaced, directory_bytes))
     }
 
     /// Chunks of [`ENTRIES_PER_CHECKPOINT`] entries.

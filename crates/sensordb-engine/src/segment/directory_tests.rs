@@ -174,7 +174,7 @@ fn sealed_segment(dir: &Path, version: u16) -> (PathBuf, Vec<IndexEntry>) {
         written.extend(writer.append_group(group(g as i64 * 1_000_000), g + 1, g + 20).expect("append"));
     }
     let directory = writer.seal().expect("seal");
-    assert_eq!(directory.is_some(), version >= 2, "only version 2 has a series directory");
+    assert_eq!(directory.is_some(), version >= 2, "from version 2 on, a series directory");
     (crate::filenames::numbered_file(dir, 3, crate::filenames::SEGMENT_EXTENSION), written)
 }
 
@@ -191,7 +191,7 @@ fn start_up_reads_the_directory_alone_and_runs_give_every_block() {
     let scan = scan_segment_directory(&RealFs, &path).expect("scan");
     assert!(scan.sealed && scan.problems.is_empty(), "{:?}", scan.problems);
     assert!(scan.entries.is_empty(), "no block entry is read at start-up");
-    assert_eq!(scan.version, 2);
+    assert_eq!(scan.version, SEGMENT_FORMAT_VERSION);
     assert_eq!(scan.wal_checkpoint, 22);
     let directory = all_runs(&scan);
     assert_eq!(directory.iter().map(|r| (r.series.0, r.blocks)).collect::<Vec<_>>(), vec![(1, 3), (4, 3), (9, 3)]);
@@ -260,9 +260,80 @@ fn a_damaged_run_is_reported_with_file_and_offset_and_the_index_rebuilt() {
 }
 
 #[test]
+fn a_version_two_segment_opens_from_its_directory_and_is_resealed_in_version_two() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, written) = sealed_segment(dir.path(), 2);
+    let scan = scan_segment_directory(&RealFs, &path).expect("scan");
+    assert!(scan.sealed && scan.problems.is_empty() && scan.entries.is_empty(), "{:?}", scan.problems);
+    assert_eq!((scan.version, scan.wal_checkpoint), (2, 22));
+    assert_eq!(read_all_runs(&path, scan.file.as_ref(), &all_runs(&scan)).expect("runs"), written);
+    let stored = scan_segment_directory(&RealFs, &sealed_segment(tempfile::tempdir().expect("tempdir").path(), 3).0);
+    assert_eq!(scan.directory, stored.expect("scan").directory, "both versions give the same index");
+}
+
+/// Version 3: start-up reads the stored index only, so damage to the directory is found by
+/// the read needing the chunk (file and chunk offset) and by a full scan, which rebuilds.
+#[test]
+fn a_damaged_directory_behind_a_stored_index_fails_the_reads_needing_it_and_a_full_scan_rebuilds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, written) = sealed_segment(dir.path(), 3);
+    let bytes = std::fs::read(&path).expect("read");
+    let footer_offset = u64::from_le_bytes(bytes[bytes.len() - 40..bytes.len() - 32].try_into().expect("8"));
+    flip(&path, footer_offset + 3);
+    let lazy = scan_segment_directory(&RealFs, &path).expect("scan");
+    assert!(lazy.sealed && lazy.problems.is_empty(), "{:?}", lazy.problems);
+    let directory = lazy.directory.as_ref().expect("stored index");
+    match crate::segment::read_directory_chunks(&path, lazy.file.as_ref(), directory, 0..1) {
+        Err(Error::Corruption { path: reported, offset, .. }) => assert_eq!((reported, offset), (path.clone(), footer_offset + 1)),
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    drop(lazy);
+    let full = scan_segment(&RealFs, &path).expect("scan");
+    assert!(!full.sealed && full.problems.len() == 1 && full.problems[0].0 == footer_offset, "{:?}", full.problems);
+    assert_eq!(full.entries, written, "rebuilt from the group headers");
+}
+
+#[test]
+fn a_damaged_stored_index_is_reported_at_its_offset_and_the_segment_sealed_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, written) = sealed_segment(dir.path(), 3);
+    let bytes = std::fs::read(&path).expect("read");
+    let stored_len = u64::from_le_bytes(bytes[bytes.len() - 32..bytes.len() - 24].try_into().expect("8"));
+    let stored_at = bytes.len() as u64 - 40 - stored_len;
+    assert_eq!(&bytes[stored_at as usize..stored_at as usize + 8], b"SDBDIRIX");
+    flip(&path, stored_at + 130);
+    let scan = scan_segment_directory(&RealFs, &path).expect("scan");
+    assert!(!scan.sealed && scan.problems.len() == 1 && scan.problems[0].0 == stored_at, "{:?}", scan.problems);
+    assert_eq!(scan.entries, written, "rebuilt from the group headers");
+    assert!(SegmentWriter::resume(&scan, true).seal().expect("reseal").is_some());
+    let resealed = scan_segment(&RealFs, &path).expect("scan");
+    assert!(resealed.sealed && resealed.problems.is_empty(), "{:?}", resealed.problems);
+    assert_eq!((resealed.version, resealed.entries), (3, written));
+}
+
+/// A stored index whose checksum holds but whose layout points outside the footer is refused.
+#[test]
+fn a_stored_index_pointing_outside_its_footer_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, _) = sealed_segment(dir.path(), 3);
+    let scan = scan_segment_directory(&RealFs, &path).expect("scan");
+    let directory = scan.directory.expect("index");
+    let footer_offset = scan.end;
+    let stored = directory.encode_stored(directory.runs_end - footer_offset, &[7]);
+    // Claims a directory as long as everything up to the runs' end: the runs then start past it.
+    assert!(DirectoryIndex::decode_stored(&stored, footer_offset, directory.runs_end + 100).is_err());
+    let good = DirectoryIndex::decode_stored(&directory.encode_stored(100, &[7]), footer_offset, directory.runs_end);
+    // 100 is not this directory's length: its first run would not follow it.
+    assert!(good.is_err());
+    for cut in [0, 8, 119, stored.len() - 1] {
+        assert!(DirectoryIndex::decode_stored(&stored[..cut], footer_offset, directory.runs_end + 100).is_err(), "cut at {cut}");
+    }
+}
+
+#[test]
 fn a_damaged_directory_is_reported_at_the_footer_and_the_index_rebuilt() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (path, written) = sealed_segment(dir.path(), SEGMENT_FORMAT_VERSION);
+    let (path, written) = sealed_segment(dir.path(), 2);
     let bytes = std::fs::read(&path).expect("read");
     let footer_offset = u64::from_le_bytes(bytes[bytes.len() - 40..bytes.len() - 32].try_into().expect("8"));
     flip(&path, footer_offset + 3);
@@ -272,6 +343,7 @@ fn a_damaged_directory_is_reported_at_the_footer_and_the_index_rebuilt() {
     assert_eq!(scan.problems[0].0, footer_offset);
     assert_eq!(scan.entries, written, "rebuilt from the group headers");
     let directory = SegmentWriter::resume(&scan, true).seal().expect("reseal").expect("version 2 again");
+    assert_eq!(scan.version, 2);
     assert_eq!(directory.blocks, 9);
     let resealed = scan_segment(&RealFs, &path).expect("scan");
     assert!(resealed.sealed && resealed.problems.is_empty(), "{:?}", resealed.problems);

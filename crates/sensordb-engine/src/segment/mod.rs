@@ -10,14 +10,17 @@
 //! the sealed segment ends with a footer (the index of all its blocks) and a fixed-size
 //! trailer. Format version 2 groups the footer's entries by series into runs behind a series
 //! directory ([`directory`]); start-up reads only trailers and directories, never blocks, and
-//! a read fetches the run it needs. Version 1 (the flat list below) is still read. A segment without a valid
+//! a read fetches the run it needs. Version 3 stores the directory's in-memory index (a
+//! checkpoint per 32 entries, see `DirectoryIndex::encode_stored`) before the trailer, which
+//! then covers it, so start-up reads that instead of the directory. Versions 1 (the flat list
+//! below) and 2 are still read. A segment without a valid
 //! trailer (the engine stopped while it was open) is recovered by walking its group headers,
 //! which sit at known 4 KiB boundaries, and then sealed.
 //!
 //! ```text
 //! file header, 4096 bytes (32 used, rest zero)
 //!    0  8  magic "SDBSEGMT"
-//!    8  2  format version (2; 1 still read)   u16 LE
+//!    8  2  format version (3; 1, 2 still read) u16 LE
 //!   10  6  reserved (0)
 //!   16  8  segment id                         u64 LE
 //!   24  4  reserved (0)
@@ -42,6 +45,8 @@
 //!   24  8  length C of the region it covers (the torn group's bytes, from its header)
 //!   32 28  zero
 //!   60  4  CRC32C of [0, 60)
+//! footer of version 3: series directory and runs, zero padding, then the directory's stored
+//! index (see `directory::INDEX_MAGIC`), which the trailer's length and checksum cover
 //! footer of version 2: series directory and runs, see [`directory`]; the trailer's length and
 //! checksum cover the directory
 //! footer of version 1, on a 4 KiB boundary, written when sealing
@@ -91,9 +96,10 @@ pub use writer::{GroupBuilder, GroupPart, SegmentWriter, SharedTimestamps, Stage
 use crate::checksum::{get_varint, put_varint, unzigzag, zigzag};
 use crate::model::{SeriesId, Timestamp, ValueKind};
 
-/// Version written by this build; version 1 (one flat footer list) is still read, and a file
-/// keeps its version when recovery resumes and seals it.
-pub const SEGMENT_FORMAT_VERSION: u16 = 2;
+/// Version written by this build; versions 1 (one flat footer list) and 2 (a series directory
+/// that start-up reads whole) are still read, and a file keeps its version when recovery
+/// resumes and seals it.
+pub const SEGMENT_FORMAT_VERSION: u16 = 3;
 pub const PAGE_BYTES: u64 = 4096;
 pub const FILE_HEADER_BYTES: u64 = PAGE_BYTES;
 pub const GROUP_HEADER_BYTES: usize = 64;

@@ -212,6 +212,11 @@ fn read_footer(scan: &SegmentScan, len: u64, load_runs: bool) -> std::result::Re
     if footer_offset < FILE_HEADER_BYTES || footer_offset.saturating_add(footer_len) > trailer_offset {
         return Err((trailer_offset, "trailer points outside the file".into(), trailer_offset));
     }
+    if scan.version >= 3 {
+        let stored_at = trailer_offset - footer_len;
+        let at = StoredIndexAt { footer_offset, stored_at, trailer_offset, count, checksum: footer_checksum, wal_checkpoint };
+        return read_stored_index(scan, at, load_runs);
+    }
     let mut footer = vec![0u8; footer_len as usize];
     if let Err(e) = scan.file.read_exact_at(&mut footer, footer_offset) {
         return Err((footer_offset, format!("footer unreadable: {e}"), footer_offset));
@@ -246,6 +251,51 @@ fn read_footer(scan: &SegmentScan, len: u64, load_runs: bool) -> std::result::Re
         return Err((footer_offset, format!("footer lists {} blocks, trailer says {count}", entries.len()), footer_offset));
     }
     Ok(Some(Footer { footer_offset, entries, wal_checkpoint, replaced, directory: None }))
+}
+
+/// What a version-3 trailer says: where the directory starts, and the stored index it covers.
+struct StoredIndexAt {
+    footer_offset: u64,
+    stored_at: u64,
+    trailer_offset: u64,
+    count: usize,
+    checksum: u32,
+    wal_checkpoint: u64,
+}
+
+/// The footer of a version-3 file: the directory's index stored before the trailer (whose
+/// checksum covers it) instead of the directory, which stays unread until a read needs a chunk
+/// of it. With `load_runs` (inspect, recovery tools) the directory is read too and must give the
+/// same index, and every run is read.
+fn read_stored_index(scan: &SegmentScan, at: StoredIndexAt, load_runs: bool) -> std::result::Result<Option<Footer>, FooterError> {
+    let StoredIndexAt { footer_offset, stored_at, trailer_offset, count, checksum, wal_checkpoint } = at;
+    let damaged_at = |offset: u64| move |reason: String| (offset, reason, footer_offset);
+    let mut stored = vec![0u8; (trailer_offset - stored_at) as usize];
+    scan.file.read_exact_at(&mut stored, stored_at).map_err(|e| damaged_at(stored_at)(format!("directory index unreadable: {e}")))?;
+    if crc32c(&stored) != checksum {
+        return Err(damaged_at(stored_at)("directory index checksum mismatch".into()));
+    }
+    let (directory, replaced, directory_len) =
+        DirectoryIndex::decode_stored(&stored, footer_offset, stored_at).map_err(damaged_at(stored_at))?;
+    if directory.blocks != count as u64 {
+        return Err(damaged_at(stored_at)(format!("directory index lists {} blocks, trailer says {count}", directory.blocks)));
+    }
+    let mut entries = Vec::new();
+    if load_runs {
+        let damaged = damaged_at(footer_offset);
+        let mut bytes = vec![0u8; directory_len as usize];
+        scan.file.read_exact_at(&mut bytes, footer_offset).map_err(|e| damaged(format!("series directory unreadable: {e}")))?;
+        let (read, read_replaced) = DirectoryIndex::of(&bytes, footer_offset).map_err(damaged)?;
+        if read != directory || read_replaced != replaced {
+            return Err(damaged_at(footer_offset)("series directory differs from its stored index".into()));
+        }
+        let (runs, _) = super::directory::decode_directory(&bytes, footer_offset + directory_len).map_err(damaged_at(footer_offset))?;
+        entries = read_all_runs(&scan.path, scan.file.as_ref(), &runs).map_err(|e| match e {
+            Error::Corruption { offset, detail, .. } => (offset, detail, footer_offset),
+            other => (footer_offset, other.to_string(), footer_offset),
+        })?;
+    }
+    Ok(Some(Footer { footer_offset, entries, wal_checkpoint, replaced, directory: Some(directory) }))
 }
 
 /// Reads the entries of chunks `chunks` of a sealed segment's series directory, which stays

@@ -511,11 +511,20 @@ impl SegmentWriter {
             super::encode_replaced(replaced, &mut list);
             (list, Vec::new(), None)
         };
-        let footer_bytes = covered.len() as u64;
-        let footer_checksum = crc32c(&covered);
+        // Version 3 stores the directory's index before the trailer, and the trailer covers
+        // that instead of the directory: start-up reads 24 bytes per 32 series, not the
+        // directory (issue 14: 2 M series in a hundred segments took 20 s to open).
+        let stored = match &directory {
+            Some(directory) if self.version >= 3 => directory.encode_stored(covered.len() as u64, replaced),
+            _ => Vec::new(),
+        };
+        let trailer_covers: &[u8] = if self.version >= 3 { &stored } else { &covered };
+        let footer_bytes = trailer_covers.len() as u64;
+        let footer_checksum = crc32c(trailer_covers);
         let before_tail = covered.len() + runs.len();
-        let total = align_up((before_tail + TRAILER_BYTES) as u64, PAGE_BYTES) as usize;
-        let mut tail = vec![0u8; total - TRAILER_BYTES - before_tail];
+        let total = align_up((before_tail + stored.len() + TRAILER_BYTES) as u64, PAGE_BYTES) as usize;
+        let mut tail = vec![0u8; total - TRAILER_BYTES - stored.len() - before_tail];
+        tail.extend_from_slice(&stored);
         let trailer_start = tail.len();
         tail.extend_from_slice(&self.end.to_le_bytes());
         tail.extend_from_slice(&footer_bytes.to_le_bytes());
