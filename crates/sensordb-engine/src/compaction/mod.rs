@@ -531,7 +531,7 @@ mod tests {
     fn options() -> CompactionOptions {
         CompactionOptions {
             small_block_points: 1000,
-            short_block_bytes_max: 8 << 10,
+            short_block_bytes_max: SHORT_BLOCK_BYTES_MAX,
             run_bytes_max: 100,
             short_block_run_bytes_max: 100,
             run_blocks_max: 1_000_000,

@@ -214,8 +214,7 @@ fn a_version_one_segment_is_still_read_and_resealed_in_version_one() {
     assert!(scan.sealed && scan.directory.is_none());
     assert_eq!(scan.entries, written, "a flat footer lists every block");
     // Recovery of a version-1 file whose footer is damaged seals it again as version 1.
-    let bytes = std::fs::read(&path).expect("read");
-    let footer_offset = u64::from_le_bytes(bytes[bytes.len() - 40..bytes.len() - 32].try_into().expect("8"));
+    let footer_offset = trailer_field(&path, 0);
     let file = RealFs.open_rw(&path).expect("open");
     file.write_all_at(&[0xFF], footer_offset + 1).expect("damage");
     let damaged = scan_segment_directory(&RealFs, &path).expect("scan");
@@ -224,6 +223,14 @@ fn a_version_one_segment_is_still_read_and_resealed_in_version_one() {
     let resealed = scan_segment(&RealFs, &path).expect("scan");
     assert!(resealed.sealed && resealed.problems.is_empty(), "{:?}", resealed.problems);
     assert_eq!((resealed.version, resealed.entries), (1, written));
+}
+
+/// The u64 at `at` in the trailer (the last 40 bytes) of `path`: 0 the footer offset, 8 the
+/// length the trailer's checksum covers.
+fn trailer_field(path: &Path, at: usize) -> u64 {
+    let bytes = std::fs::read(path).expect("read");
+    let trailer = &bytes[bytes.len() - 40..];
+    u64::from_le_bytes(trailer[at..at + 8].try_into().expect("8 bytes"))
 }
 
 /// Flips one byte of `path` at `offset`.
@@ -277,8 +284,7 @@ fn a_version_two_segment_opens_from_its_directory_and_is_resealed_in_version_two
 fn a_damaged_directory_behind_a_stored_index_fails_the_reads_needing_it_and_a_full_scan_rebuilds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (path, written) = sealed_segment(dir.path(), 3);
-    let bytes = std::fs::read(&path).expect("read");
-    let footer_offset = u64::from_le_bytes(bytes[bytes.len() - 40..bytes.len() - 32].try_into().expect("8"));
+    let footer_offset = trailer_field(&path, 0);
     flip(&path, footer_offset + 3);
     let lazy = scan_segment_directory(&RealFs, &path).expect("scan");
     assert!(lazy.sealed && lazy.problems.is_empty(), "{:?}", lazy.problems);
@@ -298,8 +304,7 @@ fn a_damaged_stored_index_is_reported_at_its_offset_and_the_segment_sealed_again
     let dir = tempfile::tempdir().expect("tempdir");
     let (path, written) = sealed_segment(dir.path(), 3);
     let bytes = std::fs::read(&path).expect("read");
-    let stored_len = u64::from_le_bytes(bytes[bytes.len() - 32..bytes.len() - 24].try_into().expect("8"));
-    let stored_at = bytes.len() as u64 - 40 - stored_len;
+    let stored_at = bytes.len() as u64 - 40 - trailer_field(&path, 8);
     assert_eq!(&bytes[stored_at as usize..stored_at as usize + 8], b"SDBDIRIX");
     flip(&path, stored_at + 130);
     let scan = scan_segment_directory(&RealFs, &path).expect("scan");
@@ -322,9 +327,9 @@ fn a_stored_index_pointing_outside_its_footer_is_refused() {
     let stored = directory.encode_stored(directory.runs_end - footer_offset, &[7]);
     // Claims a directory as long as everything up to the runs' end: the runs then start past it.
     assert!(DirectoryIndex::decode_stored(&stored, footer_offset, directory.runs_end + 100).is_err());
-    let good = DirectoryIndex::decode_stored(&directory.encode_stored(100, &[7]), footer_offset, directory.runs_end);
+    let wrong_length = DirectoryIndex::decode_stored(&directory.encode_stored(100, &[7]), footer_offset, directory.runs_end);
     // 100 is not this directory's length: its first run would not follow it.
-    assert!(good.is_err());
+    assert!(wrong_length.is_err());
     for cut in [0, 8, 119, stored.len() - 1] {
         assert!(DirectoryIndex::decode_stored(&stored[..cut], footer_offset, directory.runs_end + 100).is_err(), "cut at {cut}");
     }
@@ -334,8 +339,7 @@ fn a_stored_index_pointing_outside_its_footer_is_refused() {
 fn a_damaged_directory_is_reported_at_the_footer_and_the_index_rebuilt() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (path, written) = sealed_segment(dir.path(), 2);
-    let bytes = std::fs::read(&path).expect("read");
-    let footer_offset = u64::from_le_bytes(bytes[bytes.len() - 40..bytes.len() - 32].try_into().expect("8"));
+    let footer_offset = trailer_field(&path, 0);
     flip(&path, footer_offset + 3);
     let scan = scan_segment_directory(&RealFs, &path).expect("scan");
     assert!(!scan.sealed, "a damaged directory is no seal");

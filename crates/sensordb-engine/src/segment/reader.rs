@@ -238,10 +238,7 @@ fn read_footer(scan: &SegmentScan, len: u64, load_runs: bool) -> std::result::Re
         let mut entries = Vec::new();
         if load_runs {
             let (runs, _) = super::directory::decode_directory(&footer, runs_start).map_err(damaged)?;
-            entries = read_all_runs(&scan.path, scan.file.as_ref(), &runs).map_err(|e| match e {
-                Error::Corruption { offset, detail, .. } => (offset, detail, footer_offset),
-                other => (footer_offset, other.to_string(), footer_offset),
-            })?;
+            entries = read_footer_runs(scan, &runs, footer_offset)?;
         }
         return Ok(Some(Footer { footer_offset, entries, wal_checkpoint, replaced, directory: Some(directory) }));
     }
@@ -290,12 +287,18 @@ fn read_stored_index(scan: &SegmentScan, at: StoredIndexAt, load_runs: bool) -> 
             return Err(damaged_at(footer_offset)("series directory differs from its stored index".into()));
         }
         let (runs, _) = super::directory::decode_directory(&bytes, footer_offset + directory_len).map_err(damaged_at(footer_offset))?;
-        entries = read_all_runs(&scan.path, scan.file.as_ref(), &runs).map_err(|e| match e {
-            Error::Corruption { offset, detail, .. } => (offset, detail, footer_offset),
-            other => (footer_offset, other.to_string(), footer_offset),
-        })?;
+        entries = read_footer_runs(scan, &runs, footer_offset)?;
     }
     Ok(Some(Footer { footer_offset, entries, wal_checkpoint, replaced, directory: Some(directory) }))
+}
+
+/// Every run of a sealed file's directory, for a full scan: a damaged run is a damaged footer
+/// (reported at the run's offset; the index is then rebuilt from the group headers).
+fn read_footer_runs(scan: &SegmentScan, runs: &[SeriesRun], footer_offset: u64) -> std::result::Result<Vec<IndexEntry>, FooterError> {
+    read_all_runs(&scan.path, scan.file.as_ref(), runs).map_err(|e| match e {
+        Error::Corruption { offset, detail, .. } => (offset, detail, footer_offset),
+        other => (footer_offset, other.to_string(), footer_offset),
+    })
 }
 
 /// Reads the entries of chunks `chunks` of a sealed segment's series directory, which stays
