@@ -283,3 +283,39 @@ async fn queries_beyond_the_inline_bounds_answer_in_full() {
     })
     .await;
 }
+
+/// A measurement of more series than a query run inline may read (1,024) still answers a
+/// lookup of one tag value inline: the condition requires it, so only its series are read.
+/// A query over the whole measurement goes to a blocking thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_by_tag_value_in_a_large_measurement_runs_inline() {
+    bounded(async {
+        let server = TestServer::start(|_| {}).await;
+        let lines: String = (0..1_500).map(|i| format!("fleet,truck=t{i} v={i} 1700000000\n")).collect();
+        let reply = post(server.addr, "/write?db=telegraf&precision=s", &lines).await;
+        assert_eq!(reply.status, 204, "{}", reply.text());
+        let metrics = || async { get(server.addr, "/metrics").await.text() };
+        let inline = |metrics: &str| -> u64 {
+            let name = "sensordb_queries_inline_total";
+            let line = metrics.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name} in {metrics}"));
+            line[name.len() + 1..].parse().expect("a count")
+        };
+        // The first query builds the measurement's list on a blocking thread.
+        let whole = "SELECT count(v) FROM fleet";
+        let reply = get(server.addr, &url("telegraf", whole, "")).await;
+        assert_eq!(reply.json()["results"][0]["series"][0]["values"][0][1], json!(1_500), "{}", reply.text());
+        let before = inline(&metrics().await);
+        for i in [7, 1_234] {
+            let q = format!("SELECT v FROM fleet WHERE truck = 't{i}' ORDER BY time DESC LIMIT 1");
+            let reply = get(server.addr, &url("telegraf", &q, "&epoch=s")).await;
+            assert_eq!(reply.json()["results"][0]["series"][0]["values"], json!([[1_700_000_000i64, i]]), "{}", reply.text());
+        }
+        assert_eq!(inline(&metrics().await), before + 2);
+        // 1,500 series: not inline.
+        let reply = get(server.addr, &url("telegraf", whole, "")).await;
+        assert_eq!(reply.json()["results"][0]["series"][0]["values"][0][1], json!(1_500), "{}", reply.text());
+        assert_eq!(inline(&metrics().await), before + 2);
+        server.stop().await;
+    })
+    .await;
+}

@@ -58,6 +58,13 @@ pub struct Context<'a> {
     pub limits: Limits,
 }
 
+/// A `tag = 'value'` that `condition` cannot hold without (a conjunct of its top-level AND), taking
+/// every name that is not `time` for a tag: a caller estimating which series a read of a
+/// measurement under `condition` may touch (the read itself knows the fields and may read more).
+pub fn required_tag(condition: &Expr) -> Option<(&str, &str)> {
+    table::required_tag_value(condition, &|_| false)
+}
+
 /// Runs a SELECT statement.
 pub fn select(context: &Context<'_>, statement: &SelectStatement) -> Result<Vec<ResultSeries>, QueryError> {
     let budget = Budget { max_points: context.limits.max_points_scanned, used: std::cell::Cell::new(0) };

@@ -165,7 +165,7 @@ pub(crate) fn measurement_series(storage: &dyn Storage, database: &str, measurem
 
 /// A `tag = 'value'` (value not empty: an empty one also matches series without the tag) that
 /// `condition` cannot hold without.
-fn required_tag_value<'e>(condition: &'e Expr, is_field: &dyn Fn(&str) -> bool) -> Option<(&'e str, &'e str)> {
+pub(crate) fn required_tag_value<'e>(condition: &'e Expr, is_field: &dyn Fn(&str) -> bool) -> Option<(&'e str, &'e str)> {
     match condition {
         Expr::Paren(inner) => required_tag_value(inner, is_field),
         Expr::Binary(b) if b.op == BinaryOp::And => required_tag_value(&b.lhs, is_field).or_else(|| required_tag_value(&b.rhs, is_field)),

@@ -112,6 +112,21 @@ impl SeriesLists {
         (*seen == cursor).then_some(list.len())
     }
 
+    /// The number of series of `database`/`measurement` whose tag `key` is `value`, if its list
+    /// is kept and current (see [`SeriesLists::current_len`]).
+    pub fn current_len_with(&self, engine: &Engine, database: &str, measurement: &str, (key, value): (&str, &str)) -> Option<usize> {
+        let cursor = engine.series_cursor();
+        let list = {
+            let lists = self.lists.lock();
+            let (seen, list) = lists.get(&(database.to_string(), Some(measurement.to_string())))?;
+            if *seen != cursor {
+                return None;
+            }
+            list.clone()
+        };
+        Some(list.tag_sets_with(key, value).map(<[StoredSeries]>::len).sum())
+    }
+
     fn get(&self, engine: &Engine, database: &str, measurement: Option<&str>) -> Arc<SeriesList> {
         let key = (database.to_string(), measurement.map(str::to_string));
         let kept = self.lists.lock().get(&key).cloned();

@@ -21,8 +21,9 @@ pub const ROWS_MAX: usize = 4_096;
 const SHAPES_MAX: usize = 4_096;
 
 /// Whether `statements` may run on the thread that took the request: read-only SELECTs whose
-/// measurements are named and hold few series (their series lists kept and current: building
-/// one walks the catalog), and the SHOWs that list databases and policies.
+/// measurements are named and hold few series, or few carrying the one tag value their WHERE
+/// clause requires (their series lists kept and current: building one walks the catalog), and
+/// the SHOWs that list databases and policies.
 pub fn runs_inline(http: &HttpState, statements: &[Statement], database: &str) -> bool {
     statements.iter().all(|statement| match statement {
         Statement::Select(select) => !database.is_empty() && small(http, select, database),
@@ -38,7 +39,13 @@ fn small(http: &HttpState, select: &SelectStatement, database: &str) -> bool {
             Source::Measurement(m) => match &m.name {
                 MeasurementName::Name(name) => {
                     let database = m.database.as_deref().unwrap_or(database);
-                    http.series_lists.current_len(&http.server.engine, database, name).is_some_and(|n| n <= SERIES_MAX)
+                    let engine = &http.server.engine;
+                    // A condition requiring one tag value reads only the series carrying it.
+                    let read = match select.condition.as_ref().and_then(sensordb_query::select::required_tag) {
+                        Some(tag) => http.series_lists.current_len_with(engine, database, name, tag),
+                        None => http.series_lists.current_len(engine, database, name),
+                    };
+                    read.is_some_and(|n| n <= SERIES_MAX)
                 }
                 MeasurementName::Regex(_) => false,
             },
