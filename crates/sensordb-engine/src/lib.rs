@@ -94,7 +94,7 @@ pub use memtable::SERIES_OVERHEAD_BYTES;
 pub use query::{Chunk, ChunkView, Points, RangeRead};
 // Statistics, recovery, maintenance.
 pub use compaction::CompactionReport;
-pub use engine::{EngineStats, RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT};
+pub use engine::{EngineStats, RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT, SEAL_IDLE_POINTS_MIN};
 pub use reclaim::{ReclaimStats, Usage};
 pub use store::{SeriesDirectory, StoreStats};
 // Throttling as the disk fills.

@@ -352,3 +352,64 @@ fn compaction_ends_when_block_points_max_is_below_the_small_block_threshold() {
     assert_eq!(engine.compact().expect("compact again"), Vec::new(), "the output is not rewritten");
     check(&engine, &ids, &model);
 }
+
+/// A load that has ended is sealed once writes pause (`segment_seal_idle`), with no age set:
+/// the memtable's last points go into the segment, and the compactor merges its short blocks
+/// right after. Without the setting, the same store keeps them.
+#[test]
+fn a_pause_after_a_load_seals_the_open_segment_for_compaction() {
+    const LOAD_SERIES: usize = 4;
+    // 1,024 points a block: short (`compaction_small_block_points` is 2,048).
+    const BATCHES: usize = 256;
+    let per_batch = (sensordb_engine::SEAL_IDLE_POINTS_MIN as usize).div_ceil(LOAD_SERIES * BATCHES);
+    let load = |engine: &Engine| -> u64 {
+        let ids: Vec<SeriesId> = (0..LOAD_SERIES)
+            .map(|s| engine.series_id(&SeriesKey::new("load", [("s", s.to_string())], "v").expect("key"), ValueKind::F64).expect("id"))
+            .collect();
+        let mut written = 0u64;
+        for b in 0..BATCHES {
+            let mut batch = WriteBatch::new();
+            for id in &ids {
+                for i in 0..per_batch {
+                    let t = (b * per_batch + i) as i64;
+                    batch.push(*id, t, Value::F64((t % 1000) as f64 * 0.5)).expect("push");
+                    written += 1;
+                }
+            }
+            engine.write(&batch).expect("write");
+            // Every batch but the last is flushed: short blocks, and points left in memory.
+            if b + 1 < BATCHES {
+                engine.flush().expect("flush");
+            }
+        }
+        written
+    };
+    let options =
+        |idle: Option<Duration>| EngineOptions { segment_seal_age: None, segment_seal_idle: idle, ..live(Duration::from_secs(1)) };
+
+    let control_dir = tempfile::tempdir().expect("tempdir");
+    let control = Engine::open(control_dir.path(), options(None)).expect("open");
+    load(&control);
+    std::thread::sleep(Duration::from_millis(1_500));
+    let kept = control.stats().store;
+    assert!(kept.blocks >= LOAD_SERIES * (BATCHES - 1), "short blocks stay without the setting: {kept:?}");
+    control.close().expect("close");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(dir.path(), options(Some(Duration::from_millis(300)))).expect("open");
+    let written = load(&engine);
+    // Each series' points fit in a few long blocks.
+    let long_blocks = LOAD_SERIES * (BATCHES * per_batch).div_ceil(EngineOptions::default().block_points_max);
+    let deadline = Instant::now() + PATIENCE;
+    let after = loop {
+        let stats = engine.stats().store;
+        if (stats.points == written && stats.blocks <= long_blocks && stats.segments == 1) || Instant::now() > deadline {
+            break stats;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(after.points, written, "the memtable's points were flushed before the seal: {after:?}");
+    assert_eq!(after.segments, 1, "sealed and compacted: {after:?}");
+    assert!(after.blocks <= long_blocks, "{kept:?} -> {after:?}");
+    engine.close().expect("close");
+}

@@ -23,6 +23,7 @@
 //! memtable_bytes_max = 33554432   # points buffered in memory before flushing, active + frozen
 //! block_cache_bytes = 33554432    # decoded blocks kept for reads that come again (0: none)
 //! segment_seal_age_ms = 120000   # seal the open segment after this long, for background compaction (0: by size only)
+//! segment_seal_idle_ms = 5000    # ... or once writes pause this long after a load of a million points or more (0: never)
 //! segment_blocks_max = 262144     # ... or once it holds this many blocks (each ~120 bytes of memory while open)
 //! query_concurrency = 4          # /query statements running at once; more wait their turn
 //! query_timeout_ms = 60000       # a query running longer is answered with an error
@@ -129,6 +130,10 @@ pub struct ServerConfig {
     /// merges its short blocks while the server runs (0: sealed by size only, and short blocks
     /// wait for a restart). Default 120000 (2 minutes; see `EngineOptions::segment_seal_age`).
     pub segment_seal_age_ms: u64,
+    /// A segment file is also sealed once writes have paused this long after a load of at
+    /// least `SEAL_IDLE_POINTS_MIN` points (0: never), so a load that has ended is compacted
+    /// within seconds. Default 5000 (see `EngineOptions::segment_seal_idle`).
+    pub segment_seal_idle_ms: u64,
     /// A segment file is also sealed once it holds this many blocks: the segment taking groups
     /// holds each of its blocks in memory (about 120 bytes), sealed ones under a byte a series
     /// (their series directories stay in the files).
@@ -377,6 +382,7 @@ impl Default for ServerConfig {
             tls_key: None,
             segment_bytes_max: 64 << 20,
             segment_seal_age_ms: 120_000,
+            segment_seal_idle_ms: 5_000,
             segment_blocks_max: sensordb_engine::EngineOptions::default().segment_blocks_max,
             capacity_bytes: None,
             disk_target_usage: 0.80,
@@ -468,6 +474,7 @@ impl ServerConfig {
             segment_bytes_max: self.segment_bytes_max,
             segment_blocks_max: self.segment_blocks_max,
             segment_seal_age: (self.segment_seal_age_ms > 0).then(|| std::time::Duration::from_millis(self.segment_seal_age_ms)),
+            segment_seal_idle: (self.segment_seal_idle_ms > 0).then(|| std::time::Duration::from_millis(self.segment_seal_idle_ms)),
             throttle_writes: false,
             series_per_database_max: self.max_series_per_database,
             ..sensordb_engine::EngineOptions::default()
@@ -550,6 +557,10 @@ mod tests {
         assert_eq!(seal_age(""), Some(std::time::Duration::from_secs(120)), "the default");
         assert_eq!(seal_age("segment_seal_age_ms = 30000\n"), Some(std::time::Duration::from_secs(30)));
         assert_eq!(seal_age("segment_seal_age_ms = 0\n"), None);
+        let seal_idle = |text: &str| ServerConfig::from_toml(text).expect("valid").engine_options().segment_seal_idle;
+        assert_eq!(seal_idle(""), Some(std::time::Duration::from_secs(5)), "the default");
+        assert_eq!(seal_idle("segment_seal_idle_ms = 20000\n"), Some(std::time::Duration::from_secs(20)));
+        assert_eq!(seal_idle("segment_seal_idle_ms = 0\n"), None);
     }
 
     #[test]

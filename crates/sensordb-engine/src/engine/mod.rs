@@ -44,6 +44,7 @@
 //! which imports their types; `write`, `admission`, `workers` and `admin` use this module's types and only add
 //! `impl` blocks, so nothing here imports from them.
 
+mod activity;
 mod admin;
 mod admission;
 pub(crate) mod block_cache;
@@ -54,6 +55,7 @@ mod recovery;
 mod workers;
 mod write;
 
+pub use activity::SEAL_IDLE_POINTS_MIN;
 pub use block_cache::QueryStart;
 pub use last::LastPoint;
 pub use options::{system_clock, Clock, EngineOptions};
@@ -137,6 +139,8 @@ struct FlushState {
     /// True while the last flush attempt failed for lack of space: writers waiting for memory
     /// then give up after `full_wait_max` instead of waiting for ever.
     failed_no_space: AtomicBool,
+    /// Writes taken, for sealing a segment whose load has ended.
+    activity: activity::WriteActivity,
 }
 
 /// Whether the engine still takes writes.
@@ -315,6 +319,7 @@ impl Engine {
                 last: Mutex::new(Instant::now()),
                 failures: AtomicU64::new(0),
                 failed_no_space: AtomicBool::new(false),
+                activity: activity::WriteActivity::new(),
             },
             signals: WorkerSignals {
                 state: Mutex::new(SignalState { flush_requested: false, shutdown: false }),

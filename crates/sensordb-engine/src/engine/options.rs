@@ -29,6 +29,13 @@ pub struct EngineOptions {
     /// 2 minutes or so, each merged by compaction into the runs before it; shorter ages make
     /// more segment files and more rewrites for the same data.
     pub segment_seal_age: Option<Duration>,
+    /// A segment is also sealed (the memtable flushed into it first) once writes have paused
+    /// this long after at least [`SEAL_IDLE_POINTS_MIN`](crate::SEAL_IDLE_POINTS_MIN)
+    /// points came since the engine last sealed: a load or backfill that has ended is compacted
+    /// seconds after it, not `segment_seal_age` later, while a fleet writing all the time never
+    /// pauses this long (and one writing in bursts seals once per million points or so). `None`:
+    /// by size and age only. Default 5 s.
+    pub segment_seal_idle: Option<Duration>,
     /// Most points in one block; longer runs of a series are split.
     pub block_points_max: usize,
     /// Memory for decoded blocks kept for reads that come again (0: none kept).
@@ -91,6 +98,7 @@ impl Default for EngineOptions {
             segment_bytes_max: 64 << 20,
             segment_blocks_max: crate::store::SEGMENT_BLOCKS_MAX,
             segment_seal_age: Some(Duration::from_secs(120)),
+            segment_seal_idle: Some(Duration::from_secs(5)),
             block_points_max: 16_384,
             block_cache_bytes: 32 << 20,
             block_bytes_max: 4 << 20,
@@ -119,6 +127,7 @@ impl std::fmt::Debug for EngineOptions {
             .field("segment_bytes_max", &self.segment_bytes_max)
             .field("segment_blocks_max", &self.segment_blocks_max)
             .field("segment_seal_age", &self.segment_seal_age)
+            .field("segment_seal_idle", &self.segment_seal_idle)
             .field("compaction_small_block_points", &self.compaction_small_block_points)
             .field("block_points_max", &self.block_points_max)
             .field("block_cache_bytes", &self.block_cache_bytes)

@@ -99,16 +99,18 @@ impl Inner {
                         Some(_) => break,
                         None if signal.flush_requested => break,
                         None if self.flush.last.lock().elapsed() >= self.options.flush_interval => break,
-                        None if self.seal_due() => break,
+                        None if self.seal_due() || self.load_ended() => break,
                         None => Duration::from_secs(1),
                     };
                     self.signals.changed.wait_for(&mut signal, wait);
                 }
                 signal.flush_requested = false;
             }
-            // A segment open too long takes the memtable's points, then is sealed for compaction.
-            let seal_due = self.seal_due();
-            match self.flush_once_paced(true).and_then(|_| if seal_due { self.seal_by_age() } else { Ok(()) }) {
+            // A segment open too long, or whose load has ended, takes the memtable's points, then
+            // is sealed for compaction.
+            let seal =
+                if self.load_ended() { Some(Duration::ZERO) } else { self.seal_due().then_some(self.options.segment_seal_age).flatten() };
+            match self.flush_once_paced(true).and_then(|_| seal.map_or(Ok(()), |age| self.seal_older_than(age))) {
                 Ok(()) => {
                     backoff.succeeded();
                     // A new segment may have pushed usage over a threshold; the wake-up also
@@ -148,12 +150,19 @@ impl Inner {
         }
     }
 
-    /// Seals the open segment if it is still `segment_seal_age` old (not one opened meanwhile).
-    fn seal_by_age(&self) -> Result<()> {
-        let Some(age) = self.options.segment_seal_age else { return Ok(()) };
+    /// Whether writes have paused for `segment_seal_idle` after a load (see
+    /// [`activity::WriteActivity::load_ended`](super::activity::WriteActivity::load_ended)).
+    fn load_ended(&self) -> bool {
+        self.options.segment_seal_idle.is_some_and(|idle| self.flush.activity.load_ended(idle))
+    }
+
+    /// Seals the open segment if it is still at least `age` old (not one opened meanwhile).
+    fn seal_older_than(&self, age: Duration) -> Result<()> {
         if self.store.seal_if_older_than(age)? {
-            tracing::debug!(age_s = age.as_secs_f64(), "open segment sealed by age");
+            tracing::debug!(age_s = age.as_secs_f64(), "open segment sealed");
         }
+        // Points count towards the next load from here, whether a segment was open or not.
+        self.flush.activity.sealed();
         Ok(())
     }
 

@@ -125,6 +125,7 @@ impl Inner {
             }
             (position, memtables.active.bytes())
         };
+        self.flush.activity.wrote(batch.len());
         if active_bytes >= self.flush_threshold_bytes() {
             self.request_flush();
         }
@@ -168,6 +169,7 @@ impl Inner {
         // have covered.
         let checkpoint = *self.flush.wal_checkpoint.lock();
         let result = self.store.put_group(group, checkpoint);
+        self.flush.activity.wrote(batch.len());
         // Whatever the outcome, the newest sealed points of these series may have changed.
         self.last_points.forget(batch.entries().iter().map(|e| e.series));
         match result {
