@@ -212,8 +212,10 @@ pub struct RecentCache<K, T> {
     limit: usize,
     used: usize,
     clock: u64,
-    /// (segment, key) → the decoded items and the clock of their last use.
-    entries: HashMap<(u64, K), Cached<T>>,
+    /// (segment, key) → the decoded items and the clock of their last use. Hashed with
+    /// foldhash, not SipHash: a query reading the newest point of each of a thousand series
+    /// looks up two entries a series, and keys are ids, not attacker-chosen text.
+    entries: HashMap<(u64, K), Cached<T>, foldhash::fast::RandomState>,
 }
 
 /// Decoded items and the clock of their last use.
@@ -232,7 +234,7 @@ fn cost<T>(items: &[T]) -> usize {
 
 impl<K: Copy + Eq + Hash + Ord, T> RecentCache<K, T> {
     pub fn new(limit: usize) -> Self {
-        RecentCache { limit, used: 0, clock: 0, entries: HashMap::new() }
+        RecentCache { limit, used: 0, clock: 0, entries: HashMap::default() }
     }
 
     pub fn get(&mut self, segment: u64, key: K) -> Option<Arc<[T]>> {
