@@ -55,7 +55,12 @@ use crate::codec;
 use crate::error::CodecError;
 use crate::model::{SeriesId, Timestamp, ValueColumn, ValueKind};
 
-pub const BLOCK_FORMAT_VERSION: u8 = 1;
+/// The block format written. Version 2 is version 1 with two more column encodings
+/// (DELTA_VARINT and DECIMAL_VARINT, docs/format/codec.md), which a version-1 reader would
+/// report as unknown; blocks of version 1 are still read.
+pub const BLOCK_FORMAT_VERSION: u8 = 2;
+/// The oldest block format still read.
+const BLOCK_FORMAT_VERSION_OLDEST: u8 = 1;
 /// Flag bit: the timestamp column is a reference to a shared timestamp record.
 pub const FLAG_SHARED_TIMESTAMPS: u8 = 1;
 /// Smallest possible header: three bytes, five one-byte varints, three 8-byte fields and the
@@ -215,7 +220,7 @@ impl BlockHeader {
         }
         let short = || BlockError::TooShort(block.len());
         let version = body[0];
-        if version != BLOCK_FORMAT_VERSION {
+        if !(BLOCK_FORMAT_VERSION_OLDEST..=BLOCK_FORMAT_VERSION).contains(&version) {
             return Err(BlockError::Version(version));
         }
         let kind = ValueKind::try_from(body[1]).map_err(BlockError::Kind)?;
@@ -545,9 +550,32 @@ mod tests {
         // The stored checksum: a CRC over the whole block including it would be the constant
         // CRC32C residue whatever the contents.
         let frozen = |bytes: &[u8]| (bytes.len(), u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().expect("4 bytes")));
-        assert_eq!(frozen(&inline), (86, 0xeb0a_2aef), "inline block");
-        assert_eq!(frozen(&shared), (76, 0x0108_35a4), "shared-timestamp block");
+        assert_eq!(frozen(&inline), (74, 0xcc4b_424a), "inline block");
+        assert_eq!(frozen(&shared), (64, 0x5568_5340), "shared-timestamp block");
         assert_eq!(frozen(&record), (25, 0xcf68_5562), "shared timestamp record");
+    }
+
+    /// A block of version 1 (written before the varint encodings) still decodes; a version
+    /// from a newer build is refused as such.
+    #[test]
+    fn older_block_versions_are_read_newer_ones_refused() {
+        let timestamps = [10i64, 20, 40];
+        let values = ValueColumn::F64(vec![1.5, -2.25, 3.0]);
+        let mut block = Vec::new();
+        encode(SeriesId(3), &timestamps, &values, TimestampColumn::Inline, &mut block);
+        assert_eq!(block[0], BLOCK_FORMAT_VERSION);
+        let with_version = |version: u8| {
+            let mut copy = block.clone();
+            copy[0] = version;
+            let body = copy.len() - CHECKSUM_BYTES;
+            let checksum = crc32c(&copy[..body]);
+            copy[body..].copy_from_slice(&checksum.to_le_bytes());
+            copy
+        };
+        let old = decode(&with_version(1)).expect("a version-1 block decodes");
+        assert_eq!((old.timestamps, old.values), (timestamps.to_vec(), values));
+        assert!(matches!(decode(&with_version(BLOCK_FORMAT_VERSION + 1)), Err(BlockError::Version(3))));
+        assert!(matches!(decode(&with_version(0)), Err(BlockError::Version(0))));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! f64 columns: CONSTANT, DECIMAL, PCO, RAW — every value comes back bit for bit.
+//! f64 columns: CONSTANT, DECIMAL, DECIMAL_VARINT, PCO, RAW — every value comes back bit for bit.
 //!
 //! Sensor readings are usually printed with a fixed, small number of decimals (21.37 °C), so
 //! the f64s are the doubles nearest to `k / 10^d`. DECIMAL stores `d` and the integers `k`;
@@ -7,9 +7,10 @@
 //! decided by recomputing each value through the very expression the decoder uses, compared by
 //! bits, so the encoding is exact by construction: -0.0, NaN, ±inf and anything not short in
 //! decimal simply fail the check and fall through to PCO, which is lossless on any f64 bits.
-//! CONSTANT catches stuck sensors and flags; RAW covers columns too short for pco to pay.
+//! CONSTANT catches stuck sensors and flags. Columns too short for pco to pay (fewer than
+//! [`varints::SMALL_N`] values) never try it: decimals go to DECIMAL_VARINT, the rest to RAW.
 
-use super::{pco_blob, read_u64, tag, CodecError};
+use super::{pco_blob, read_u64, tag, varints, CodecError};
 
 /// `POW10[d]` is exactly 10^d: every power of ten up to 10^22 is representable, and a table,
 /// unlike `powi`, is the same on every platform and optimisation level.
@@ -79,7 +80,17 @@ pub(crate) fn encode(values: &[f64], out: &mut Vec<u8>) {
             return;
         }
         let mut ks = Vec::new();
-        if let Some(d) = detect_decimal(values, &mut ks) {
+        if values.len() < varints::SMALL_N {
+            if let Some(d) = detect_decimal(values, &mut ks) {
+                let (len, order) = varints::best(&ks);
+                if 1 + len < raw_len {
+                    out.push(tag::DECIMAL_VARINT);
+                    out.push(d);
+                    varints::encode(&ks, order, out);
+                    return;
+                }
+            }
+        } else if let Some(d) = detect_decimal(values, &mut ks) {
             out.push(tag::DECIMAL);
             out.push(d);
             if pco_blob::compress(&ks, pco_blob::Delta::Auto, out) && out.len() - start < raw_len {
@@ -87,11 +98,13 @@ pub(crate) fn encode(values: &[f64], out: &mut Vec<u8>) {
             }
             out.truncate(start);
         }
-        out.push(tag::PCO);
-        if pco_blob::compress(values, pco_blob::Delta::Auto, out) && out.len() - start - 1 < raw_len {
-            return;
+        if values.len() >= varints::SMALL_N {
+            out.push(tag::PCO);
+            if pco_blob::compress(values, pco_blob::Delta::Auto, out) && out.len() - start - 1 < raw_len {
+                return;
+            }
+            out.truncate(start);
         }
-        out.truncate(start);
     }
     out.push(tag::RAW);
     out.reserve(raw_len);
@@ -114,6 +127,13 @@ pub(crate) fn decode(input: &[u8], count: usize) -> Result<Vec<f64>, CodecError>
             }
             let ks = pco_blob::decompress::<i64>(ks, count)?;
             Ok(ks.into_iter().map(|k| decimal_value(k, d)).collect())
+        }
+        tag::DECIMAL_VARINT => {
+            let (&d, ks) = body.split_first().ok_or(CodecError::Truncated { needed: 2, available: 1 })?;
+            if d > MAX_DECIMALS {
+                return Err(CodecError::Invalid(format!("decimal column with {d} decimals")));
+            }
+            Ok(varints::decode(ks, count)?.into_iter().map(|k| decimal_value(k, d)).collect())
         }
         tag::PCO => pco_blob::decompress::<f64>(body, count),
         tag::RAW => {
@@ -171,8 +191,12 @@ mod tests {
 
     #[test]
     fn decimal_detection_takes_the_fewest_decimals_needed_by_any_value() {
-        assert_eq!(encoded(&[1.0, 2.5, 3.0, 0.125, 7.0])[..2], [tag::DECIMAL, 3]);
-        assert_eq!(encoded(&[1.0, 2.5])[0], tag::RAW, "too short for pco to pay");
+        assert_eq!(encoded(&[1.0, 2.5, 3.0, 0.125, 7.0])[..2], [tag::DECIMAL_VARINT, 3], "too short for pco to pay");
+        let long: Vec<f64> = [1.0, 2.5, 3.0, 0.125, 7.0].repeat(8);
+        assert_eq!(encoded(&long)[..2], [tag::DECIMAL, 3]);
+        // Tag, d = 1, order 1, k = 10 and 25 - 10 as one-byte zigzag varints.
+        assert_eq!(encoded(&[1.0, 2.5]), [tag::DECIMAL_VARINT, 1, 1, 20, 30]);
+        assert_eq!(encoded(&[0.1, -0.0])[0], tag::RAW, "not decimals, too short for pco");
         let mut ks = vec![];
         assert_eq!(detect_decimal(&[1.0, 2.5, 3.0, 0.125, 7.0], &mut ks), Some(3));
         assert_eq!(ks, [1000, 2500, 3000, 125, 7000]);

@@ -17,6 +17,7 @@ mod pco_blob;
 #[cfg(test)]
 mod tests;
 mod timestamps;
+mod varints;
 
 use crate::error::CodecError;
 use crate::model::{ValueColumn, ValueKind};
@@ -40,6 +41,11 @@ pub mod tag {
     pub const PAYLOAD_RAW: u8 = 6;
     /// Lengths column, then one LZ4 block of the concatenated payloads (bytes).
     pub const PAYLOAD_LZ4: u8 = 7;
+    /// Zigzag varints of first- or second-order differences (timestamps, i64, u64); block
+    /// format 2.
+    pub const DELTA_VARINT: u8 = 8;
+    /// f64s that are `k / 10^d`: `d` and the `k`s as in DELTA_VARINT (f64); block format 2.
+    pub const DECIMAL_VARINT: u8 = 9;
 }
 
 /// Runs `f` with quick encodings on this thread: pco columns shorter than 2,048 numbers whose

@@ -214,18 +214,21 @@ fn encodings_are_frozen() {
     };
     ts("ts constant delta", &(0..64).map(|i| t0 + 10 * i * sec).collect::<Vec<_>>());
     ts("ts pco", &jittered);
-    ts("ts raw", &[3, 1, 2]);
+    ts("ts raw", &[0x1234_5678_9abc_def0, -0x7edc_ba98_7654_3210, 0x4f00_0000_0000_0001]);
+    ts("ts delta varint", &jittered[..16]);
     let mut vals = |name, col: ValueColumn| {
         let mut out = vec![];
         encode_values(&col, &mut out);
         cases.push((name, out));
     };
     vals("f64 constant", ValueColumn::F64(vec![21.5; 10]));
-    vals("f64 decimal", ValueColumn::F64(walk));
+    vals("f64 decimal", ValueColumn::F64(walk.clone()));
     vals("f64 pco", ValueColumn::F64(noise));
     vals("f64 raw", ValueColumn::F64(vec![f64::NAN, -0.0]));
+    vals("f64 decimal varint", ValueColumn::F64(walk[..16].to_vec()));
     vals("i64 constant", ValueColumn::I64(vec![-7; 10]));
-    vals("i64 raw", ValueColumn::I64(vec![i64::MIN, i64::MAX]));
+    vals("i64 raw", ValueColumn::I64(vec![0x1234_5678_9abc_def0, -0x7edc_ba98_7654_3210, 0x4f00_0000_0000_0001]));
+    vals("i64 delta varint", ValueColumn::I64(vec![i64::MIN, i64::MAX, 0, -1]));
     vals("u64 pco", ValueColumn::U64(counter));
     vals("bool constant", ValueColumn::Bool(vec![true; 10]));
     vals("bool bitpacked", ValueColumn::Bool(mixed_bools));
@@ -237,18 +240,21 @@ fn encodings_are_frozen() {
     let expected = [
         "ts constant delta: tag 2 len 17 crc 1046dcee",
         "ts pco: tag 3 len 62 crc dfb789db",
-        "ts raw: tag 0 len 25 crc b6f97953",
+        "ts raw: tag 0 len 25 crc 103d0fb7",
+        "ts delta varint: tag 8 len 42 crc 1ee0a36b",
         "f64 constant: tag 1 len 9 crc 98e13f3c",
         "f64 decimal: tag 4 len 57 crc db4c0e16",
         "f64 pco: tag 3 len 54 crc 875bf7ec",
         "f64 raw: tag 0 len 17 crc fb2e109d",
+        "f64 decimal varint: tag 9 len 20 crc fc4d71d3",
         "i64 constant: tag 1 len 9 crc 38f13f85",
-        "i64 raw: tag 0 len 17 crc 3a3c6437",
+        "i64 raw: tag 0 len 25 crc 103d0fb7",
+        "i64 delta varint: tag 8 len 24 crc a262a31c",
         "u64 pco: tag 3 len 32 crc 3dfc7c3a",
         "bool constant: tag 1 len 2 crc 10a86ca6",
         "bool bitpacked: tag 5 len 4 crc 90ac5067",
-        "bytes lz4: tag 7 len 121 crc 26e4805e",
-        "bytes raw: tag 6 len 25 crc 097d2904",
+        "bytes lz4: tag 7 len 124 crc 0252a33c",
+        "bytes raw: tag 6 len 12 crc 693f0c98",
     ];
     assert_eq!(got, expected, "encoded bytes changed:\n{}", got.join("\n"));
 }
@@ -267,7 +273,16 @@ fn documented_examples() {
     assert_eq!(out, [1, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f]);
     out.clear();
     encode_values(&ValueColumn::Bytes(vec![Bytes::from_static(b"hi"), Bytes::from_static(b"!")]), &mut out);
-    assert_eq!(out, [6, 17, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, b'h', b'i', b'!']);
+    assert_eq!(out, [6, 4, 0, 0, 0, 8, 1, 4, 1, b'h', b'i', b'!']);
+    out.clear();
+    encode_timestamps(&[5, 1, 9], &mut out);
+    assert_eq!(out, [8, 1, 10, 7, 16]);
+    out.clear();
+    encode_timestamps(&[1000, 2010, 3030, 4040], &mut out);
+    assert_eq!(out, [8, 2, 0xd0, 0x0f, 0xe4, 0x0f, 0x14, 0x13]);
+    out.clear();
+    encode_values(&ValueColumn::F64(vec![21.37, 21.41, 21.38]), &mut out);
+    assert_eq!(out, [9, 2, 1, 0xb2, 0x21, 8, 5]);
     out.clear();
     let decimals: Vec<f64> = (0..100).map(|i| f64::from(i % 7) / 10.0).collect();
     encode_values(&ValueColumn::F64(decimals), &mut out);

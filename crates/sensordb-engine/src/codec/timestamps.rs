@@ -1,15 +1,16 @@
-//! Timestamp columns: CONSTANT_DELTA, PCO, RAW.
+//! Timestamp columns: CONSTANT_DELTA, DELTA_VARINT, PCO, RAW.
 //!
 //! Sensors mostly report on a fixed period, so a gap-free block is an arithmetic sequence and
 //! two numbers describe it whatever its length (CONSTANT_DELTA). Everything else (jitter, gaps,
 //! out-of-order or repeated stamps) goes to pcodec with first-order deltas, which stores the
-//! small spread of the intervals in a few bits per stamp. RAW exists only for columns pco
-//! refuses or cannot shrink (a handful of stamps).
+//! small spread of the intervals in a few bits per stamp; a column too short for pco to pay
+//! (fewer than [`varints::SMALL_N`] stamps) gets varints of its changes of interval instead
+//! (DELTA_VARINT). RAW exists only for columns nothing else shrinks.
 //!
 //! Deltas use wrapping arithmetic on both sides, so any i64 sequence, however it jumps,
 //! round-trips.
 
-use super::{pco_blob, read_i64, tag, CodecError};
+use super::{pco_blob, read_i64, tag, varints, CodecError};
 
 pub(crate) fn encode(timestamps: &[i64], out: &mut Vec<u8>) {
     if let Some(delta) = constant_delta(timestamps) {
@@ -18,9 +19,19 @@ pub(crate) fn encode(timestamps: &[i64], out: &mut Vec<u8>) {
         out.extend_from_slice(&delta.to_le_bytes());
         return;
     }
+    let raw_len = timestamps.len() * 8;
+    if timestamps.len() < varints::SMALL_N {
+        let (len, order) = varints::best(timestamps);
+        if len < raw_len {
+            out.push(tag::DELTA_VARINT);
+            varints::encode(timestamps, order, out);
+        } else {
+            super::encode_raw_i64(timestamps, out);
+        }
+        return;
+    }
     let start = out.len();
     out.push(tag::PCO);
-    let raw_len = timestamps.len() * 8;
     if pco_blob::compress(timestamps, pco_blob::Delta::Consecutive1, out) && out.len() - start - 1 < raw_len {
         return;
     }
@@ -48,6 +59,7 @@ pub(crate) fn decode(input: &[u8], count: usize) -> Result<Vec<i64>, CodecError>
             Ok((0..count as i64).map(|i| first.wrapping_add(i.wrapping_mul(delta))).collect())
         }
         tag::PCO => pco_blob::decompress::<i64>(body, count),
+        tag::DELTA_VARINT => varints::decode(body, count),
         tag::RAW => super::decode_raw_i64(body, count),
         other => Err(CodecError::UnknownEncoding(other)),
     }
@@ -97,10 +109,11 @@ mod tests {
     }
 
     #[test]
-    fn tiny_irregular_columns_fall_back_to_raw() {
-        let out = encoded(&[5, 1, 9]);
-        assert_eq!(out[0], tag::RAW);
-        assert_eq!(out.len(), 1 + 24);
+    fn tiny_irregular_columns_take_varints_or_raw() {
+        // Order 1: 5, -4, +8 zigzagged, one byte each.
+        assert_eq!(encoded(&[5, 1, 9]), [tag::DELTA_VARINT, 1, 10, 7, 16]);
+        let out = encoded(&[0x1234_5678_9abc_def0, -0x7edc_ba98_7654_3210, 0x4f00_0000_0000_0001]);
+        assert_eq!((out[0], out.len()), (tag::RAW, 1 + 24), "varints of these would be longer");
     }
 
     #[test]
