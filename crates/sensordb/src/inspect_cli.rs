@@ -26,6 +26,8 @@ fn encoding_name(tag: u8) -> &'static str {
         tag::BITPACKED => "bitpacked",
         tag::PAYLOAD_RAW => "payload-raw",
         tag::PAYLOAD_LZ4 => "payload-lz4",
+        tag::DELTA_VARINT => "delta-varint",
+        tag::DECIMAL_VARINT => "decimal-varint",
         sensordb_engine::inspect::SHARED_REFERENCE_TAG => "shared-ref",
         _ => "unknown",
     }
@@ -84,5 +86,31 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
             Ok(())
         }
         (damaged, quarantined) => anyhow::bail!("{damaged} damaged spots, {quarantined} quarantined files"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::encoding_name;
+    use sensordb_engine::inspect::tag;
+
+    #[test]
+    fn every_column_encoding_has_a_name() {
+        let tags = [
+            tag::RAW,
+            tag::CONSTANT,
+            tag::CONSTANT_DELTA,
+            tag::PCO,
+            tag::DECIMAL,
+            tag::BITPACKED,
+            tag::PAYLOAD_RAW,
+            tag::PAYLOAD_LZ4,
+            tag::DELTA_VARINT,
+            tag::DECIMAL_VARINT,
+        ];
+        let names: std::collections::BTreeSet<&str> = tags.iter().map(|&t| encoding_name(t)).collect();
+        assert_eq!(names.len(), tags.len(), "one name each: {names:?}");
+        assert!(!names.contains("unknown"));
+        assert_eq!(encoding_name(0xfd), "unknown");
     }
 }
