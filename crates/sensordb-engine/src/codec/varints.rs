@@ -79,7 +79,7 @@ pub(crate) fn decode(body: &[u8], count: usize) -> Result<Vec<i64>, CodecError> 
     // Every number takes at least one byte: a count beyond the bytes cannot be right, and no
     // allocation is sized by more than the input.
     if count > varints.len() {
-        return Err(CodecError::Truncated { needed: count + 2, available: body.len() + 1 });
+        return Err(CodecError::Truncated { needed: count.saturating_add(2), available: body.len() + 1 });
     }
     let mut values = Vec::with_capacity(count);
     let (mut position, mut previous, mut delta) = (0usize, 0i64, 0i64);
