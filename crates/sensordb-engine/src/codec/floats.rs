@@ -74,31 +74,35 @@ pub(crate) fn encode(values: &[f64], out: &mut Vec<u8>) {
     let start = out.len();
     let raw_len = values.len() * 8;
     if let [first, rest @ ..] = values {
-        if rest.iter().all(|x| x.to_bits() == first.to_bits()) {
-            out.push(tag::CONSTANT);
-            out.extend_from_slice(&first.to_bits().to_le_bytes());
-            return;
-        }
+        let constant = rest.iter().all(|x| x.to_bits() == first.to_bits());
         let mut ks = Vec::new();
         if values.len() < varints::SMALL_N {
+            // Sized even for a constant column: one reading of a sensor (a fleet's flush writes
+            // a block per sensor and point) takes 4-6 bytes as varints against CONSTANT's 9.
             if let Some(d) = detect_decimal(values, &mut ks) {
                 let (len, order) = varints::best(&ks);
-                if 1 + len < raw_len {
+                if 1 + len < raw_len && !(constant && 1 + len >= 8) {
                     out.push(tag::DECIMAL_VARINT);
                     out.push(d);
                     varints::encode(&ks, order, out);
                     return;
                 }
             }
-        } else if let Some(d) = detect_decimal(values, &mut ks) {
-            out.push(tag::DECIMAL);
-            out.push(d);
-            if pco_blob::compress(&ks, pco_blob::Delta::Auto, out) && out.len() - start < raw_len {
-                return;
-            }
-            out.truncate(start);
+        }
+        if constant {
+            out.push(tag::CONSTANT);
+            out.extend_from_slice(&first.to_bits().to_le_bytes());
+            return;
         }
         if values.len() >= varints::SMALL_N {
+            if let Some(d) = detect_decimal(values, &mut ks) {
+                out.push(tag::DECIMAL);
+                out.push(d);
+                if pco_blob::compress(&ks, pco_blob::Delta::Auto, out) && out.len() - start < raw_len {
+                    return;
+                }
+                out.truncate(start);
+            }
             out.push(tag::PCO);
             if pco_blob::compress(values, pco_blob::Delta::Auto, out) && out.len() - start - 1 < raw_len {
                 return;

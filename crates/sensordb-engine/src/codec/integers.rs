@@ -53,20 +53,24 @@ pub(crate) fn encode<T: Int>(values: &[T], out: &mut Vec<u8>) {
     let start = out.len();
     let raw_len = values.len() * 8;
     if let [first, rest @ ..] = values {
-        if rest.iter().all(|x| x == first) {
-            out.push(tag::CONSTANT);
-            out.extend_from_slice(&first.to_le());
-            return;
-        }
+        let constant = rest.iter().all(|x| x == first);
         if values.len() < varints::SMALL_N {
+            // Sized even for a constant column: a small count or state read once takes 2-4
+            // bytes as varints against CONSTANT's 8.
             let bits: Vec<i64> = values.iter().map(|&x| x.to_bits()).collect();
             let (len, order) = varints::best(&bits);
-            if len < raw_len {
+            if len < raw_len && !(constant && len >= 8) {
                 out.push(tag::DELTA_VARINT);
                 varints::encode(&bits, order, out);
                 return;
             }
-        } else {
+        }
+        if constant {
+            out.push(tag::CONSTANT);
+            out.extend_from_slice(&first.to_le());
+            return;
+        }
+        if values.len() >= varints::SMALL_N {
             out.push(tag::PCO);
             if pco_blob::compress(values, pco_blob::Delta::Auto, out) && out.len() - start - 1 < raw_len {
                 return;
@@ -113,7 +117,8 @@ mod tests {
     fn constant_column() {
         let out = encoded(&[i64::MIN; 500]);
         assert_eq!((out[0], out.len()), (tag::CONSTANT, 9));
-        assert_eq!(encoded(&[u64::MAX])[0], tag::CONSTANT);
+        assert_eq!(encoded(&[0x1234_5678_9abc_def0u64])[0], tag::CONSTANT, "a wide number: 9 bytes as a varint");
+        assert_eq!(encoded(&[u64::MAX]), [tag::DELTA_VARINT, 1, 1], "-1 in i64 bits: one byte");
     }
 
     #[test]

@@ -203,14 +203,14 @@ mod tests {
         let values = vec![Bytes::from(frame)];
         let out = encoded(&values);
         assert_eq!(out[0], tag::PAYLOAD_RAW);
-        // tag + lengths length + constant lengths column (tag + u64)
-        assert_eq!(out.len(), (1 << 20) + 1 + 4 + 9);
+        // tag + lengths length + lengths column (tag, order, the length as a 4-byte varint)
+        assert_eq!(out.len(), (1 << 20) + 1 + 4 + 6);
     }
 
     #[test]
     fn empty_and_tiny() {
         assert_eq!(encoded(&[]), [tag::PAYLOAD_RAW, 1, 0, 0, 0, tag::RAW]);
-        assert_eq!(encoded(&[Bytes::new(), Bytes::new()]).len(), 1 + 4 + 9);
+        assert_eq!(encoded(&[Bytes::new(), Bytes::new()]).len(), 1 + 4 + 4);
         encoded(&[Bytes::from_static(b"a"), Bytes::new(), Bytes::from_static(b"bc")]);
     }
 

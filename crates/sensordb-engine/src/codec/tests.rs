@@ -263,14 +263,21 @@ fn encodings_are_frozen() {
 #[test]
 fn documented_examples() {
     let mut out = vec![];
-    encode_timestamps(&[1000, 1010, 1020], &mut out);
+    encode_timestamps(&(0..33).map(|i| 1000 + 10 * i).collect::<Vec<_>>(), &mut out);
     assert_eq!(out, [2, 0xe8, 3, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0]);
+    out.clear();
+    encode_timestamps(&[1000, 1010, 1020], &mut out);
+    assert_eq!(out, [8, 1, 0xd0, 0x0f, 0x14, 0x14], "3 small stamps: varints are smaller");
     out.clear();
     encode_values(&ValueColumn::Bool(vec![true, false, true]), &mut out);
     assert_eq!(out, [5, 0b101]);
     out.clear();
-    encode_values(&ValueColumn::F64(vec![1.5; 4]), &mut out);
+    encode_values(&ValueColumn::F64(vec![1.5; 40]), &mut out);
     assert_eq!(out, [1, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f]);
+    out.clear();
+    // One reading: d = 1, order 1, k = 15 (zigzag 30), against CONSTANT's 9 bytes.
+    encode_values(&ValueColumn::F64(vec![1.5]), &mut out);
+    assert_eq!(out, [9, 1, 1, 30]);
     out.clear();
     encode_values(&ValueColumn::Bytes(vec![Bytes::from_static(b"hi"), Bytes::from_static(b"!")]), &mut out);
     assert_eq!(out, [6, 4, 0, 0, 0, 8, 1, 4, 1, b'h', b'i', b'!']);

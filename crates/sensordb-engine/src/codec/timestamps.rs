@@ -12,16 +12,23 @@
 
 use super::{pco_blob, read_i64, tag, varints, CodecError};
 
+/// Bytes of a CONSTANT_DELTA column after its tag: first stamp and difference.
+const CONSTANT_DELTA_BODY: usize = 16;
+
 pub(crate) fn encode(timestamps: &[i64], out: &mut Vec<u8>) {
+    // Sized first even where CONSTANT_DELTA applies: one stamp or two (a fleet's flush writes
+    // a block per sensor and point) take 10-15 bytes as varints against its 16.
+    let varint = (!timestamps.is_empty() && timestamps.len() < varints::SMALL_N).then(|| varints::best(timestamps));
     if let Some(delta) = constant_delta(timestamps) {
-        out.push(tag::CONSTANT_DELTA);
-        out.extend_from_slice(&timestamps.first().copied().unwrap_or(0).to_le_bytes());
-        out.extend_from_slice(&delta.to_le_bytes());
-        return;
+        if varint.is_none_or(|(len, _)| len >= CONSTANT_DELTA_BODY) {
+            out.push(tag::CONSTANT_DELTA);
+            out.extend_from_slice(&timestamps.first().copied().unwrap_or(0).to_le_bytes());
+            out.extend_from_slice(&delta.to_le_bytes());
+            return;
+        }
     }
     let raw_len = timestamps.len() * 8;
-    if timestamps.len() < varints::SMALL_N {
-        let (len, order) = varints::best(timestamps);
+    if let Some((len, order)) = varint {
         if len < raw_len {
             out.push(tag::DELTA_VARINT);
             varints::encode(timestamps, order, out);
@@ -86,9 +93,15 @@ mod tests {
         assert_eq!(out[0], tag::CONSTANT_DELTA);
         assert_eq!(out.len(), 17);
         assert_eq!(encoded(&[])[0], tag::CONSTANT_DELTA);
-        assert_eq!(encoded(&[T0])[0], tag::CONSTANT_DELTA);
-        assert_eq!(encoded(&[T0, T0 - 5])[0], tag::CONSTANT_DELTA);
-        assert_eq!(encoded(&[0, i64::MAX, -2])[0], tag::CONSTANT_DELTA, "wrapping deltas");
+        // One stamp or two take fewer bytes raw (8) or as varints (order byte, T0 in 9 bytes,
+        // -5 in one) than as first and difference (16).
+        assert_eq!((encoded(&[T0])[0], encoded(&[T0]).len()), (tag::RAW, 9));
+        assert_eq!((encoded(&[T0, T0 - 5])[0], encoded(&[T0, T0 - 5]).len()), (tag::DELTA_VARINT, 12));
+        let three: Vec<i64> = (0..3).map(|i| T0 + i * 10 * SEC).collect();
+        assert_eq!(encoded(&three)[0], tag::CONSTANT_DELTA, "as many bytes as varints: the constant form");
+        let wrapping: Vec<i64> = (0..40i64).map(|i| i.wrapping_mul(i64::MAX)).collect();
+        assert_eq!(encoded(&wrapping)[0], tag::CONSTANT_DELTA, "wrapping deltas");
+        assert_eq!(encoded(&wrapping[..3])[0], tag::DELTA_VARINT, "order 2 of a constant difference is zeros");
     }
 
     #[test]

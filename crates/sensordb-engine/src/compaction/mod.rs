@@ -93,8 +93,9 @@ pub struct CompactionOptions {
 pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions) -> Vec<Vec<u64>> {
     let mut segments: Vec<&SegmentSummary> = summaries.iter().filter(|s| s.blocks > 0).collect();
     segments.sort_by_key(|s| s.min_sequence);
-    let mut runs = short_block_runs(&segments, options);
+    let (mut runs, last_resort) = short_block_runs(&segments, options);
     runs.extend(small_file_runs(&segments, options));
+    runs.extend(last_resort);
     runs
 }
 
@@ -108,14 +109,17 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
 /// slices of other series) gained nothing. A run stops at a segment over its range that it
 /// cannot take (not small, the open one, over the limits, or in an earlier run).
 ///
-/// No segment of a run may hold more points than the others together: a run is rewritten
-/// whole, and the output of an earlier run joined each time with the next few flushes' short
-/// segments was rewritten again and again (a fleet of 400,000 series: the same 12 M points
-/// decoded and encoded every 10 s to add 0.8 M, quadratic in the rounds). With the rule a point
-/// is rewritten only into an output at least twice the points of the segment it was in, as in
-/// a binary counter: at most log2(final / first points) times. A run that breaks it is not
-/// offered; its segments are free for later seeds (the newer short segments then join among
-/// themselves until they weigh as much as the heavy one).
+/// A run in which one segment holds more than [`LOPSIDED`] times the points of the others
+/// together comes last, after every other run (returned apart, the second list): a run is
+/// rewritten whole, and the output of an earlier run joined each time with the next few
+/// flushes' short segments was rewritten again and again (a fleet of 400,000 series: the same
+/// 12 M points decoded and encoded every 10 s to add 0.8 M, quadratic in the rounds). So while
+/// balanced runs remain, a point is rewritten only into an output at least 1.5 times the points
+/// of the segment it was in: a bounded number of times, as in a binary counter. Its segments
+/// stay free for later seeds (the newer short segments join among themselves until they weigh
+/// enough). Lopsided runs are still offered last: short segments holding other slices of a
+/// fleet's sensors cannot join among themselves, and a store that stops taking data would keep
+/// them short for good.
 ///
 /// Why passing over is safe: a segment passed over holds none of the series of the run's
 /// segments older than it (their id range, which it misses, bounds them), so no point of
@@ -124,14 +128,14 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
 /// That needs every group of a newer member to be newer than every group passed over: segments
 /// hold disjoint sequence ranges (a flush's segment takes the next groups, an output takes a
 /// sequence of its run's), and a run stops at a segment that would break this.
-fn short_block_runs(segments: &[&SegmentSummary], options: &CompactionOptions) -> Vec<Vec<u64>> {
+fn short_block_runs(segments: &[&SegmentSummary], options: &CompactionOptions) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
     let small = |s: &SegmentSummary| {
         s.sealed
             && s.points < options.small_block_points.saturating_mul(s.blocks)
             && s.block_bytes < options.short_block_bytes_max.saturating_mul(s.blocks)
     };
     let mut taken = vec![false; segments.len()];
-    let mut runs = Vec::new();
+    let (mut runs, mut last_resort) = (Vec::new(), Vec::new());
     for seed in 0..segments.len() {
         if taken[seed] || !small(segments[seed]) {
             continue;
@@ -164,16 +168,24 @@ fn short_block_runs(segments: &[&SegmentSummary], options: &CompactionOptions) -
         let too_few_alone = run.len() == 1 && run[0].series > 0 && run[0].blocks <= 2 * run[0].series;
         let points: u64 = run.iter().map(|s| s.points).sum();
         let heaviest = run.iter().map(|s| s.points).max().unwrap_or(0);
-        let lopsided = run.len() > 1 && heaviest > points - heaviest;
-        if !single_group && !too_few_alone && !lopsided && !series_apart(&run) {
+        let lopsided = run.len() > 1 && heaviest > LOPSIDED * (points - heaviest);
+        if !single_group && !too_few_alone && !series_apart(&run) {
+            if lopsided {
+                last_resort.push(run.iter().map(|s| s.id).collect());
+                continue;
+            }
             for member in members {
                 taken[member] = true;
             }
             runs.push(run.iter().map(|s| s.id).collect());
         }
     }
-    runs
+    (runs, last_resort)
 }
+
+/// A run is lopsided when one segment holds more than this many times the points of the
+/// others together (see [`short_block_runs`]).
+const LOPSIDED: u64 = 2;
 
 /// The series ids a segment (or a run) may hold, as its directory bounds them: its smallest to
 /// its largest, less the widest gap between (a flush wrapping around from a fleet's last
@@ -581,8 +593,8 @@ mod tests {
         ];
         let mut segments = vec![merged];
         segments.extend(flushes);
-        // The flushes join among themselves; the heavy segment waits.
-        assert_eq!(candidate_runs(&segments, &options), vec![vec![6, 7, 8]]);
+        // The flushes join among themselves first; the heavy segment's run comes last.
+        assert_eq!(candidate_runs(&segments, &options), vec![vec![6, 7, 8], vec![5, 6, 7, 8]]);
         // Once the others weigh as much, it joins them.
         let joined = summary(9, (11, 13), 1_000, 300_000, 40_000);
         assert_eq!(candidate_runs(&[merged, joined], &options), vec![vec![5, 9]]);
