@@ -170,18 +170,7 @@ fn add_row(group: &mut GroupBuilder, row: &[&ResolvedSeries], block_points_max: 
     let mut missing = Vec::new();
     for window in union.chunks(block_points_max) {
         let (low, high) = (window[0], window[window.len() - 1]);
-        if !sharing_pays(window, row.len()) {
-            for series in row {
-                let start = series.timestamps.partition_point(|&t| t < low);
-                let end = series.timestamps.partition_point(|&t| t <= high);
-                if start < end {
-                    let values =
-                        if start == 0 && end == series.timestamps.len() { series.values.clone() } else { series.values.slice(start..end) };
-                    group.add_block(series.series, &series.timestamps[start..end], &values);
-                }
-            }
-            continue;
-        }
+        let share = sharing_pays(window, row.len());
         let mut shared: Option<SharedTimestamps> = None;
         for series in row {
             let start = series.timestamps.partition_point(|&t| t < low);
@@ -191,8 +180,11 @@ fn add_row(group: &mut GroupBuilder, row: &[&ResolvedSeries], block_points_max: 
             }
             let own = &series.timestamps[start..end];
             let values = if start == 0 && end == series.timestamps.len() { series.values.clone() } else { series.values.slice(start..end) };
-            missing_positions(window, own, &mut missing);
-            if missing.len() * 8 > window.len() {
+            if share {
+                missing_positions(window, own, &mut missing);
+            }
+            // A block lacking more than an eighth of the window's stamps keeps its own column.
+            if !share || missing.len() * 8 > window.len() {
                 group.add_block(series.series, own, &values);
                 continue;
             }

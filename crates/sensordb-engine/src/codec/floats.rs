@@ -117,6 +117,15 @@ pub(crate) fn encode(values: &[f64], out: &mut Vec<u8>) {
     }
 }
 
+/// The decimals byte of a DECIMAL or DECIMAL_VARINT body, checked, and the `k`s after it.
+fn split_decimals(body: &[u8]) -> Result<(u8, &[u8]), CodecError> {
+    let (&d, ks) = body.split_first().ok_or(CodecError::Truncated { needed: 2, available: 1 })?;
+    if d > MAX_DECIMALS {
+        return Err(CodecError::Invalid(format!("decimal column with {d} decimals")));
+    }
+    Ok((d, ks))
+}
+
 pub(crate) fn decode(input: &[u8], count: usize) -> Result<Vec<f64>, CodecError> {
     let (&t, body) = input.split_first().ok_or(CodecError::Truncated { needed: 1, available: 0 })?;
     match t {
@@ -125,18 +134,12 @@ pub(crate) fn decode(input: &[u8], count: usize) -> Result<Vec<f64>, CodecError>
             Ok(vec![f64::from_bits(read_u64(body)); count])
         }
         tag::DECIMAL => {
-            let (&d, ks) = body.split_first().ok_or(CodecError::Truncated { needed: 2, available: 1 })?;
-            if d > MAX_DECIMALS {
-                return Err(CodecError::Invalid(format!("decimal column with {d} decimals")));
-            }
+            let (d, ks) = split_decimals(body)?;
             let ks = pco_blob::decompress::<i64>(ks, count)?;
             Ok(ks.into_iter().map(|k| decimal_value(k, d)).collect())
         }
         tag::DECIMAL_VARINT => {
-            let (&d, ks) = body.split_first().ok_or(CodecError::Truncated { needed: 2, available: 1 })?;
-            if d > MAX_DECIMALS {
-                return Err(CodecError::Invalid(format!("decimal column with {d} decimals")));
-            }
+            let (d, ks) = split_decimals(body)?;
             Ok(varints::decode(ks, count)?.into_iter().map(|k| decimal_value(k, d)).collect())
         }
         tag::PCO => pco_blob::decompress::<f64>(body, count),

@@ -582,7 +582,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_in_which_one_segment_outweighs_the_others_is_not_offered() {
+    fn a_run_in_which_one_segment_outweighs_the_others_is_offered_last() {
         let options = CompactionOptions { short_block_run_bytes_max: u64::MAX, run_bytes_max: u64::MAX, small_file_bytes: 0, ..options() };
         // An earlier output of 300 points a block (still short) and three flushes of one point.
         let merged = summary(5, (1, 10), 1_000, 300_000, 40_000);
