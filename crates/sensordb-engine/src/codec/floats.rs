@@ -76,10 +76,12 @@ pub(crate) fn encode(values: &[f64], out: &mut Vec<u8>) {
     if let [first, rest @ ..] = values {
         let constant = rest.iter().all(|x| x.to_bits() == first.to_bits());
         let mut ks = Vec::new();
-        if values.len() < varints::SMALL_N {
+        let mut decimal = None;
+        if values.len() < varints::limit() {
             // Sized even for a constant column: one reading of a sensor (a fleet's flush writes
             // a block per sensor and point) takes 4-6 bytes as varints against CONSTANT's 9.
-            if let Some(d) = detect_decimal(values, &mut ks) {
+            decimal = Some(detect_decimal(values, &mut ks));
+            if let Some(Some(d)) = decimal {
                 let (len, order) = varints::best(&ks);
                 if 1 + len < raw_len && !(constant && 1 + len >= 8) {
                     out.push(tag::DECIMAL_VARINT);
@@ -95,7 +97,7 @@ pub(crate) fn encode(values: &[f64], out: &mut Vec<u8>) {
             return;
         }
         if values.len() >= varints::SMALL_N {
-            if let Some(d) = detect_decimal(values, &mut ks) {
+            if let Some(d) = decimal.unwrap_or_else(|| detect_decimal(values, &mut ks)) {
                 out.push(tag::DECIMAL);
                 out.push(d);
                 if pco_blob::compress(&ks, pco_blob::Delta::Auto, out) && out.len() - start < raw_len {

@@ -54,7 +54,7 @@ pub(crate) fn encode<T: Int>(values: &[T], out: &mut Vec<u8>) {
     let raw_len = values.len() * 8;
     if let [first, rest @ ..] = values {
         let constant = rest.iter().all(|x| x == first);
-        if values.len() < varints::SMALL_N {
+        if values.len() < varints::limit() {
             // Sized even for a constant column: a small count or state read once takes 2-4
             // bytes as varints against CONSTANT's 8.
             let bits: Vec<i64> = values.iter().map(|&x| x.to_bits()).collect();

@@ -44,7 +44,7 @@ const QUICK_COMPRESSION_LEVEL: usize = 4;
 /// Quick encoding applies only to columns shorter than this: compaction rewrites segments whose
 /// blocks average fewer than 2,048 points (`EngineOptions::compaction_small_block_points`), so a
 /// longer block may stay as the flush wrote it and gets the full effort.
-const QUICK_N_MAX: usize = 2048;
+pub(super) const QUICK_N_MAX: usize = 2048;
 
 thread_local! {
     /// Set while [`super::with_quick_encoding`] runs on this thread.

@@ -18,7 +18,7 @@ const CONSTANT_DELTA_BODY: usize = 16;
 pub(crate) fn encode(timestamps: &[i64], out: &mut Vec<u8>) {
     // Sized first even where CONSTANT_DELTA applies: one stamp or two (a fleet's flush writes
     // a block per sensor and point) take 10-15 bytes as varints against its 16.
-    let varint = (!timestamps.is_empty() && timestamps.len() < varints::SMALL_N).then(|| varints::best(timestamps));
+    let varint = (!timestamps.is_empty() && timestamps.len() < varints::limit()).then(|| varints::best(timestamps));
     if let Some(delta) = constant_delta(timestamps) {
         if varint.is_none_or(|(len, _)| len >= CONSTANT_DELTA_BODY) {
             out.push(tag::CONSTANT_DELTA);

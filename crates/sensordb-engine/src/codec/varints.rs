@@ -25,6 +25,17 @@ use sensordb_model::zigzag::{unzigzag, zigzag};
 /// fraction of its time.
 pub(crate) const SMALL_N: usize = 32;
 
+/// Columns shorter than this take varints where they can: [`SMALL_N`], or under quick
+/// encoding (a memtable flush, whose short blocks compaction rewrites at full effort) every
+/// column quick encoding covers.
+pub(crate) fn limit() -> usize {
+    if super::pco_blob::QUICK.with(|q| q.get()) {
+        super::pco_blob::QUICK_N_MAX
+    } else {
+        SMALL_N
+    }
+}
+
 /// Bytes of the LEB128 varint of `value`.
 fn varint_len(value: u64) -> usize {
     // 1 byte per 7 bits, at least one.
