@@ -95,8 +95,11 @@ pub(crate) fn decode(body: &[u8], count: usize) -> Result<Vec<i64>, CodecError> 
     let mut values = Vec::with_capacity(count);
     let (mut position, mut previous, mut delta) = (0usize, 0i64, 0i64);
     for i in 0..count {
-        let stored =
-            get_varint(varints, &mut position).map(unzigzag).ok_or(CodecError::Invalid(format!("bad varint at byte {position}")))?;
+        // The message is made only on failure: formatted per number, it was most of a decode.
+        let at = position;
+        let stored = get_varint(varints, &mut position)
+            .map(unzigzag)
+            .ok_or_else(|| CodecError::Invalid(format!("bad varint at byte {at}")))?;
         delta = if order == 2 && i >= 2 { delta.wrapping_add(stored) } else { stored };
         previous = previous.wrapping_add(delta);
         values.push(previous);
