@@ -154,6 +154,8 @@ mod tests {
         assert!(decode(&[3, 0, 0], 2).is_err(), "unknown order");
         assert!(decode(&[], 0).is_err(), "no order byte");
         assert!(decode(&[1, 0x80], 1).is_err(), "truncated varint");
+        let message = decode(&[1, 4, 0x80, 0x80], 2).expect_err("truncated varint").to_string();
+        assert!(message.contains("bad varint at byte 1"), "names where the bad varint starts: {message}");
         assert!(decode(&[1], usize::MAX).is_err(), "count beyond the input");
         assert_eq!(decode(&[1], 0).expect("an empty column"), Vec::<i64>::new());
     }
