@@ -360,6 +360,18 @@ pub fn prefetch(entry: &SeriesPoints) {
     let _ = entry;
 }
 
+/// Asks the CPU to start loading the cache line at `address` (no effect where unsupported).
+#[inline]
+pub fn prefetch_address<T>(address: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
+}
+
 /// Writes into uninitialized room sized beforehand for everything written; running past it is
 /// a bug and panics (the bounds check of the slice index), never undefined behaviour.
 struct Cursor<'a> {

@@ -97,9 +97,8 @@ pub(crate) fn decode(body: &[u8], count: usize) -> Result<Vec<i64>, CodecError> 
     for i in 0..count {
         // The message is made only on failure: formatted per number, it was most of a decode.
         let at = position;
-        let stored = get_varint(varints, &mut position)
-            .map(unzigzag)
-            .ok_or_else(|| CodecError::Invalid(format!("bad varint at byte {at}")))?;
+        let stored =
+            get_varint(varints, &mut position).map(unzigzag).ok_or_else(|| CodecError::Invalid(format!("bad varint at byte {at}")))?;
         delta = if order == 2 && i >= 2 { delta.wrapping_add(stored) } else { stored };
         previous = previous.wrapping_add(delta);
         values.push(previous);
