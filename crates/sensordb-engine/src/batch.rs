@@ -340,29 +340,29 @@ const PREFETCH_AHEAD: usize = 4;
 /// Asks the CPU to start loading the first points of `entry` (no effect where unsupported).
 #[inline]
 pub fn prefetch(entry: &SeriesPoints) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let values: *const i8 = match &entry.values {
-            ValueColumn::F64(v) => v.as_ptr().cast(),
-            ValueColumn::I64(v) => v.as_ptr().cast(),
-            ValueColumn::U64(v) => v.as_ptr().cast(),
-            ValueColumn::Bool(v) => v.as_ptr().cast(),
-            ValueColumn::Bytes(v) => v.as_ptr().cast(),
-        };
-        // SAFETY: a prefetch is only a hint: it never faults, whatever the address.
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(entry.timestamps.as_ptr().cast());
-            _mm_prefetch::<_MM_HINT_T0>(values);
-        }
+    prefetch_address(entry.timestamps.as_ptr());
+    prefetch_address(values_range(&entry.values).start);
+}
+
+/// Where the values of `values` lie in memory, as bytes.
+#[inline]
+pub(crate) fn values_range(values: &ValueColumn) -> std::ops::Range<*const u8> {
+    fn bytes_of<T>(v: &[T]) -> std::ops::Range<*const u8> {
+        let range = v.as_ptr_range();
+        range.start.cast()..range.end.cast()
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = entry;
+    match values {
+        ValueColumn::F64(v) => bytes_of(v),
+        ValueColumn::I64(v) => bytes_of(v),
+        ValueColumn::U64(v) => bytes_of(v),
+        ValueColumn::Bool(v) => bytes_of(v),
+        ValueColumn::Bytes(v) => bytes_of(v),
+    }
 }
 
 /// Asks the CPU to start loading the cache line at `address` (no effect where unsupported).
 #[inline]
-pub fn prefetch_address<T>(address: *const T) {
+pub(crate) fn prefetch_address<T>(address: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint: it never faults, whatever the address.
     unsafe {

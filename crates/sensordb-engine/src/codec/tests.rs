@@ -185,8 +185,6 @@ proptest! {
     }
 }
 
-/// Bytes-payload garbage gets its own test because its nested length column is the likeliest
-/// place for a length to leak into an allocation.
 /// Under quick encoding (a memtable flush) columns up to 2,048 numbers take varints, which cost
 /// a fraction of pco's time; outside it only columns under 32 do.
 #[test]
@@ -211,6 +209,8 @@ fn quick_encoding_takes_varints_below_2048_numbers() {
     );
 }
 
+/// Bytes-payload garbage gets its own test because its nested length column is the likeliest
+/// place for a length to leak into an allocation.
 #[test]
 fn payload_garbage_is_refused() {
     let mut real = vec![];

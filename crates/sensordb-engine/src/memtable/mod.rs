@@ -13,7 +13,7 @@
 //! The engine holds one active memtable that takes writes and at most one frozen memtable being
 //! flushed (double buffering), so flushing never stops ingestion.
 
-use crate::batch::{prefetch, prefetch_address, IdHasher, SeriesPoints};
+use crate::batch::{prefetch, prefetch_address, values_range, IdHasher, SeriesPoints};
 use crate::model::{last_write_wins, SeriesId, Timestamp, ValueColumn, ValueKind};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -46,15 +46,8 @@ impl SeriesBuffer {
     /// Asks the CPU to load the ends of both columns, where the next points go.
     #[inline]
     fn prefetch_ends(&self) {
-        let values_end: *const u8 = match &self.values {
-            ValueColumn::F64(v) => v.as_ptr_range().end.cast(),
-            ValueColumn::I64(v) => v.as_ptr_range().end.cast(),
-            ValueColumn::U64(v) => v.as_ptr_range().end.cast(),
-            ValueColumn::Bool(v) => v.as_ptr_range().end.cast(),
-            ValueColumn::Bytes(v) => v.as_ptr_range().end.cast(),
-        };
         prefetch_address(self.timestamps.as_ptr_range().end.wrapping_sub(1));
-        prefetch_address(values_end.wrapping_sub(1));
+        prefetch_address(values_range(&self.values).end.wrapping_sub(1));
     }
 
     fn append(&mut self, timestamps: &[Timestamp], values: &ValueColumn) -> bool {
@@ -248,9 +241,9 @@ impl Memtable {
             *slot += 1;
         }
         let first = self.next_start.fetch_add(1, Ordering::Relaxed);
-        // A series new to its shard: made when its points are appended.
-        const NOT_YET: u32 = u32::MAX;
-        let mut positions: Vec<u32> = Vec::new();
+        // Per entry of a shard, its buffer's position; `None` for a series new to the shard,
+        // whose buffer is made when its points are appended.
+        let mut positions: Vec<Option<u32>> = Vec::new();
         let (mut bytes, mut points) = (0usize, 0usize);
         for k in 0..shard_count {
             let s = (first + k) & (shard_count - 1);
@@ -264,13 +257,11 @@ impl Memtable {
             positions.clear();
             positions.extend(order[from..to].iter().map(|&i| {
                 let series = entries[i as usize].series;
-                match shard.positions.get(&series) {
-                    Some(&p) => {
-                        shard.buffers[p as usize].1.prefetch_ends();
-                        p
-                    }
-                    None => NOT_YET,
+                let position = shard.positions.get(&series).copied();
+                if let Some(p) = position {
+                    shard.buffers[p as usize].1.prefetch_ends();
                 }
+                position
             }));
             for (j, (&i, &position)) in order[from..to].iter().zip(&positions).enumerate() {
                 // The entries' points are scattered over the heap: load the next ones early.
@@ -281,10 +272,9 @@ impl Memtable {
                 if points_of.timestamps.is_empty() {
                     continue;
                 }
-                bytes += if position == NOT_YET {
-                    append_to(&mut shard, points_of)
-                } else {
-                    shard.append_at(position as usize, false, points_of)
+                bytes += match position {
+                    Some(p) => shard.append_at(p as usize, false, points_of),
+                    None => append_to(&mut shard, points_of),
                 };
                 points += points_of.timestamps.len();
             }
