@@ -1,7 +1,8 @@
 //! Engine write and read paths under criterion: a 10,000-point batch written into a memory-only
 //! engine (memtable insert; no WAL, no fsync), and a day of one series at 1 Hz read back from
 //! sealed segments; and resolving (sorting) a memtable series that 100 writers filled with
-//! interleaved runs, the flush's main sorting cost under `sensordb bench tx`. End-to-end figures
+//! interleaved runs, the flush's main sorting cost under `sensordb bench tx`, and copying out a
+//! fleet's in-order series, what a flush of many short series spends most on. End-to-end figures
 //! on real TSBS data come from `sensordb bench engine`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
@@ -102,6 +103,26 @@ fn memtable_resolve(c: &mut Criterion) {
             for series in 0..100u32 {
                 let resolved = memtable.read_all(black_box(SeriesId(series))).expect("points");
                 assert_eq!(resolved.timestamps.len(), 2 * 100 * 50);
+            }
+        })
+    });
+    // A fleet's flush: 20,000 series of 16 points each, every one written in order (TSBS IoT
+    // at scale 1000 buffers about that many points a series between flushes). Reading them
+    // copies what the flush encodes.
+    let fleet = Memtable::new(16);
+    let mut batch = WriteBatch::new();
+    for k in 0..16i64 {
+        for series in 0..20_000u32 {
+            batch.push(SeriesId(series), T0 + k * 10 * SEC, Value::F64(series as f64 + k as f64 * 0.25)).expect("push");
+        }
+    }
+    fleet.insert_all(batch.entries());
+    group.throughput(Throughput::Elements(20_000 * 16));
+    group.bench_function("read_20000_in_order_series_of_16", |b| {
+        b.iter(|| {
+            for series in 0..20_000u32 {
+                let resolved = fleet.read_all(black_box(SeriesId(series))).expect("points");
+                assert_eq!(resolved.timestamps.len(), 16);
             }
         })
     });

@@ -85,24 +85,25 @@ impl SeriesBuffer {
     /// timestamp, one per timestamp (the last written).
     fn resolved_indices(&self, from: Timestamp, to: Option<Timestamp>) -> Vec<usize> {
         let in_range = |t: Timestamp| t >= from && to.is_none_or(|to| t < to);
-        if self.strictly_increasing {
-            let start = self.timestamps.partition_point(|&t| t < from);
-            let end = self.timestamps.partition_point(|&t| t < from || in_range(t));
-            return (start..end).collect();
-        }
         let indices: Vec<usize> = (0..self.timestamps.len()).filter(|&i| in_range(self.timestamps[i])).collect();
         last_write_wins(&self.timestamps, indices)
     }
 
     fn resolved(&self, from: Timestamp, to: Option<Timestamp>) -> (Vec<Timestamp>, ValueColumn) {
+        if self.strictly_increasing {
+            // Already in final form: the range is one slice of each column, copied whole (a
+            // flush copies every buffered point this way; gathering them by index took half
+            // of its time at scale 1000 of TSBS IoT).
+            let start = self.timestamps.partition_point(|&t| t < from);
+            let end = match to {
+                Some(to) => self.timestamps.partition_point(|&t| t < to).max(start),
+                None => self.timestamps.len(),
+            };
+            return (self.timestamps[start..end].to_vec(), self.values.slice(start..end));
+        }
         let indices = self.resolved_indices(from, to);
         let timestamps = indices.iter().map(|&i| self.timestamps[i]).collect();
-        let values = if self.strictly_increasing && !indices.is_empty() {
-            self.values.slice(indices[0]..indices[indices.len() - 1] + 1)
-        } else {
-            self.values.gather(&indices)
-        };
-        (timestamps, values)
+        (timestamps, self.values.gather(&indices))
     }
 }
 
@@ -413,6 +414,36 @@ mod tests {
     }
 
     proptest! {
+        /// A buffer written in order is read as slices of its columns: any range gives exactly
+        /// the points inside it, as one written out of order (and so gathered point by point)
+        /// would.
+        #[test]
+        fn in_order_buffers_read_each_range_exactly(
+            steps in proptest::collection::vec(1i64..5, 0..60),
+            from in -5i64..150,
+            length in -5i64..150,
+        ) {
+            let memtable = Memtable::new(2);
+            let mut batch = WriteBatch::new();
+            let mut t = 0;
+            for &step in &steps {
+                t += step;
+                batch.push(SeriesId(1), t, Value::I64(t * 3)).expect("push");
+            }
+            memtable.insert_all(batch.entries());
+            let to = from + length;
+            let expected: Vec<i64> = batch.entries().iter().flat_map(|e| e.timestamps.clone()).filter(|&t| t >= from && t < to).collect();
+            match memtable.read(SeriesId(1), from, to) {
+                None => prop_assert!(expected.is_empty()),
+                Some(read) => {
+                    prop_assert_eq!(&read.timestamps, &expected);
+                    prop_assert_eq!(read.values, ValueColumn::I64(expected.iter().map(|t| t * 3).collect()));
+                }
+            }
+            let all = memtable.read_all(SeriesId(1)).map(|r| r.timestamps.len()).unwrap_or(0);
+            prop_assert_eq!(all, steps.len());
+        }
+
         #[test]
         fn inserting_a_whole_batch_is_inserting_each_entry(
             batches in proptest::collection::vec(proptest::collection::vec((0u32..80, -20i64..20, any::<i64>()), 0..150), 1..5),
