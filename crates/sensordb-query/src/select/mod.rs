@@ -238,11 +238,13 @@ fn run_groups(
     };
     let groups = group(&tables, &statement.group_by, &keys)?;
     let mut out = Vec::new();
-    for ((name, tags), members) in groups {
+    for (key, members) in groups {
+        let limited_series = limited.as_mut().map(|limited| limited.remove(&key).unwrap_or_default());
+        let GroupKey { name, tags, .. } = key;
         let series = if aggregate {
             aggregate::run(statement, &members, range, interval, context, &regexes)?
-        } else if let Some(limited) = &mut limited {
-            limited.remove(&(name.clone(), tags.clone())).unwrap_or_default()
+        } else if let Some(series) = limited_series {
+            series
         } else {
             let mut table = raw::run_table(statement, &members, &regexes)?;
             table.name = name.into();
@@ -449,7 +451,62 @@ fn keep_rows(table: &mut Table, condition: Option<&Expr>, regexes: &Regexes) {
     table.retain_rows(&keep);
 }
 
-type GroupKey = (String, Vec<(String, String)>);
+/// A group's measurement and GROUP BY tag values (sorted by key), ordered as the tuple
+/// `(name, tags)` is, by one comparison of a byte string that encodes them: a query grouping
+/// hundreds of tag sets compared each key's strings one `memcmp` call at a time, a fifth of
+/// TSBS high-load's CPU.
+#[derive(Clone, Debug)]
+struct GroupKey {
+    name: String,
+    tags: Vec<(String, String)>,
+    /// Each string with 0x00 and 0x01 escaped (0x01 0x01 and 0x01 0x02) and ended by 0x00,
+    /// which sorts before any byte of an escaped string: the bytes sort as the strings do, a
+    /// string before its extensions, and the encoding can be read back, so equal bytes are
+    /// equal keys.
+    order: Box<[u8]>,
+}
+
+impl GroupKey {
+    fn new(name: String, tags: Vec<(String, String)>) -> GroupKey {
+        let length = name.len() + 1 + tags.iter().map(|(k, v)| k.len() + v.len() + 2).sum::<usize>();
+        let mut order = Vec::with_capacity(length);
+        let mut put = |text: &str| {
+            for &byte in text.as_bytes() {
+                match byte {
+                    0 | 1 => order.extend_from_slice(&[1, byte + 1]),
+                    _ => order.push(byte),
+                }
+            }
+            order.push(0);
+        };
+        put(&name);
+        for (key, value) in &tags {
+            put(key);
+            put(value);
+        }
+        GroupKey { name, tags, order: order.into_boxed_slice() }
+    }
+}
+
+impl PartialEq for GroupKey {
+    fn eq(&self, other: &GroupKey) -> bool {
+        self.order == other.order
+    }
+}
+
+impl Eq for GroupKey {}
+
+impl PartialOrd for GroupKey {
+    fn partial_cmp(&self, other: &GroupKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for GroupKey {
+    fn cmp(&self, other: &GroupKey) -> std::cmp::Ordering {
+        self.order.cmp(&other.order)
+    }
+}
 
 /// The tag keys of each measurement (or subquery result) a statement groups by `*` or a
 /// `/regex/`: every key of its series, sorted.
@@ -511,7 +568,7 @@ fn group<'t>(tables: &'t [Table], dimensions: &[Dimension], keys: &TagKeys) -> R
     for table in tables {
         let all_keys = keys.get(&*table.name).map_or(&[][..], Vec::as_slice);
         let key = group_key(dimensions, &regexes, all_keys, &table.tags);
-        groups.entry((table.name.to_string(), key)).or_default().push(table);
+        groups.entry(GroupKey::new(table.name.to_string(), key)).or_default().push(table);
     }
     Ok(groups)
 }

@@ -444,3 +444,29 @@ fn a_field_of_mixed_types_is_typed_per_bucket() {
     let rows: Rows = series[0].rows.iter().map(|r| (r.time, r.values.clone())).collect();
     assert_eq!(rows, vec![(0, vec![I(1), I(1)]), (10 * S, vec![I(2), I(1)]), (20 * S, vec![F(3.0), I(2)])]);
 }
+
+mod group_key_order {
+    use super::super::GroupKey;
+    use proptest::prelude::*;
+
+    /// Short strings over a few letters and the bytes the encoding escapes, so that prefixes,
+    /// equal strings and escaped bytes all come up.
+    fn text() -> impl Strategy<Value = String> {
+        proptest::collection::vec(prop_oneof![Just('\0'), Just('\u{1}'), Just('\u{2}'), Just('a'), Just('b'), Just('é')], 0..4)
+            .prop_map(|chars| chars.into_iter().collect())
+    }
+
+    fn key() -> impl Strategy<Value = (String, Vec<(String, String)>)> {
+        (text(), proptest::collection::vec((text(), text()), 0..3))
+    }
+
+    proptest! {
+        /// Keys compare by their bytes exactly as their (name, tags) tuples compare.
+        #[test]
+        fn group_keys_sort_as_their_names_and_tags(a in key(), b in key()) {
+            let (x, y) = (GroupKey::new(a.0.clone(), a.1.clone()), GroupKey::new(b.0.clone(), b.1.clone()));
+            prop_assert_eq!(x.cmp(&y), a.cmp(&b), "{:?} {:?}", a, b);
+            prop_assert_eq!(x == y, a == b);
+        }
+    }
+}
