@@ -81,6 +81,21 @@ pub trait Storage: Send + Sync {
         sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>) -> ControlFlow<()>,
     ) -> Result<(), StorageError>;
 
+    /// [`Storage::scan`] for a `sink` that takes at most `limit` points: a store may then leave
+    /// out what lies beyond them (the first `limit` points in `order` are the full scan's).
+    fn scan_at_most(
+        &self,
+        series: &StoredSeries,
+        from: i64,
+        to: i64,
+        order: ScanOrder,
+        limit: usize,
+        sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>) -> ControlFlow<()>,
+    ) -> Result<(), StorageError> {
+        let _ = limit;
+        self.scan(series, from, to, order, sink)
+    }
+
     /// Hands every point of `series` in `[from, to]` to `sink` in ascending time order, in runs
     /// of any length.
     fn read(&self, series: &StoredSeries, from: i64, to: i64, sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>)) -> Result<(), StorageError> {

@@ -478,6 +478,18 @@ impl Engine {
 
     /// Points of `series` in `[from, to)`, in time order, repeated timestamps resolved.
     pub fn read(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> RangeRead {
+        self.read_with_edge(series, from, to, None)
+    }
+
+    /// A read of `series` in `[from, to)` whose consumer takes at most `limit` points, oldest
+    /// first (`newest` false, read with `next_view`) or newest first (`next_view_back`): of
+    /// the memtables only the `limit` points at that end are copied. The first `limit` points
+    /// in that order are the full read's; past them the read may lack points.
+    pub fn read_edge(&self, series: SeriesId, from: Timestamp, to: Timestamp, newest: bool, limit: usize) -> RangeRead {
+        self.read_with_edge(series, from, to, Some((newest, limit)))
+    }
+
+    fn read_with_edge(&self, series: SeriesId, from: Timestamp, to: Timestamp, edge: Option<(bool, usize)>) -> RangeRead {
         let inner = &self.inner;
         // Dead points (expired, beyond capacity, evicted) are gone for readers at once, even
         // before their space is reclaimed.
@@ -488,11 +500,17 @@ impl Engine {
         };
         // Memtables before the index: a flush publishes blocks before it drops the frozen
         // memtable, so every point is in one or the other.
+        // Each memtable's points at the consumer's end suffice: a point past its first
+        // `limit` of one memtable has `limit` points of that memtable before it in the read.
+        let read = |memtable: &Memtable| match edge {
+            None => memtable.read(series, from, to),
+            Some((newest, limit)) => memtable.read_edge(series, from, to, newest, limit),
+        };
         let mut memory = Vec::with_capacity(2);
         if let Some(frozen) = frozen {
-            memory.extend(frozen.read(series, from, to));
+            memory.extend(read(&frozen));
         }
-        memory.extend(active.read(series, from, to));
+        memory.extend(read(&active));
         RangeRead::new(inner.store.clone(), series, from, to, memory).with_cache(inner.block_cache.clone())
     }
 

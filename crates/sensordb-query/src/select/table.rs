@@ -292,7 +292,7 @@ pub(crate) fn read_column(
     let mut count = 0;
     let mut exhausted = true;
     let mut failed = Ok(());
-    storage.scan(series, range.from, range.to, order, &mut |t: &[i64], v: ColumnSlice<'_>| {
+    let mut sink = |t: &[i64], v: ColumnSlice<'_>| {
         failed = budget.take(t.len());
         if failed.is_err() {
             return ControlFlow::Break(());
@@ -317,7 +317,12 @@ pub(crate) fn read_column(
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
-    })?;
+    };
+    // A read that stops after `enough` points lets the store skip what lies beyond them.
+    match enough {
+        Some(limit) => storage.scan_at_most(series, range.from, range.to, order, limit, &mut sink)?,
+        None => storage.scan(series, range.from, range.to, order, &mut sink)?,
+    }
     failed?;
     if order == ScanOrder::NewestFirst {
         times.reverse();

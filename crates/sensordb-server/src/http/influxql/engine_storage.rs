@@ -528,12 +528,45 @@ impl Storage for EngineStorage<'_> {
         order: ScanOrder,
         sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>) -> ControlFlow<()>,
     ) -> Result<(), StorageError> {
+        self.scan_edge(series, from, to, order, None, sink)
+    }
+
+    fn scan_at_most(
+        &self,
+        series: &StoredSeries,
+        from: i64,
+        to: i64,
+        order: ScanOrder,
+        limit: usize,
+        sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>) -> ControlFlow<()>,
+    ) -> Result<(), StorageError> {
+        self.scan_edge(series, from, to, order, Some(limit), sink)
+    }
+}
+
+impl EngineStorage<'_> {
+    /// [`Storage::scan`], copying only `limit` points of the memtables when the sink takes
+    /// no more (a `LIMIT 1` over data still in memory copied all of it).
+    fn scan_edge(
+        &self,
+        series: &StoredSeries,
+        from: i64,
+        to: i64,
+        order: ScanOrder,
+        limit: Option<usize>,
+        sink: &mut dyn FnMut(&[i64], ColumnSlice<'_>) -> ControlFlow<()>,
+    ) -> Result<(), StorageError> {
         if Instant::now() > self.deadline {
             return Err(StorageError("query timeout: the query ran longer than query_timeout_ms".into()));
         }
         let id = u32::try_from(series.handle).map_err(|_| StorageError(format!("bad series handle {}", series.handle)))?;
         // The engine reads [from, to); a point at i64::MAX itself is beyond every query.
-        let mut read = self.engine.read(SeriesId(id), from, to.saturating_add(1)).in_query(self.query_start);
+        let (id, to) = (SeriesId(id), to.saturating_add(1));
+        let read = match limit {
+            Some(limit) => self.engine.read_edge(id, from, to, order == ScanOrder::NewestFirst, limit),
+            None => self.engine.read(id, from, to),
+        };
+        let mut read = read.in_query(self.query_start);
         let mut strings = Vec::new();
         loop {
             // Cached blocks are lent, not copied.
