@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::flush::encode_series;
 use crate::index::BlockRef;
 use crate::memtable::ResolvedSeries;
-use crate::model::{last_write_wins, Timestamp, ValueColumn};
+use crate::model::{last_write_wins, SeriesId, Timestamp, ValueColumn};
 use crate::segment::{GroupBuilder, SharedTimestamps};
 use crate::store::{BlockStore, SegmentSummary};
 use std::collections::HashMap;
@@ -61,10 +61,11 @@ pub struct CompactionOptions {
     /// cost 118 bytes a point on disk, merged 2-10), and a segment sealed at its block limit
     /// holds 35 MB of them: with runs of at most one segment's bytes, no two were ever joined.
     pub short_block_run_bytes_max: u64,
-    /// Most input blocks in one run: a rewrite lists every block of its run in memory (about
-    /// 100 bytes each with the runs read for it), and 64 MiB of one-point blocks were 2 M of
-    /// them, 220 MB of the peak at 2 M series (issue 14). A single segment over it is still
-    /// a run.
+    /// Most blocks listed in memory at once (about 100 bytes each with the runs read for
+    /// them; 64 MiB of one-point blocks were 2 M of them, 220 MB of the peak at 2 M series,
+    /// issue 14): a run whose segments all have directories is listed a range of series at a
+    /// time ([`series_windows`]), about this many blocks a range; any other run holds at most
+    /// this many blocks. A single segment over it is still a run.
     pub run_blocks_max: u64,
     /// A sealed segment smaller than this is a small file, merged with its neighbours whatever
     /// its blocks ([`candidate_runs`]): half the segment size limit, so segments sealed by size
@@ -101,7 +102,8 @@ pub fn candidate_runs(summaries: &[SegmentSummary], options: &CompactionOptions)
 
 /// Runs of sealed segments whose blocks are small, each grown from its oldest segment (the
 /// oldest not yet in a run) by the newer small segments that may hold its series, in sequence
-/// order, up to `short_block_run_bytes_max` bytes and `run_blocks_max` blocks. Segments whose
+/// order, up to `short_block_run_bytes_max` bytes and `run_blocks_max` blocks (or two blocks
+/// for each series id the run spans, when every member has a directory). Segments whose
 /// series ids lie outside the run's range are passed over: a fleet of a million sensors fills
 /// a memtable with a share of its sensors at a time, so a segment holds a slice of the id space
 /// and the next slice is in the next segment; the same slice comes back a round later, and it
@@ -152,7 +154,19 @@ fn short_block_runs(segments: &[&SegmentSummary], options: &CompactionOptions) -
                 passed_over = passed_over.max(segment.max_sequence);
                 continue;
             }
-            let over = bytes + segment.bytes > options.short_block_run_bytes_max || blocks + segment.blocks > options.run_blocks_max;
+            // A run listed whole (a member without a directory) holds at most `run_blocks_max`
+            // blocks, as they are all in memory at once. Others are listed a range of series
+            // at a time, and may hold two blocks for each id they span: enough to reach the
+            // same sensors' next round when a round of a fleet's one-point blocks is more
+            // than `run_blocks_max` (2 M sensors: 8 segments a round, and runs of 4 joined no
+            // sensor twice). Not unbounded: a run growing over every later round left the
+            // slices it passed over to join among themselves, never with its output.
+            let listed_whole = run.iter().any(|s| s.series == 0) || segment.series == 0;
+            let blocks_max = match listed_whole {
+                true => options.run_blocks_max,
+                false => options.run_blocks_max.max(2 * ids.clone().join(range.clone()).width()),
+            };
+            let over = bytes + segment.bytes > options.short_block_run_bytes_max || blocks + segment.blocks > blocks_max;
             if taken[next] || !small(segment) || over || segment.min_sequence <= passed_over {
                 break;
             }
@@ -205,6 +219,14 @@ impl SeriesRange {
             0 => SeriesRange::All,
             _ if gap_high > gap_low + 1 => SeriesRange::Ids(vec![(low, gap_low), (gap_high, high)]),
             _ => SeriesRange::Ids(vec![(low, high)]),
+        }
+    }
+
+    /// How many ids it spans (every id for `All`).
+    fn width(&self) -> u64 {
+        match self {
+            SeriesRange::All => u64::from(u32::MAX) + 1,
+            SeriesRange::Ids(ranges) => ranges.iter().map(|&(low, high)| u64::from(high - low) + 1).sum(),
         }
     }
 
@@ -323,6 +345,18 @@ pub fn compact_once(
     let summaries = store.summaries();
     for run in candidate_runs(&summaries, options) {
         limit.check_stop()?;
+        let members: Vec<&SegmentSummary> = summaries.iter().filter(|s| run.contains(&s.id)).collect();
+        if members.iter().all(|s| s.series > 0) {
+            // Directories bound every member's series: listed a range of series at a time (a
+            // lone segment with too few blocks per series was never offered, see
+            // `short_block_runs`).
+            room(members.iter().map(|s| s.bytes).sum())?;
+            store.will_read_segments(&run);
+            let windows = series_windows(&members, options.run_blocks_max);
+            let report = rewrite_by_series(store, catalog, &run, &windows, options, limit)?;
+            tracing::info!(?report, windows = windows.len(), "compacted segments");
+            return Ok(Some(report));
+        }
         let blocks = store.try_blocks_of_segments(&run)?;
         limit.check_stop()?;
         let mut series_count = 0usize;
@@ -377,75 +411,225 @@ pub fn rewrite(
     limit: &mut RateLimit,
     copy: BlockCopy,
 ) -> Result<CompactionReport> {
-    let summaries = store.summaries();
-    let before: Vec<&SegmentSummary> = summaries.iter().filter(|s| run.contains(&s.id)).collect();
-    let bytes_before = before.iter().map(|s| s.bytes).sum();
-    let blocks_before = before.iter().map(|s| s.blocks).sum();
+    let before = RunBefore::of(store, run);
     if blocks.is_empty() {
         store.remove_segments(run)?;
-        return Ok(CompactionReport {
+        return Ok(before.removed(run));
+    }
+    let mut rewriter = Rewriter::begin(store, catalog, run, &before, options, copy)?;
+    rewriter.add_blocks(&blocks, limit)?;
+    rewriter.finish(run, &before, limit)
+}
+
+/// [`rewrite`] of every block of `run`, listed a range of series ids at a time
+/// ([`series_windows`]), so the blocks listed in memory at once are about `run_blocks_max`
+/// whatever the run holds. A fleet of 2 M sensors flushes a slice of its sensors at a time in
+/// one-point blocks, and a slice's sensors come back only a round of 8 segments later: a run
+/// listed whole at 100 bytes a block could hold 4 segments, never two of the same slice, and
+/// the store stayed at 80 bytes a point (issue 14).
+fn rewrite_by_series(
+    store: &dyn BlockStore,
+    catalog: &Catalog,
+    run: &[u64],
+    windows: &[(SeriesId, SeriesId)],
+    options: &CompactionOptions,
+    limit: &mut RateLimit,
+) -> Result<CompactionReport> {
+    let before = RunBefore::of(store, run);
+    let mut rewriter = Rewriter::begin(store, catalog, run, &before, options, BlockCopy::Reencode)?;
+    for &(low, high) in windows {
+        limit.check_stop()?;
+        let blocks = store.try_blocks_of_segments_in(run, low, high)?;
+        rewriter.add_blocks(&blocks, limit)?;
+        // Shared timestamp records are cached per window: a window's series are its rows.
+        rewriter.source_records.clear();
+    }
+    if rewriter.series_added == 0 {
+        drop(rewriter);
+        store.remove_segments(run)?;
+        return Ok(before.removed(run));
+    }
+    rewriter.finish(run, &before, limit)
+}
+
+/// Ranges of series ids (inclusive, ascending, disjoint) that together cover every series of
+/// `run` and each hold about `blocks_per_window` of its blocks at most; one range of every id
+/// when a segment's directory does not bound its series. The estimate takes each segment's
+/// blocks as spread evenly over its id range, and every segment as overlapping each window.
+pub fn series_windows(run: &[&SegmentSummary], blocks_per_window: u64) -> Vec<(SeriesId, SeriesId)> {
+    let everything = vec![(SeriesId(0), SeriesId(u32::MAX))];
+    if run.is_empty() || run.iter().any(|s| s.series == 0) {
+        return everything;
+    }
+    let low = run.iter().map(|s| s.series_ids.0).min().unwrap_or(0);
+    let high = run.iter().map(|s| s.series_ids.1).max().unwrap_or(u32::MAX);
+    // Blocks per id where every segment overlaps.
+    let density: f64 = run
+        .iter()
+        .map(|s| {
+            let (gap_low, gap_high) = s.series_gap;
+            let gap = u64::from(gap_high.saturating_sub(gap_low).saturating_sub(1));
+            let width = (u64::from(s.series_ids.1 - s.series_ids.0) + 1).saturating_sub(gap).max(1);
+            s.blocks as f64 / width as f64
+        })
+        .sum();
+    let width = ((blocks_per_window.max(1) as f64 / density).floor() as u64).clamp(1, u64::from(u32::MAX));
+    let mut windows = Vec::new();
+    let mut start = u64::from(low);
+    while start <= u64::from(high) {
+        let end = (start + width - 1).min(u64::from(high));
+        windows.push((SeriesId(start as u32), SeriesId(end as u32)));
+        start = end + 1;
+    }
+    windows
+}
+
+/// What a run held before its rewrite.
+struct RunBefore {
+    bytes: u64,
+    blocks: u64,
+    max_sequence: u64,
+    wal_checkpoint: u64,
+}
+
+impl RunBefore {
+    fn of(store: &dyn BlockStore, run: &[u64]) -> RunBefore {
+        let summaries = store.summaries();
+        let before: Vec<&SegmentSummary> = summaries.iter().filter(|s| run.contains(&s.id)).collect();
+        RunBefore {
+            bytes: before.iter().map(|s| s.bytes).sum(),
+            blocks: before.iter().map(|s| s.blocks).sum(),
+            max_sequence: before.iter().map(|s| s.max_sequence).max().unwrap_or(0),
+            wal_checkpoint: before.iter().map(|s| s.wal_checkpoint).max().unwrap_or(0),
+        }
+    }
+
+    /// The report of a run removed for having nothing to keep.
+    fn removed(&self, run: &[u64]) -> CompactionReport {
+        CompactionReport {
             inputs: run.to_vec(),
             outputs: Vec::new(),
-            blocks_before,
+            blocks_before: self.blocks,
             blocks_after: 0,
-            bytes_before,
+            bytes_before: self.bytes,
             bytes_after: 0,
             bytes_read: 0,
-        });
+        }
     }
-    let max_sequence = before.iter().map(|s| s.max_sequence).max().unwrap_or(0);
-    let wal_checkpoint = before.iter().map(|s| s.wal_checkpoint).max().unwrap_or(0);
-    let mut output = store.begin_rewrite(run, max_sequence, wal_checkpoint)?;
-    // Series merged and re-encoded, and blocks copied as they are, for the group being built.
-    let mut pending: Vec<ResolvedSeries> = Vec::new();
-    let mut copied = GroupBuilder::new();
-    let mut copied_records: HashMap<(u64, u64), SharedTimestamps> = HashMap::new();
-    // Shared timestamp records read so far, per source segment.
-    let mut source_records: HashMap<u64, HashMap<u64, Arc<[u8]>>> = HashMap::new();
-    let (mut pending_points, mut pending_series) = (0usize, 0usize);
-    let mut bytes_read = 0u64;
-    let mut start = 0;
-    while start < blocks.len() {
-        limit.check_stop()?;
-        let series = blocks[start].entry.series;
-        let end = start + blocks[start..].iter().take_while(|b| b.entry.series == series).count();
-        let read: u64 = blocks[start..end].iter().map(|b| u64::from(b.entry.length)).sum();
+}
+
+/// A rewrite in progress: series by series (in id order) into groups of the output.
+struct Rewriter<'a> {
+    store: &'a dyn BlockStore,
+    catalog: &'a Catalog,
+    options: &'a CompactionOptions,
+    copy: BlockCopy,
+    output: Box<dyn crate::store::SegmentRewrite + 'a>,
+    /// Series merged and re-encoded, and blocks copied as they are, for the group being built.
+    pending: Vec<ResolvedSeries>,
+    copied: GroupBuilder,
+    copied_records: HashMap<(u64, u64), SharedTimestamps>,
+    /// Shared timestamp records read so far, per source segment.
+    source_records: HashMap<u64, HashMap<u64, Arc<[u8]>>>,
+    pending_points: usize,
+    pending_series: usize,
+    series_added: u64,
+    bytes_read: u64,
+}
+
+impl<'a> Rewriter<'a> {
+    fn begin(
+        store: &'a dyn BlockStore,
+        catalog: &'a Catalog,
+        run: &[u64],
+        before: &RunBefore,
+        options: &'a CompactionOptions,
+        copy: BlockCopy,
+    ) -> Result<Rewriter<'a>> {
+        let output = store.begin_rewrite(run, before.max_sequence, before.wal_checkpoint)?;
+        Ok(Rewriter {
+            store,
+            catalog,
+            options,
+            copy,
+            output,
+            pending: Vec::new(),
+            copied: GroupBuilder::new(),
+            copied_records: HashMap::new(),
+            source_records: HashMap::new(),
+            pending_points: 0,
+            pending_series: 0,
+            series_added: 0,
+            bytes_read: 0,
+        })
+    }
+
+    /// Adds `blocks` (grouped by series in ascending id order, after every series added
+    /// before; each series' blocks by ascending sequence).
+    fn add_blocks(&mut self, blocks: &[BlockRef], limit: &mut RateLimit) -> Result<()> {
+        let mut start = 0;
+        while start < blocks.len() {
+            limit.check_stop()?;
+            let series = blocks[start].entry.series;
+            let end = start + blocks[start..].iter().take_while(|b| b.entry.series == series).count();
+            self.add_series(&blocks[start..end], limit)?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    fn add_series(&mut self, series_blocks: &[BlockRef], limit: &mut RateLimit) -> Result<()> {
+        let read: u64 = series_blocks.iter().map(|b| u64::from(b.entry.length)).sum();
         limit.take(read);
-        bytes_read += read;
-        let series_blocks = &blocks[start..end];
-        if copy == BlockCopy::Raw && disjoint_in_time(series_blocks) {
+        self.bytes_read += read;
+        if self.copy == BlockCopy::Raw && disjoint_in_time(series_blocks) {
             for block in series_blocks {
-                let records = source_records.entry(block.segment).or_default();
-                let raw = store.read_raw_block(block, records)?;
-                pending_points += raw.entry.count as usize;
-                copied.add_raw_block(block.segment, raw, &mut copied_records);
+                let records = self.source_records.entry(block.segment).or_default();
+                let raw = self.store.read_raw_block(block, records)?;
+                self.pending_points += raw.entry.count as usize;
+                self.copied.add_raw_block(block.segment, raw, &mut self.copied_records);
             }
         } else {
-            let merged = merge_blocks(store, series_blocks)?;
-            pending_points += merged.timestamps.len();
-            pending.push(merged);
+            let merged = merge_blocks(self.store, series_blocks)?;
+            self.pending_points += merged.timestamps.len();
+            self.pending.push(merged);
         }
-        start = end;
-        pending_series += 1;
-        if pending_points >= options.points_per_group || pending_series >= options.group_series_max.max(1) || start == blocks.len() {
-            let encoded = encode_series(&pending, catalog, options.block_points_max, options.block_bytes_max);
-            let parts: Vec<GroupBuilder> = [std::mem::take(&mut copied), encoded].into_iter().filter(|g| !g.is_empty()).collect();
-            limit.take(output.append(parts)?);
-            pending.clear();
-            copied_records.clear();
-            (pending_points, pending_series) = (0, 0);
+        self.pending_series += 1;
+        self.series_added += 1;
+        if self.pending_points >= self.options.points_per_group || self.pending_series >= self.options.group_series_max.max(1) {
+            self.append_group(limit)?;
         }
+        Ok(())
     }
-    let installed = output.install()?;
-    Ok(CompactionReport {
-        inputs: run.to_vec(),
-        outputs: installed.iter().map(|s| s.id).collect(),
-        blocks_before,
-        blocks_after: installed.iter().map(|s| s.blocks).sum(),
-        bytes_before,
-        bytes_after: installed.iter().map(|s| s.bytes).sum(),
-        bytes_read,
-    })
+
+    /// Writes what is pending as one group of the output.
+    fn append_group(&mut self, limit: &mut RateLimit) -> Result<()> {
+        if self.pending_series == 0 {
+            return Ok(());
+        }
+        let encoded = encode_series(&self.pending, self.catalog, self.options.block_points_max, self.options.block_bytes_max);
+        let parts: Vec<GroupBuilder> = [std::mem::take(&mut self.copied), encoded].into_iter().filter(|g| !g.is_empty()).collect();
+        limit.take(self.output.append(parts)?);
+        self.pending.clear();
+        self.copied_records.clear();
+        (self.pending_points, self.pending_series) = (0, 0);
+        Ok(())
+    }
+
+    /// Writes the last group and puts the output in place of the run.
+    fn finish(mut self, run: &[u64], before: &RunBefore, limit: &mut RateLimit) -> Result<CompactionReport> {
+        self.append_group(limit)?;
+        let installed = self.output.install()?;
+        Ok(CompactionReport {
+            inputs: run.to_vec(),
+            outputs: installed.iter().map(|s| s.id).collect(),
+            blocks_before: before.blocks,
+            blocks_after: installed.iter().map(|s| s.blocks).sum(),
+            bytes_before: before.bytes,
+            bytes_after: installed.iter().map(|s| s.bytes).sum(),
+            bytes_read: self.bytes_read,
+        })
+    }
 }
 
 /// Whether no two of a series' blocks share an instant, so no point supersedes another and
@@ -779,9 +963,16 @@ mod tests {
         // Slices cut elsewhere in the next round: the run's range grows with what it takes.
         let shifted = [slice(1, low), slice(2, high), slice(3, (1, 50)), slice(4, (51, 150)), slice(5, (151, 200))];
         assert_eq!(candidate_runs(&shifted, &options), vec![vec![1, 3, 4]], "2 stops at 4, taken: 2 alone is one group");
-        // Over the limits, or at long blocks of its series, a run stops.
-        let tight = CompactionOptions { run_blocks_max: 200, ..options };
+        // Over the limits, or at long blocks of its series, a run stops. Its members'
+        // directories let it be listed a range of series at a time, so it may hold two blocks
+        // for each id it spans even where `run_blocks_max` is fewer: enough for a round more.
+        let tight = CompactionOptions { short_block_run_bytes_max: 20, ..options };
         assert_eq!(candidate_runs(&rounds, &tight), vec![vec![1, 3], vec![2, 4]]);
+        let few_blocks = CompactionOptions { run_blocks_max: 100, ..options };
+        assert_eq!(candidate_runs(&rounds, &few_blocks), vec![vec![1, 3], vec![2, 4]], "two blocks for each of 100 ids");
+        let mut undirected = rounds;
+        undirected[2].series = 0;
+        assert_eq!(candidate_runs(&undirected, &few_blocks), Vec::<Vec<u64>>::new(), "a member listed whole: 100 blocks bound the run");
         let mut long = rounds;
         long[2].points = 1_000_000;
         assert_eq!(candidate_runs(&long, &options), vec![vec![2, 4]], "1 alone is one group; 5 alone too");
@@ -825,6 +1016,76 @@ mod tests {
         for series in 1..=10u32 {
             let points: u32 = store.blocks(crate::model::SeriesId(series), 0, 100).iter().map(|b| b.block.entry.count).sum();
             assert_eq!(points, 2, "series {series}");
+        }
+    }
+
+    /// Windows cover the run's ids in order, without gaps or overlaps, each expected to hold
+    /// at most the blocks asked for; without directories, one window of every id.
+    #[test]
+    fn series_windows_cover_the_run_within_the_block_bound() {
+        let slice = |id: u64, ids: (u32, u32), blocks: u64| {
+            let mut slice = summary(id, (id, id), blocks, blocks, 10);
+            slice.series = u64::from(ids.1 - ids.0 + 1);
+            slice.series_ids = ids;
+            slice
+        };
+        let run = [slice(1, (1_000, 1_999), 1_000), slice(2, (1_500, 2_999), 3_000)];
+        let members: Vec<&SegmentSummary> = run.iter().collect();
+        // 1 + 2 blocks per id where both overlap: windows of 333 ids for 1,000 blocks.
+        let windows = series_windows(&members, 1_000);
+        assert_eq!(windows.first(), Some(&(SeriesId(1_000), SeriesId(1_332))));
+        assert_eq!(windows.last().map(|w| w.1), Some(SeriesId(2_999)));
+        assert!(windows.windows(2).all(|w| w[1].0 .0 == w[0].1 .0 + 1), "contiguous: {windows:?}");
+        assert_eq!(windows.len(), 7, "2,000 ids in windows of 333");
+        assert_eq!(series_windows(&members, 1_000_000), vec![(SeriesId(1_000), SeriesId(2_999))]);
+        assert_eq!(series_windows(&members, 0).len(), 2_000, "never narrower than one id");
+        let mut undirected = run;
+        undirected[1].series = 0;
+        let members: Vec<&SegmentSummary> = undirected.iter().collect();
+        assert_eq!(series_windows(&members, 1_000), vec![(SeriesId(0), SeriesId(u32::MAX))]);
+    }
+
+    /// A rewrite listed a window of series at a time keeps every point of every series, the
+    /// newest write winning, as one listed whole does.
+    #[test]
+    fn a_rewrite_by_series_windows_keeps_every_point() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let catalog = Catalog::open(&crate::fs::RealFs, &dir.path().join("series.catalog"), false).expect("catalog").0;
+        let store = crate::store::MemoryStore::new(1);
+        // Points valued `series * 1000 + timestamp + offset`.
+        let put = |series: u32, start: i64, points: i64, offset: i64| {
+            let timestamps: Vec<i64> = (start..start + points).collect();
+            let values = timestamps.iter().map(|t| i64::from(series) * 1000 + t + offset).collect();
+            let mut group = GroupBuilder::new();
+            group.add_block(SeriesId(series), &timestamps, &ValueColumn::I64(values));
+            store.put_group(group, 0).expect("put");
+        };
+        for round in 0..3i64 {
+            for series in 1..=10u32 {
+                put(series, round * 10, 2, 0);
+            }
+        }
+        // Written again later at the second round's first instant: that point wins.
+        for series in 1..=10u32 {
+            put(series, 10, 1, 500);
+        }
+        let mut ids: Vec<u64> = store.summaries().iter().map(|s| s.id).collect();
+        ids.sort_unstable();
+        let windows =
+            [(SeriesId(0), SeriesId(2)), (SeriesId(3), SeriesId(3)), (SeriesId(4), SeriesId(8)), (SeriesId(9), SeriesId(u32::MAX))];
+        let report = rewrite_by_series(&store, &catalog, &ids, &windows, &options(), &mut RateLimit::unlimited()).expect("rewrite");
+        assert_eq!(report.inputs, ids);
+        assert_eq!(report.blocks_after, 10, "one block a series");
+        assert!(store.summaries().iter().all(|s| report.outputs.contains(&s.id)), "the inputs are gone");
+        for series in 1..=10u32 {
+            let base = i64::from(series) * 1000;
+            let expected = vec![(0, base), (1, base + 1), (10, base + 510), (11, base + 11), (20, base + 20), (21, base + 21)];
+            let listed = store.blocks(SeriesId(series), i64::MIN, i64::MAX);
+            assert_eq!(listed.len(), 1, "series {series}");
+            let block = store.read_indexed_block(&listed[0].block).expect("read");
+            let crate::model::ValueColumn::I64(values) = &block.values else { panic!("integers") };
+            let points: Vec<(i64, i64)> = block.timestamps.iter().copied().zip(values.iter().copied()).collect();
+            assert_eq!(points, expected, "series {series}");
         }
     }
 

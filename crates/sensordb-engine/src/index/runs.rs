@@ -142,6 +142,28 @@ impl SegmentExtents {
         Ok(found)
     }
 
+    /// [`SegmentExtents::for_each_slice`] for the entries of series `low..=high` only: the
+    /// chunks that hold them are read, no others.
+    pub fn for_each_slice_in(
+        &self,
+        low: SeriesId,
+        high: SeriesId,
+        at_once: usize,
+        mut visit: impl FnMut(&[SeriesRun]) -> Result<()>,
+    ) -> Result<()> {
+        let chunks = self.directory.chunks_of_range(low, high);
+        let step = at_once.div_ceil(crate::segment::ENTRIES_PER_CHECKPOINT).max(1);
+        for start in chunks.clone().step_by(step) {
+            let runs = self.read_chunks(start..(start + step).min(chunks.end))?;
+            let first = runs.partition_point(|run| run.series < low);
+            let end = runs.partition_point(|run| run.series <= high);
+            if first < end {
+                visit(&runs[first..end])?;
+            }
+        }
+        Ok(())
+    }
+
     /// Calls `visit` with the directory's entries in order, at most about `at_once` at a time
     /// (whole chunks), each slice read from the file with one pread.
     pub fn for_each_slice(&self, at_once: usize, mut visit: impl FnMut(&[SeriesRun]) -> Result<()>) -> Result<()> {

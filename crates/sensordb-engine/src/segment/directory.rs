@@ -465,6 +465,17 @@ impl DirectoryIndex {
         start..end.max(start + 1)
     }
 
+    /// The chunks that may hold entries of series `low..=high`; empty when the directory
+    /// holds no id of that range.
+    pub fn chunks_of_range(&self, low: SeriesId, high: SeriesId) -> std::ops::Range<usize> {
+        if self.len == 0 || low > high || high.0 < self.series_ids.0 || low.0 > self.series_ids.1 {
+            return 0..0;
+        }
+        let start = self.checkpoints.partition_point(|c| c.series < low).saturating_sub(1);
+        let end = self.checkpoints.partition_point(|c| c.series <= high);
+        start..end.max(start + 1)
+    }
+
     /// File offset and length of the bytes of chunks `chunks`, which lie back to back.
     pub fn span(&self, chunks: std::ops::Range<usize>) -> (u64, usize) {
         assert!(chunks.start < chunks.end && chunks.end <= self.checkpoints.len(), "BUG: chunks {chunks:?} of {}", self.checkpoints.len());

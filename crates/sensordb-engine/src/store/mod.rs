@@ -251,6 +251,14 @@ pub trait BlockStore: Send + Sync {
     fn try_blocks_of_segments(&self, ids: &[u64]) -> Result<Vec<BlockRef>> {
         Ok(self.blocks_of_segments(ids))
     }
+    /// [`BlockStore::try_blocks_of_segments`] for the series `low..=high` only, so a rewrite
+    /// of many series can list its blocks a range of series at a time. The default lists
+    /// everything and keeps the range; a store that can read a range alone should.
+    fn try_blocks_of_segments_in(&self, ids: &[u64], low: SeriesId, high: SeriesId) -> Result<Vec<BlockRef>> {
+        let mut blocks = self.try_blocks_of_segments(ids)?;
+        blocks.retain(|b| (low..=high).contains(&b.entry.series));
+        Ok(blocks)
+    }
     /// Hints that every block of the segments `ids` is about to be read (a compaction reads
     /// them series by series, jumping between the segments and between the groups of each).
     fn will_read_segments(&self, ids: &[u64]) {

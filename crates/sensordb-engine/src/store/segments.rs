@@ -410,6 +410,10 @@ impl BlockStore for SegmentStore {
         self.blocks_of(ids)
     }
 
+    fn try_blocks_of_segments_in(&self, ids: &[u64], low: SeriesId, high: SeriesId) -> Result<Vec<BlockRef>> {
+        self.blocks_of_in(ids, low, high)
+    }
+
     fn will_read_segments(&self, ids: &[u64]) {
         let files = self.files.read();
         for file in ids.iter().filter_map(|id| files.get(id)) {

@@ -205,12 +205,19 @@ impl SegmentStore {
     /// blocks by ascending sequence. Fails when a run cannot be read, rather than leave its
     /// blocks out of a rewrite that then removes the segment.
     pub(super) fn blocks_of(&self, ids: &[u64]) -> Result<Vec<BlockRef>> {
+        self.blocks_of_in(ids, SeriesId(0), SeriesId(u32::MAX))
+    }
+
+    /// [`SegmentStore::blocks_of`] for series `low..=high` only: of a segment whose blocks
+    /// are in runs, only the directory chunks and runs of those series are read.
+    pub(super) fn blocks_of_in(&self, ids: &[u64], low: SeriesId, high: SeriesId) -> Result<Vec<BlockRef>> {
         let mut blocks = self.index.read().resident.blocks_of_segments(ids);
+        blocks.retain(|b| (low..=high).contains(&b.entry.series));
         for &id in ids {
             let Some((extents, handle)) = self.extents_of(id) else { continue };
             // A slice of the directory at a time: its entries, and its runs read, are bounded
             // whatever the segment's series.
-            extents.for_each_slice(RUNS_READ_AT_ONCE, |runs| {
+            extents.for_each_slice_in(low, high, RUNS_READ_AT_ONCE, |runs| {
                 let slice: Vec<(SeriesId, SeriesExtent)> = runs.iter().map(|run| (run.series, SeriesExtent::of(id, run))).collect();
                 for (_, entries) in Self::read_runs(&handle, &slice)? {
                     blocks.extend(entries.into_iter().map(|entry| BlockRef { segment: id, entry }));
