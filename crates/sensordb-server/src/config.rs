@@ -150,7 +150,9 @@ pub struct ServerConfig {
     pub throttle_low_usage: f64,
     /// `U_h`: writers wait for reclaim at this usage.
     pub throttle_high_usage: f64,
-    /// Merge I/O (reads plus writes) per second; 0 for no limit.
+    /// Merge I/O (reads plus writes) per second; 0 for no limit. Background compaction keeps
+    /// to it only while writes came in the last 2 s: with no writer waiting on the disk it runs
+    /// unpaced.
     pub merge_bytes_per_second: u64,
     /// Evict the oldest data when sensordb's own files fill `capacity_bytes` with live data (a
     /// cyclic store); otherwise writers wait at `U_h` until data expires.

@@ -642,19 +642,37 @@ fn disjoint_in_time(blocks: &[BlockRef]) -> bool {
 
 /// Paces maintenance I/O to a byte rate so it leaves the disk to ingestion, and stops a
 /// rewrite when asked ([`RateLimit::stopping_when`]).
-#[derive(Debug)]
 pub struct RateLimit<'a> {
     bytes_per_second: u64,
     started: std::time::Instant,
     taken: u64,
     /// Set when the rewrite should give up (the engine is closing).
     stop: Option<&'a AtomicBool>,
+    /// The pace holds only while this says so (see [`RateLimit::paced_only_while`]).
+    pace_while: Option<&'a dyn Fn() -> bool>,
+}
+
+impl std::fmt::Debug for RateLimit<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("bytes_per_second", &self.bytes_per_second)
+            .field("taken", &self.taken)
+            .field("stops", &self.stop.is_some())
+            .field("paced_only_while", &self.pace_while.is_some())
+            .finish()
+    }
 }
 
 impl<'a> RateLimit<'a> {
     /// `bytes_per_second` of 0 means no limit.
     pub fn new(bytes_per_second: u64) -> RateLimit<'a> {
-        RateLimit { bytes_per_second, started: std::time::Instant::now(), taken: 0, stop: None }
+        RateLimit { bytes_per_second, started: std::time::Instant::now(), taken: 0, stop: None, pace_while: None }
+    }
+
+    /// The same limit, paced only while `pace` returns true (writers are busy); otherwise
+    /// unpaced, and the pace starts afresh when it holds again.
+    pub fn paced_only_while(self, pace: &'a dyn Fn() -> bool) -> RateLimit<'a> {
+        RateLimit { pace_while: Some(pace), ..self }
     }
 
     pub fn unlimited() -> RateLimit<'a> {
@@ -665,8 +683,8 @@ impl<'a> RateLimit<'a> {
     /// once `stop` is set, leaving its inputs in place (the unfinished output is discarded). A
     /// background compaction of a store of millions of series takes minutes at low priority;
     /// a clean stop must not wait for it.
-    pub fn stopping_when(self, stop: &AtomicBool) -> RateLimit<'_> {
-        RateLimit { bytes_per_second: self.bytes_per_second, started: self.started, taken: self.taken, stop: Some(stop) }
+    pub fn stopping_when(self, stop: &'a AtomicBool) -> RateLimit<'a> {
+        RateLimit { stop: Some(stop), ..self }
     }
 
     /// [`Error::Closed`] once the flag given to [`RateLimit::stopping_when`] is set.
@@ -680,6 +698,10 @@ impl<'a> RateLimit<'a> {
     /// Accounts for `bytes` of I/O, sleeping first when the rate is ahead of the limit.
     pub fn take(&mut self, bytes: u64) {
         if self.bytes_per_second == 0 {
+            return;
+        }
+        if self.pace_while.is_some_and(|pace| !pace()) {
+            (self.started, self.taken) = (std::time::Instant::now(), 0);
             return;
         }
         let due = std::time::Duration::from_secs_f64(self.taken as f64 / self.bytes_per_second as f64);
@@ -819,6 +841,27 @@ mod tests {
         free.take(u64::MAX / 2);
         free.take(u64::MAX / 2);
         assert_eq!(free.taken, 0);
+    }
+
+    /// Paced only while writers are busy: without them, taking never waits; once they are
+    /// back, the pace counts from then on.
+    #[test]
+    fn the_rate_limit_paces_only_while_asked() {
+        let busy = AtomicBool::new(false);
+        let pace = || busy.load(Ordering::SeqCst);
+        let mut limit = RateLimit::new(1_000).paced_only_while(&pace);
+        // Ten seconds' worth at 1 kB/s, each take at once: it would sleep for seconds if paced.
+        let started = std::time::Instant::now();
+        for _ in 0..10 {
+            limit.take(1_000);
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+        assert_eq!(limit.taken, 0);
+        busy.store(true, Ordering::SeqCst);
+        limit.take(100);
+        limit.take(100);
+        assert_eq!(limit.taken, 200, "paced again, from the first take while busy");
+        assert!(started.elapsed() >= std::time::Duration::from_millis(100), "the second take waited for the first's 100 bytes");
     }
 
     #[test]

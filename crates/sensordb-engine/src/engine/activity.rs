@@ -11,6 +11,12 @@ use std::time::{Duration, Instant};
 /// segment every burst, each one more file for compaction to merge.
 pub const SEAL_IDLE_POINTS_MIN: u64 = 1 << 20;
 
+/// Writes this recent keep background compaction to its I/O pace
+/// (`ReclaimOptions::merge_bytes_per_second`); after a longer pause it runs unpaced, as no
+/// writer waits on the disk (a fleet's load left gigabytes of one-point blocks that the pace
+/// alone would merge in an hour).
+pub const WRITES_RECENT: Duration = Duration::from_secs(2);
+
 pub(super) struct WriteActivity {
     since: Instant,
     /// Milliseconds from `since` to the last write.
@@ -36,6 +42,13 @@ impl WriteActivity {
         self.points_since_seal.load(Ordering::Relaxed) >= SEAL_IDLE_POINTS_MIN && self.since.elapsed().saturating_sub(last) >= idle
     }
 
+    /// Whether a write came in the last `window`.
+    pub(super) fn written_within(&self, window: Duration) -> bool {
+        let last = Duration::from_millis(self.last_write_ms.load(Ordering::Relaxed));
+        let written = self.last_write_ms.load(Ordering::Relaxed) > 0 || self.points_since_seal.load(Ordering::Relaxed) > 0;
+        written && self.since.elapsed().saturating_sub(last) < window
+    }
+
     /// The engine sealed the open segment (or found none to seal).
     pub(super) fn sealed(&self) {
         self.points_since_seal.store(0, Ordering::Relaxed);
@@ -57,5 +70,16 @@ mod tests {
         assert!(!activity.load_ended(Duration::from_secs(3600)), "written just now");
         activity.sealed();
         assert!(!activity.load_ended(Duration::ZERO), "counted again from the seal");
+    }
+
+    #[test]
+    fn writes_are_recent_within_their_window() {
+        let activity = WriteActivity::new();
+        assert!(!activity.written_within(Duration::from_secs(3600)), "nothing written");
+        activity.wrote(1);
+        assert!(activity.written_within(Duration::from_secs(3600)));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!activity.written_within(Duration::from_millis(10)), "the write is older than the window");
+        assert!(activity.written_within(Duration::from_secs(3600)));
     }
 }

@@ -188,10 +188,14 @@ impl Inner {
     /// I/O to `merge_bytes_per_second`; an explicit call runs at full speed.
     pub(super) fn compact_once(&self, paced: bool) -> Result<Option<crate::compaction::CompactionReport>> {
         let _compacting = self.maintenance.running.lock();
+        // The pace leaves the disk to writers; with none, compaction goes at full speed.
+        let writing = || self.flush.activity.written_within(super::activity::WRITES_RECENT);
         let mut limit = if paced {
             // The background compactor gives up when the engine closes: its inputs stay, and
             // the next start compacts them.
-            crate::compaction::RateLimit::new(self.options.reclaim.merge_bytes_per_second).stopping_when(&self.health.closed)
+            crate::compaction::RateLimit::new(self.options.reclaim.merge_bytes_per_second)
+                .stopping_when(&self.health.closed)
+                .paced_only_while(&writing)
         } else {
             crate::compaction::RateLimit::unlimited()
         };
@@ -227,10 +231,14 @@ impl Inner {
     fn run_compactor(&self) {
         const PERIOD: Duration = Duration::from_secs(5);
         let mut backoff = Backoff::background();
+        // Whether the last attempt compacted a run: others may be waiting, so the next attempt
+        // comes at once instead of a period later (a fleet of 2 M sensors left runs of 6-9 s
+        // each 5 s apart, the compactor idle 40 % of its time with gigabytes to merge).
+        let mut compacted = false;
         loop {
             {
                 let mut signal = self.signals.state.lock();
-                let mut woken = false;
+                let mut woken = compacted;
                 loop {
                     if signal.shutdown {
                         return;
@@ -252,8 +260,12 @@ impl Inner {
             if self.health.is_poisoned() {
                 continue;
             }
+            compacted = false;
             match self.compact_once(true) {
-                Ok(_) => backoff.succeeded(),
+                Ok(report) => {
+                    compacted = report.is_some();
+                    backoff.succeeded();
+                }
                 // Stopped by close: the loop sees the shutdown next.
                 Err(Error::Closed) => {}
                 // Inputs stay in place when a compaction fails; it is retried later.
