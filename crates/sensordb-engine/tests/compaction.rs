@@ -202,6 +202,8 @@ fn a_fleet_flushed_a_slice_at_a_time_compacts_across_rounds_and_rewritten_points
     // a time, up to two blocks for each id they span, leave 302.
     assert!(after.blocks * 5 < before.blocks, "{} compactions: blocks {} -> {}", reports.len(), before.blocks, after.blocks);
     assert!(reports.iter().any(|r| r.outputs.len() > 1), "outputs are cut at the segment block limit");
+    assert!(reports.len() < 100, "{} compactions: one looped", reports.len());
+    assert_eq!(engine.compact().expect("compact again"), Vec::new(), "nothing is left worth rewriting");
     check(&engine);
     engine.close().expect("close");
     let engine = Engine::open(dir.path(), options()).expect("reopen");

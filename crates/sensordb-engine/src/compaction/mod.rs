@@ -176,7 +176,7 @@ fn short_block_runs(segments: &[&SegmentSummary], options: &CompactionOptions) -
             bytes += segment.bytes;
             blocks += segment.blocks;
         }
-        let single_group = run.len() == 1 && run[0].min_sequence == run[0].max_sequence;
+        let single_group = one_rewrite(&run);
         // As `compact_once` would find after listing its blocks, known here from its directory:
         // listing it again every few seconds to find it out kept a core a third busy.
         let too_few_alone = run.len() == 1 && run[0].series > 0 && run[0].blocks <= 2 * run[0].series;
@@ -195,6 +195,16 @@ fn short_block_runs(segments: &[&SegmentSummary], options: &CompactionOptions) -
         }
     }
     (runs, last_resort)
+}
+
+/// Whether a run holds one group and nothing else: a segment of one sequence (one flush, or an
+/// earlier rewrite's output), or the segments a rewrite's output was cut into (they share its
+/// sequence). A rewrite's outputs hold disjoint series, written in series order and cut
+/// between groups, so joining them gives back the same blocks; offered, they were rewritten
+/// into two segments again and again (a store of 2 M series left two such outputs of 262,144
+/// one-point blocks each, rewritten every second, forever).
+fn one_rewrite(run: &[&SegmentSummary]) -> bool {
+    run.iter().all(|s| s.min_sequence == s.max_sequence && s.min_sequence == run[0].min_sequence)
 }
 
 /// A run is lopsided when one segment holds more than this many times the points of the
@@ -307,7 +317,11 @@ fn small_file_runs(segments: &[&SegmentSummary], options: &CompactionOptions) ->
                 }
             }
             if end > start {
-                runs.push(stretch[start..end].iter().map(|s| s.id).collect());
+                // Pieces of one output, each cut at the block limit: joined, they are cut the
+                // same way again.
+                if !one_rewrite(&stretch[start..end]) {
+                    runs.push(stretch[start..end].iter().map(|s| s.id).collect());
+                }
                 start = end;
             } else {
                 start += 1;
@@ -1130,6 +1144,25 @@ mod tests {
             let points: Vec<(i64, i64)> = block.timestamps.iter().copied().zip(values.iter().copied()).collect();
             assert_eq!(points, expected, "series {series}");
         }
+    }
+
+    /// The pieces of one rewrite's output (one sequence, cut at the block limit) are never
+    /// offered together, as short blocks or as small files: joined, they would be cut the same
+    /// way again, forever. With a segment of another sequence they are.
+    #[test]
+    fn the_pieces_of_one_output_are_not_offered_together() {
+        let piece = |id: u64, sequence: u64, ids: (u32, u32)| {
+            let mut piece = summary(id, (sequence, sequence), 100, 100, 10);
+            piece.series = 50;
+            piece.series_ids = ids;
+            piece
+        };
+        let options = CompactionOptions { short_block_run_bytes_max: 1_000, run_bytes_max: 1_000, small_file_bytes: 100, ..options() };
+        // Interleaved ids: by their ranges the pieces could share every series.
+        let pieces = [piece(1, 7, (1, 100)), piece(2, 7, (2, 99))];
+        assert_eq!(candidate_runs(&pieces, &options), Vec::<Vec<u64>>::new());
+        let with_newer = [piece(1, 7, (1, 100)), piece(2, 7, (2, 99)), piece(3, 8, (1, 100))];
+        assert_eq!(candidate_runs(&with_newer, &options)[0], vec![1, 2, 3]);
     }
 
     #[test]

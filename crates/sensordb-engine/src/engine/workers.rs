@@ -263,7 +263,9 @@ impl Inner {
             compacted = false;
             match self.compact_once(true) {
                 Ok(report) => {
-                    compacted = report.is_some();
+                    // Only a rewrite that gained something hurries the next: one that did not
+                    // would repeat at full speed if the planner offered it again.
+                    compacted = report.is_some_and(|r| r.blocks_after < r.blocks_before || r.bytes_after < r.bytes_before);
                     backoff.succeeded();
                 }
                 // Stopped by close: the loop sees the shutdown next.
