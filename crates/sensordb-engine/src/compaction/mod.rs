@@ -367,7 +367,7 @@ pub fn compact_once(
             room(members.iter().map(|s| s.bytes).sum())?;
             store.will_read_segments(&run);
             let windows = series_windows(&members, options.run_blocks_max);
-            let report = rewrite_by_series(store, catalog, &run, &windows, options, limit)?;
+            let report = rewrite_by_series(store, catalog, &run, &members, &windows, options, limit)?;
             tracing::info!(?report, windows = windows.len(), "compacted segments");
             return Ok(Some(report));
         }
@@ -425,7 +425,8 @@ pub fn rewrite(
     limit: &mut RateLimit,
     copy: BlockCopy,
 ) -> Result<CompactionReport> {
-    let before = RunBefore::of(store, run);
+    let summaries = store.summaries();
+    let before = RunBefore::of(&summaries.iter().filter(|s| run.contains(&s.id)).collect::<Vec<_>>());
     if blocks.is_empty() {
         store.remove_segments(run)?;
         return Ok(before.removed(run));
@@ -435,7 +436,7 @@ pub fn rewrite(
     rewriter.finish(run, &before, limit)
 }
 
-/// [`rewrite`] of every block of `run`, listed a range of series ids at a time
+/// [`rewrite`] of every block of `run` (whose summaries are `members`), listed a range of series ids at a time
 /// ([`series_windows`]), so the blocks listed in memory at once are about `run_blocks_max`
 /// whatever the run holds. A fleet of 2 M sensors flushes a slice of its sensors at a time in
 /// one-point blocks, and a slice's sensors come back only a round of 8 segments later: a run
@@ -445,11 +446,12 @@ fn rewrite_by_series(
     store: &dyn BlockStore,
     catalog: &Catalog,
     run: &[u64],
+    members: &[&SegmentSummary],
     windows: &[(SeriesId, SeriesId)],
     options: &CompactionOptions,
     limit: &mut RateLimit,
 ) -> Result<CompactionReport> {
-    let before = RunBefore::of(store, run);
+    let before = RunBefore::of(members);
     let mut rewriter = Rewriter::begin(store, catalog, run, &before, options, BlockCopy::Reencode)?;
     for &(low, high) in windows {
         limit.check_stop()?;
@@ -507,9 +509,7 @@ struct RunBefore {
 }
 
 impl RunBefore {
-    fn of(store: &dyn BlockStore, run: &[u64]) -> RunBefore {
-        let summaries = store.summaries();
-        let before: Vec<&SegmentSummary> = summaries.iter().filter(|s| run.contains(&s.id)).collect();
+    fn of(before: &[&SegmentSummary]) -> RunBefore {
         RunBefore {
             bytes: before.iter().map(|s| s.bytes).sum(),
             blocks: before.iter().map(|s| s.blocks).sum(),
@@ -1130,7 +1130,10 @@ mod tests {
         ids.sort_unstable();
         let windows =
             [(SeriesId(0), SeriesId(2)), (SeriesId(3), SeriesId(3)), (SeriesId(4), SeriesId(8)), (SeriesId(9), SeriesId(u32::MAX))];
-        let report = rewrite_by_series(&store, &catalog, &ids, &windows, &options(), &mut RateLimit::unlimited()).expect("rewrite");
+        let summaries = store.summaries();
+        let members: Vec<&SegmentSummary> = summaries.iter().collect();
+        let report =
+            rewrite_by_series(&store, &catalog, &ids, &members, &windows, &options(), &mut RateLimit::unlimited()).expect("rewrite");
         assert_eq!(report.inputs, ids);
         assert_eq!(report.blocks_after, 10, "one block a series");
         assert!(store.summaries().iter().all(|s| report.outputs.contains(&s.id)), "the inputs are gone");

@@ -44,9 +44,10 @@ impl WriteActivity {
 
     /// Whether a write came in the last `window`.
     pub(super) fn written_within(&self, window: Duration) -> bool {
-        let last = Duration::from_millis(self.last_write_ms.load(Ordering::Relaxed));
-        let written = self.last_write_ms.load(Ordering::Relaxed) > 0 || self.points_since_seal.load(Ordering::Relaxed) > 0;
-        written && self.since.elapsed().saturating_sub(last) < window
+        let last_ms = self.last_write_ms.load(Ordering::Relaxed);
+        // 0 is also a write in the first millisecond, which left points to seal.
+        let written = last_ms > 0 || self.points_since_seal.load(Ordering::Relaxed) > 0;
+        written && self.since.elapsed().saturating_sub(Duration::from_millis(last_ms)) < window
     }
 
     /// The engine sealed the open segment (or found none to seal).

@@ -166,13 +166,8 @@ impl SegmentExtents {
 
     /// Calls `visit` with the directory's entries in order, at most about `at_once` at a time
     /// (whole chunks), each slice read from the file with one pread.
-    pub fn for_each_slice(&self, at_once: usize, mut visit: impl FnMut(&[SeriesRun]) -> Result<()>) -> Result<()> {
-        let step = at_once.div_ceil(crate::segment::ENTRIES_PER_CHECKPOINT).max(1);
-        for start in (0..self.directory.chunks()).step_by(step) {
-            let runs = self.read_chunks(start..(start + step).min(self.directory.chunks()))?;
-            visit(&runs)?;
-        }
-        Ok(())
+    pub fn for_each_slice(&self, at_once: usize, visit: impl FnMut(&[SeriesRun]) -> Result<()>) -> Result<()> {
+        self.for_each_slice_in(SeriesId(0), SeriesId(u32::MAX), at_once, visit)
     }
 }
 

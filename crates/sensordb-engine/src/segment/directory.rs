@@ -457,12 +457,7 @@ impl DirectoryIndex {
     /// The chunks that may hold entries of `series` (two when an id's two kinds straddle a
     /// checkpoint); empty when the id is outside the directory's range.
     pub fn chunks_of(&self, series: SeriesId) -> std::ops::Range<usize> {
-        if self.len == 0 || series.0 < self.series_ids.0 || series.0 > self.series_ids.1 {
-            return 0..0;
-        }
-        let start = self.checkpoints.partition_point(|c| c.series < series).saturating_sub(1);
-        let end = self.checkpoints.partition_point(|c| c.series <= series);
-        start..end.max(start + 1)
+        self.chunks_of_range(series, series)
     }
 
     /// The chunks that may hold entries of series `low..=high`; empty when the directory
