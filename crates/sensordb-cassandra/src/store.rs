@@ -400,6 +400,12 @@ impl CassandraStore {
     pub fn block_rows_left_to_expire(&self) -> u64 {
         self.block_rows_left_to_expire.load(Ordering::Relaxed)
     }
+
+    /// Group rows written so far, and the requests (single rows or batches) that wrote them.
+    pub fn group_rows_written(&self) -> (u64, u64) {
+        let connection = &self.client.bridge.connection;
+        (connection.group_rows_written.load(Ordering::Relaxed), connection.group_row_requests.load(Ordering::Relaxed))
+    }
 }
 
 /// The sequence after `last`: the next number, or with a clock (nodes sharing the keyspace)

@@ -115,6 +115,10 @@ fn concurrent_groups_all_land_and_segments_seal_only_whole() {
     assert!(summaries.iter().filter(|s| !s.sealed).count() <= 1);
     let blocks: u64 = summaries.iter().map(|s| s.blocks).sum();
     assert_eq!(blocks, u64::from(writers) * groups as u64);
+    // Rows of commits waiting together went in shared requests.
+    let (rows, requests) = store.group_rows_written();
+    assert_eq!(rows, u64::from(writers) * groups as u64, "one group row a group");
+    assert!(requests < rows, "{rows} group rows in {requests} requests: none shared one");
     for w in 1..=writers {
         assert_eq!(timestamps(&store, w, i64::MIN, i64::MAX), expected, "writer {w}");
     }
