@@ -337,11 +337,13 @@ fn limit_per_series(
 ) -> Result<BTreeMap<GroupKey, ResultSeries>, QueryError> {
     let offset = statement.offset.unwrap_or(0) as usize;
     let mut kept: BTreeMap<GroupKey, ResultSeries> = BTreeMap::new();
+    // Compiled once, not once a tag set.
+    let inner_regexes = dimension_regexes(&statement.group_by)?;
     for members in group(tables, outer, keys)?.into_values() {
         let mut rows = Vec::new();
         let mut shape = None;
         for table in members {
-            let Some(key) = group(std::slice::from_ref(table), &statement.group_by, keys)?.into_keys().next() else { continue };
+            let key = table_group_key(table, &statement.group_by, &inner_regexes, keys);
             let mut out = raw::run(statement, &[table], regexes)?;
             if statement.order == SortOrder::Descending {
                 out.rows.reverse();
@@ -558,19 +560,29 @@ impl<'s> FieldNames<'s> {
 
 /// Tables by measurement name and GROUP BY tag values, in InfluxDB's output order.
 fn group<'t>(tables: &'t [Table], dimensions: &[Dimension], keys: &TagKeys) -> Result<BTreeMap<GroupKey, Vec<&'t Table>>, QueryError> {
-    let mut regexes = Vec::new();
-    for d in dimensions {
-        if let Dimension::Regex(r) = d {
-            regexes.push(Regexes::one(r.as_str())?);
-        }
-    }
+    let regexes = dimension_regexes(dimensions)?;
     let mut groups: BTreeMap<GroupKey, Vec<&Table>> = BTreeMap::new();
     for table in tables {
-        let all_keys = keys.get(&*table.name).map_or(&[][..], Vec::as_slice);
-        let key = group_key(dimensions, &regexes, all_keys, &table.tags);
-        groups.entry(GroupKey::new(table.name.to_string(), key)).or_default().push(table);
+        groups.entry(table_group_key(table, dimensions, &regexes, keys)).or_default().push(table);
     }
     Ok(groups)
+}
+
+/// The compiled `/regex/` dimensions of a GROUP BY, in order.
+fn dimension_regexes(dimensions: &[Dimension]) -> Result<Vec<regex::Regex>, QueryError> {
+    dimensions
+        .iter()
+        .filter_map(|d| match d {
+            Dimension::Regex(r) => Some(Regexes::one(r.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The group of `table` under `dimensions` (`regexes`: [`dimension_regexes`] of them).
+fn table_group_key(table: &Table, dimensions: &[Dimension], regexes: &[regex::Regex], keys: &TagKeys) -> GroupKey {
+    let all_keys = keys.get(&*table.name).map_or(&[][..], Vec::as_slice);
+    GroupKey::new(table.name.to_string(), group_key(dimensions, regexes, all_keys, &table.tags))
 }
 
 /// The GROUP BY tag values of a tag set (`regexes`: the compiled `/regex/` dimensions; `keys`:
