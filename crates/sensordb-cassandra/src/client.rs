@@ -204,6 +204,19 @@ fn batches_by_segment(waiting: Vec<WaitingGroup>) -> Vec<Vec<WaitingGroup>> {
     batches.into_iter().map(|(batch, _)| batch).collect()
 }
 
+/// A batch of `statement` `times` over, at the statement's consistency (a batch has its own,
+/// which would otherwise be the session's default).
+fn repeated(statement: &PreparedStatement, times: usize, kind: BatchType) -> Batch {
+    let mut batch = Batch::new(kind);
+    for _ in 0..times {
+        batch.append_statement(statement.clone());
+    }
+    if let Some(consistency) = statement.get_consistency() {
+        batch.set_consistency(consistency);
+    }
+    batch
+}
+
 /// Runs `future` on `handle`'s runtime and blocks the calling thread until it finishes.
 fn wait<T: Send + 'static>(handle: &Handle, future: impl Future<Output = T> + Send + 'static) -> Result<T, CassandraError> {
     let (sender, receiver) = std::sync::mpsc::sync_channel(1);
@@ -304,13 +317,7 @@ impl Connection {
         let result = match values.len() {
             1 => self.session.execute_unpaged(&self.statements.insert_group, &values[0]).await.map(drop),
             _ => {
-                let mut batch = Batch::new(BatchType::Unlogged);
-                for _ in &values {
-                    batch.append_statement(self.statements.insert_group.clone());
-                }
-                if let Some(consistency) = self.statements.insert_group.get_consistency() {
-                    batch.set_consistency(consistency);
-                }
+                let mut batch = repeated(&self.statements.insert_group, values.len(), BatchType::Unlogged);
                 // Repeating the batch rewrites the same rows: harmless, so it may be retried.
                 batch.set_is_idempotent(true);
                 self.session.batch(&batch, values).await.map(drop)
@@ -380,13 +387,7 @@ impl Connection {
     /// Sets the state of segments in one atomic, isolated batch (they share one partition).
     pub async fn set_segment_states(&self, states: Vec<(i64, SegmentState)>) -> Result<(), CassandraError> {
         let _permit = self.permit().await?;
-        let mut batch = Batch::new(BatchType::Logged);
-        for _ in &states {
-            batch.append_statement(self.statements.set_segment_state.clone());
-        }
-        if let Some(consistency) = self.statements.set_segment_state.get_consistency() {
-            batch.set_consistency(consistency);
-        }
+        let batch = repeated(&self.statements.set_segment_state, states.len(), BatchType::Logged);
         let scope = self.statements.scope;
         let values: Vec<(i8, i32, i64)> = states.iter().map(|&(id, state)| (state as i8, scope, id)).collect();
         self.session
