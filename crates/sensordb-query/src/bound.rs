@@ -79,7 +79,7 @@ impl<'r> Bound<'r> {
                 if v.name.eq_ignore_ascii_case("time") {
                     return Bound::Time;
                 }
-                let tag = || scope.tag(&v.name).map_or(FieldValue::Null, |t| FieldValue::String(t.to_string()));
+                let tag = || scope.tag(&v.name).map_or(FieldValue::Null, |t| FieldValue::String(t.into()));
                 match (v.data_type, scope.column(&v.name)) {
                     (Some(DataType::Tag), _) => Bound::Const(tag()),
                     (_, Some(c)) => Bound::Column(c),
@@ -90,7 +90,7 @@ impl<'r> Bound<'r> {
             Expr::Integer(n) => Bound::Const(FieldValue::Integer(*n)),
             Expr::Unsigned(n) => Bound::Const(FieldValue::Unsigned(*n)),
             Expr::Float(x) => Bound::Const(FieldValue::Float(*x)),
-            Expr::String(s) => Bound::Const(FieldValue::String(s.clone())),
+            Expr::String(s) => Bound::Const(FieldValue::String(s.as_str().into())),
             Expr::Bool(b) => Bound::Const(FieldValue::Boolean(*b)),
             Expr::Duration(d) => Bound::Const(FieldValue::Integer(d.nanos())),
             Expr::Paren(inner) => return Bound::new(inner, scope, regexes),
@@ -114,7 +114,7 @@ impl<'r> Bound<'r> {
                 op => {
                     // In a comparison or arithmetic a tag, present or not, is a string.
                     let operand = |side: &Expr| match scope.tag_ref(side) {
-                        Some(name) => Bound::Const(FieldValue::String(scope.tag(name).unwrap_or("").to_string())),
+                        Some(name) => Bound::Const(FieldValue::String(scope.tag(name).unwrap_or("").into())),
                         None => Bound::new(side, scope, regexes),
                     };
                     Bound::Binary { op, lhs: Box::new(operand(&b.lhs)), rhs: Box::new(operand(&b.rhs)) }
@@ -340,7 +340,7 @@ mod tests {
             (-3i64..3).prop_map(FieldValue::Integer),
             (0u64..3).prop_map(FieldValue::Unsigned),
             any::<bool>().prop_map(FieldValue::Boolean),
-            prop_oneof![Just("a"), Just("b"), Just("")].prop_map(|s| FieldValue::String(s.to_string())),
+            prop_oneof![Just("a"), Just("b"), Just("")].prop_map(|s| FieldValue::String(s.into())),
         ]
     }
 

@@ -72,7 +72,7 @@ pub fn eval(expr: &Expr, row: &dyn Row, regexes: &Regexes) -> FieldValue {
             if v.name.eq_ignore_ascii_case("time") {
                 return FieldValue::Integer(row.time());
             }
-            let tag = || row.tag(&v.name).map(|t| FieldValue::String(t.to_string()));
+            let tag = || row.tag(&v.name).map(|t| FieldValue::String(t.into()));
             match v.data_type {
                 Some(DataType::Tag) => tag().unwrap_or(FieldValue::Null),
                 Some(_) => row.field(&v.name).unwrap_or(FieldValue::Null),
@@ -82,7 +82,7 @@ pub fn eval(expr: &Expr, row: &dyn Row, regexes: &Regexes) -> FieldValue {
         Expr::Integer(n) => FieldValue::Integer(*n),
         Expr::Unsigned(n) => FieldValue::Unsigned(*n),
         Expr::Float(x) => FieldValue::Float(*x),
-        Expr::String(s) => FieldValue::String(s.clone()),
+        Expr::String(s) => FieldValue::String(s.as_str().into()),
         Expr::Bool(b) => FieldValue::Boolean(*b),
         Expr::Duration(d) => FieldValue::Integer(d.nanos()),
         Expr::Paren(inner) => eval(inner, row, regexes),
@@ -114,7 +114,7 @@ fn binary(op: BinaryOp, lhs: &Expr, rhs: &Expr, row: &dyn Row, regexes: &Regexes
             let text = match eval(lhs, row, regexes) {
                 FieldValue::String(s) => s,
                 // A missing tag is the empty string.
-                FieldValue::Null if is_tag_ref(lhs, row) => String::new(),
+                FieldValue::Null if is_tag_ref(lhs, row) => "".into(),
                 _ => return FieldValue::Boolean(false),
             };
             FieldValue::Boolean(regex.is_match(&text) == (op == BinaryOp::EqRegex))
@@ -123,10 +123,10 @@ fn binary(op: BinaryOp, lhs: &Expr, rhs: &Expr, row: &dyn Row, regexes: &Regexes
             let mut left = eval(lhs, row, regexes);
             let mut right = eval(rhs, row, regexes);
             if left.is_null() && is_tag_ref(lhs, row) {
-                left = FieldValue::String(String::new());
+                left = FieldValue::String("".into());
             }
             if right.is_null() && is_tag_ref(rhs, row) {
-                right = FieldValue::String(String::new());
+                right = FieldValue::String("".into());
             }
             apply(op, &left, &right)
         }

@@ -44,7 +44,7 @@ fn rows(values: impl IntoIterator<Item = Vec<FieldValue>>) -> Vec<ResultRow> {
 }
 
 fn text(s: &str) -> FieldValue {
-    FieldValue::String(s.to_string())
+    FieldValue::String(s.into())
 }
 
 fn page<T>(items: Vec<T>, offset: Option<u64>, limit: Option<u64>) -> Vec<T> {
@@ -195,7 +195,7 @@ pub fn series(storage: &dyn Storage, database: &str, statement: &ShowSeries) -> 
     }
     Ok(vec![ResultSeries {
         columns: vec!["key".into()].into(),
-        rows: rows(keys.into_iter().map(|k| vec![FieldValue::String(k)])),
+        rows: rows(keys.into_iter().map(|k| vec![FieldValue::String(k.into())])),
         ..ResultSeries::default()
     }])
 }

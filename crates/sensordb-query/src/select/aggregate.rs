@@ -312,7 +312,7 @@ fn column_of(values: Vec<FieldValue>) -> Option<Column> {
         }
         FieldValue::Boolean(_) => Column::Boolean(values.iter().map(|v| matches!(v, FieldValue::Boolean(true))).collect()),
         FieldValue::String(_) => {
-            Column::String(values.into_iter().map(|v| if let FieldValue::String(s) = v { s } else { v.to_string() }).collect())
+            Column::String(values.into_iter().map(|v| if let FieldValue::String(s) = v { s.to_string() } else { v.to_string() }).collect())
         }
         _ => Column::Float(values.iter().map(|v| v.as_f64().unwrap_or(f64::NAN)).collect()),
     })

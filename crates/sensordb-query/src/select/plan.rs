@@ -192,7 +192,7 @@ pub(crate) fn compile(expr: &Expr, interval: Option<i64>) -> Result<Agg, QueryEr
         Expr::Float(x) => Ok(Agg::Literal(FieldValue::Float(*x))),
         Expr::Unsigned(n) => Ok(Agg::Literal(FieldValue::Unsigned(*n))),
         Expr::Bool(b) => Ok(Agg::Literal(FieldValue::Boolean(*b))),
-        Expr::String(s) => Ok(Agg::Literal(FieldValue::String(s.clone()))),
+        Expr::String(s) => Ok(Agg::Literal(FieldValue::String(s.as_str().into()))),
         Expr::Negate(inner) => Ok(Agg::Binary {
             op: BinaryOp::Mul,
             lhs: Box::new(Agg::Literal(FieldValue::Integer(-1))),

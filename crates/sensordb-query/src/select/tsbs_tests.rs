@@ -40,7 +40,7 @@ fn rows(text: &str) -> Vec<(Vec<String>, Rows)> {
 }
 
 fn text(s: &str) -> FieldValue {
-    Str(s.to_string())
+    Str(s.into())
 }
 
 /// (time, values) of each row of each series.

@@ -10,7 +10,7 @@ fn engine_error(e: sensordb_engine::Error) -> QueryError {
 }
 
 fn text(s: &str) -> FieldValue {
-    FieldValue::String(s.to_string())
+    FieldValue::String(s.into())
 }
 
 pub fn show_databases(engine: &Engine) -> Vec<ResultSeries> {

@@ -512,7 +512,7 @@ impl Storage for EngineStorage<'_> {
                         Value::I64(x) => FieldValue::Integer(x),
                         Value::U64(x) => FieldValue::Unsigned(x),
                         Value::Bool(x) => FieldValue::Boolean(x),
-                        Value::Bytes(b) => FieldValue::String(String::from_utf8_lossy(&b).into_owned()),
+                        Value::Bytes(b) => FieldValue::String(String::from_utf8_lossy(&b).into()),
                     };
                     (t, value)
                 })
