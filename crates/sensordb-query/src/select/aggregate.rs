@@ -275,8 +275,8 @@ fn gather(rows: &Rows<'_>, field: &str) -> (Vec<i64>, Option<Column>) {
 /// The non-null values of `field` over `rows` with their times; `at_row(n)` is called before
 /// each row with the values gathered so far.
 fn gather_values(rows: &Rows<'_>, field: &str, mut at_row: impl FnMut(usize)) -> (Vec<i64>, Vec<FieldValue>) {
-    let mut times = Vec::new();
-    let mut values = Vec::new();
+    let mut times = Vec::with_capacity(rows.len());
+    let mut values = Vec::with_capacity(rows.len());
     // The column of the table of the row before: rows of one table come in runs.
     let mut last: Option<(&Table, Option<usize>)> = None;
     for &(time, table, index) in rows {

@@ -30,7 +30,8 @@ pub(super) fn run_table(statement: &SelectStatement, members: &[&Table], regexes
         .iter()
         .map(|table| {
             let projection = Projection::new(&exprs, table, regexes);
-            let (mut times, mut values) = (Vec::new(), Vec::new());
+            // Most rows give a row (each holds a selected field): room for all, not regrown.
+            let (mut times, mut values) = (Vec::with_capacity(table.times.len()), Vec::with_capacity(table.times.len() * width));
             for (index, &time) in table.times.iter().enumerate() {
                 if projection.row_into(table, index, &mut values) {
                     times.push(time);
@@ -96,11 +97,14 @@ fn merge_by_time(members: Vec<(Vec<i64>, Vec<FieldValue>)>, width: usize) -> (Ve
 /// the rows of each distinct time are counted, the counts give each time its first place, and
 /// the members' rows fill them in member order. `None` when a member's times do not ascend or
 /// more than a quarter of the rows have distinct times (then sorting costs about the same).
-fn by_shared_clock(members: &[&[i64]]) -> Option<Vec<u32>> {
+pub(super) fn by_shared_clock(members: &[&[i64]]) -> Option<Vec<u32>> {
     if members.iter().any(|times| !times.is_sorted()) {
         return None;
     }
     let total: usize = members.iter().map(|times| times.len()).sum();
+    if members.len() == 1 {
+        return Some(vec![0; total]);
+    }
     let mut slot_of: HashMap<i64, u32, foldhash::fast::FixedState> = HashMap::default();
     let mut distinct: Vec<i64> = Vec::new();
     // Each row's slot (its time's index in `distinct`), member after member.
