@@ -149,6 +149,11 @@ impl<'a> Lexer<'a> {
         self.pos
     }
 
+    /// Whether `other` scans the same tokens from here on (same text, same place, same state).
+    pub(crate) fn same_place(&self, other: &Lexer<'_>) -> bool {
+        self.pos == other.pos && self.late_eof == other.late_eof && std::ptr::eq(self.source, other.source)
+    }
+
     fn rest(&self) -> &'a str {
         &self.source[self.pos..]
     }

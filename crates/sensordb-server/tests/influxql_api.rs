@@ -284,6 +284,35 @@ async fn queries_beyond_the_inline_bounds_answer_in_full() {
     .await;
 }
 
+/// A measurement only ever read by tag value (TSBS high-load asks for one of five fleets)
+/// has no whole series list kept: the list of that value's series, kept after the first
+/// lookup, lets the next lookups of the value run inline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_lookup_by_tag_value_runs_inline_without_the_whole_list() {
+    bounded(async {
+        let server = TestServer::start(|_| {}).await;
+        let lines: String = (0..50).map(|i| format!("diag,fleet=f{},truck=t{i} load={i} 1700000000\n", i % 5)).collect();
+        let reply = post(server.addr, "/write?db=telegraf&precision=s", &lines).await;
+        assert_eq!(reply.status, 204, "{}", reply.text());
+        let inline = || async {
+            let metrics = get(server.addr, "/metrics").await.text();
+            let name = "sensordb_queries_inline_total";
+            let line = metrics.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name} in {metrics}"));
+            line[name.len() + 1..].parse::<u64>().expect("a count")
+        };
+        let q = "SELECT count(load) FROM diag WHERE fleet = 'f3'";
+        let before = inline().await;
+        for round in 0..3 {
+            let reply = get(server.addr, &url("telegraf", q, "")).await;
+            assert_eq!(reply.json()["results"][0]["series"][0]["values"][0][1], json!(10), "{}", reply.text());
+            // The first lookup builds the value's list on a blocking thread; the next run inline.
+            assert_eq!(inline().await, before + round, "round {round}");
+        }
+        server.stop().await;
+    })
+    .await;
+}
+
 /// A measurement of more series than a query run inline may read (1,024) still answers a
 /// lookup of one tag value inline: the condition requires it, so only its series are read.
 /// A query over the whole measurement goes to a blocking thread.

@@ -170,3 +170,20 @@ fn the_newest_row_reads_only_the_newest_runs() {
     let out = select(&context, statement).expect("within 300 points scanned");
     assert!(out.iter().all(|s| s.rows.len() == 1 && s.rows[0].time == 0), "{out:?}");
 }
+
+/// Points a LIMIT does not take are not counted as scanned: of a run of 100 points, a
+/// `LIMIT 2` takes its first round of 16, and only those count against the query's limit
+/// (its rest is neither copied nor looked at).
+#[test]
+fn a_limit_counts_the_points_it_takes_not_the_runs_they_lie_in() {
+    let points: Vec<(u8, i64, Option<f64>, Option<i64>)> =
+        (0..3u8).flat_map(|t| (0..10_000i64).map(move |i| (t, i, Some(0.5), None))).collect();
+    let storage = store(&points, 100);
+    let parsed = parse("SELECT a FROM m GROUP BY \"name\" LIMIT 2").expect("parses");
+    let Statement::Select(statement) = &parsed.statements[0] else { panic!("a SELECT") };
+    let limits = Limits { max_points_scanned: 60, ..Limits::default() };
+    let context = Context { storage: &storage, database: "db", now: 0, limits };
+    let out = select(&context, statement).expect("three trucks' 16 points within 60 scanned");
+    assert!(out.iter().all(|s| s.rows.iter().map(|r| r.time).eq([0, 1])), "{out:?}");
+    assert_eq!(out.len(), 3);
+}

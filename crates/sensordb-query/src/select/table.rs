@@ -293,13 +293,14 @@ pub(crate) fn read_column(
     let mut exhausted = true;
     let mut failed = Ok(());
     let mut sink = |t: &[i64], v: ColumnSlice<'_>| {
-        failed = budget.take(t.len());
+        // Of a run longer than what is still wanted, only the wanted end: a block of thousands
+        // of points gives the one a `LIMIT 1` asks for. Only those count as scanned: the rest
+        // of the block is neither copied nor looked at.
+        let wanted = enough.map_or(t.len(), |enough| (enough - count).min(t.len()));
+        failed = budget.take(wanted);
         if failed.is_err() {
             return ControlFlow::Break(());
         }
-        // Of a run longer than what is still wanted, only the wanted end: a block of thousands
-        // of points gives the one a `LIMIT 1` asks for.
-        let wanted = enough.map_or(t.len(), |enough| (enough - count).min(t.len()));
         match order {
             ScanOrder::OldestFirst => {
                 times.extend_from_slice(&t[..wanted]);

@@ -112,19 +112,27 @@ impl SeriesLists {
         (*seen == cursor).then_some(list.len())
     }
 
-    /// The number of series of `database`/`measurement` whose tag `key` is `value`, if its list
-    /// is kept and current (see [`SeriesLists::current_len`]).
+    /// The number of series of `database`/`measurement` whose tag `key` is `value`, if the
+    /// measurement's list or that value's own list is kept and current (see
+    /// [`SeriesLists::current_len`]). A measurement asked by few tag values (TSBS high-load's
+    /// five fleets) never has its whole list kept: its parts answer.
     pub fn current_len_with(&self, engine: &Engine, database: &str, measurement: &str, (key, value): (&str, &str)) -> Option<usize> {
         let cursor = engine.series_cursor();
-        let list = {
+        let whole = {
             let lists = self.lists.lock();
-            let (seen, list) = lists.get(&(database.to_string(), Some(measurement.to_string())))?;
-            if *seen != cursor {
-                return None;
+            match lists.get(&(database.to_string(), Some(measurement.to_string()))) {
+                Some((seen, list)) if *seen == cursor => Some(list.clone()),
+                Some(_) => return None,
+                None => None,
             }
-            list.clone()
         };
-        Some(list.tag_sets_with(key, value).map(<[StoredSeries]>::len).sum())
+        if let Some(list) = whole {
+            return Some(list.tag_sets_with(key, value).map(<[StoredSeries]>::len).sum());
+        }
+        let part_key = (database.to_string(), measurement.to_string(), key.to_string(), value.to_string());
+        let parts = self.parts.lock();
+        let (seen, part) = parts.lists.get(&part_key)?;
+        (*seen == cursor).then(|| part.len())
     }
 
     fn get(&self, engine: &Engine, database: &str, measurement: Option<&str>) -> Arc<SeriesList> {
