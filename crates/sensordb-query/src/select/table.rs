@@ -304,12 +304,12 @@ pub(crate) fn read_column(
         match order {
             ScanOrder::OldestFirst => {
                 times.extend_from_slice(&t[..wanted]);
-                values.extend((0..wanted).map(|i| v.get(i)));
+                v.push_values(0..wanted, false, &mut values);
             }
             ScanOrder::NewestFirst => {
                 let part = t.len() - wanted..t.len();
                 times.extend(t[part.clone()].iter().rev());
-                values.extend(part.rev().map(|i| v.get(i)));
+                v.push_values(part, true, &mut values);
             }
         }
         count += wanted;
