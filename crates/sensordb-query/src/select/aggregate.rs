@@ -277,12 +277,13 @@ fn gather(rows: &Rows<'_>, field: &str) -> (Vec<i64>, Option<Column>) {
 fn gather_values(rows: &Rows<'_>, field: &str, mut at_row: impl FnMut(usize)) -> (Vec<i64>, Vec<FieldValue>) {
     let mut times = Vec::with_capacity(rows.len());
     let mut values = Vec::with_capacity(rows.len());
-    // The column of the table of the row before: rows of one table come in runs.
+    // The column of the table of the row before: rows of one table come in runs, and the tables
+    // of a raw subquery's group (interleaved by time) share their column names.
     let mut last: Option<(&Table, Option<usize>)> = None;
     for &(time, table, index) in rows {
         at_row(values.len());
         let column = match last {
-            Some((seen, column)) if std::ptr::eq(seen, table) => column,
+            Some((seen, column)) if std::ptr::eq(seen, table) || same_columns(seen, table) => column,
             _ => {
                 let column = table.column(field);
                 last = Some((table, column));
@@ -298,6 +299,12 @@ fn gather_values(rows: &Rows<'_>, field: &str, mut at_row: impl FnMut(usize)) ->
         }
     }
     (times, values)
+}
+
+/// Whether two tables have the very same column names (one allocation each: a subquery's
+/// tables), so that a name's column in one is its column in the other.
+fn same_columns(a: &Table, b: &Table) -> bool {
+    a.columns.len() == b.columns.len() && a.columns.iter().zip(&b.columns).all(|(x, y)| std::sync::Arc::ptr_eq(x, y))
 }
 
 fn column_of(values: Vec<FieldValue>) -> Option<Column> {

@@ -42,6 +42,8 @@ impl Default for Limits {
 thread_local! {
     /// Tests set the first round's points of limited reads, so that every shape reads in rounds.
     pub(super) static FIRST_ROUND: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    /// Tests turn off raw subqueries answered as members (see [`run_as_tables`]) to compare.
+    pub(super) static MERGED_SUBQUERIES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Above this LIMIT (plus OFFSET) a raw query reads its tables whole: the rows it returns are
@@ -80,19 +82,31 @@ fn run(
     per_series_limit: Option<&[Dimension]>,
     budget: &Budget,
 ) -> Result<Vec<ResultSeries>, QueryError> {
-    let (groups, order_rows) = run_groups(context, statement, outer_range, per_series_limit, budget)?;
+    let (groups, order_rows) = run_groups(context, statement, outer_range, per_series_limit, false, budget)?;
     Ok(finish(statement, groups.into_iter().map(GroupRows::into_series).collect(), order_rows))
 }
 
-/// [`run`] for a subquery: its answer as the tables the outer query reads.
+/// [`run`] for a subquery: its answer as the tables the outer query reads. With
+/// `raw_as_members` (an outer aggregate that merges its group's rows itself), a raw group of the
+/// subquery may come as several tables, one a stored series, under the group's name and tags
+/// (see [`raw::run_members`]); only where nothing orders, offsets or limits its rows or groups.
 fn run_as_tables(
     context: &Context<'_>,
     statement: &SelectStatement,
     outer_range: TimeRange,
     per_series_limit: Option<&[Dimension]>,
+    raw_as_members: bool,
     budget: &Budget,
 ) -> Result<Vec<Table>, QueryError> {
-    let (groups, order_rows) = run_groups(context, statement, outer_range, per_series_limit, budget)?;
+    #[cfg(test)]
+    let raw_as_members = raw_as_members && !MERGED_SUBQUERIES.with(|m| m.get());
+    let raw_as_members = raw_as_members
+        && statement.order == SortOrder::Ascending
+        && statement.limit.is_none()
+        && statement.offset.is_none()
+        && statement.series_limit.is_none()
+        && statement.series_offset.is_none();
+    let (groups, order_rows) = run_groups(context, statement, outer_range, per_series_limit, raw_as_members, budget)?;
     Ok(finish(statement, groups.into_iter().map(GroupRows::into_table).collect(), order_rows))
 }
 
@@ -126,6 +140,7 @@ fn run_groups(
     statement: &SelectStatement,
     outer_range: TimeRange,
     per_series_limit: Option<&[Dimension]>,
+    raw_as_members: bool,
     budget: &Budget,
 ) -> Result<(Vec<GroupRows>, bool), QueryError> {
     if statement.into.is_some() {
@@ -184,7 +199,9 @@ fn run_groups(
             Source::Subquery(inner) => {
                 let (inner, per_series) = subquery::under(inner, statement);
                 let outer_dimensions = per_series.then_some(statement.group_by.as_slice());
-                let result = run_as_tables(context, &inner, range, outer_dimensions, budget)?;
+                // An aggregate merges its group's rows itself: a raw subquery's need not be.
+                let members = aggregate && per_series_limit.is_none() && !per_series;
+                let result = run_as_tables(context, &inner, range, outer_dimensions, members, budget)?;
                 if needs_keys {
                     for table in &result {
                         let known = keys.entry(table.name.to_string()).or_default();
@@ -245,6 +262,12 @@ fn run_groups(
             aggregate::run(statement, &members, range, interval, context, &regexes)?
         } else if let Some(series) = limited_series {
             series
+        } else if raw_as_members {
+            let (name, tags): (std::sync::Arc<str>, table::Tags) = (name.into(), tags.into());
+            for table in raw::run_members(statement, &members, &regexes)? {
+                out.push(GroupRows::Table(Table { name: name.clone(), tags: tags.clone(), ..table }));
+            }
+            continue;
         } else {
             let mut table = raw::run_table(statement, &members, &regexes)?;
             table.name = name.into();
@@ -653,6 +676,8 @@ pub(crate) fn merged_rows<'t>(members: &[&'t Table]) -> Vec<(i64, &'t Table, usi
 
 #[cfg(test)]
 mod limit_tests;
+#[cfg(test)]
+mod members_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

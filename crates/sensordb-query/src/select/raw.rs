@@ -20,13 +20,41 @@ pub(super) fn run(statement: &SelectStatement, members: &[&Table], regexes: &Reg
 /// query as a table, and a vector a row would be made only to be taken apart again (432,000 rows
 /// in TSBS breakdown-frequency at scale 100).
 pub(super) fn run_table(statement: &SelectStatement, members: &[&Table], regexes: &Regexes) -> Result<Table, QueryError> {
+    let (columns, mut projected) = project(statement, members, regexes);
+    let width = columns.len();
+    let (times, values) = if projected.len() == 1 && projected[0].0.is_sorted() {
+        projected.pop().unwrap_or_default()
+    } else {
+        merge_by_time(projected, width)
+    };
+    Ok(Table { name: Arc::from(""), tags: Arc::from(Vec::new()), columns, times, values })
+}
+
+/// [`run_table`]'s rows left as one table a member (unnamed, untagged, the empty ones left
+/// out), not merged: for an aggregate that merges the rows of its group by time itself, the
+/// merged table was a copy of every value (a quarter of TSBS breakdown-frequency) that it then
+/// read row by row again. Merged in member order, they are [`run_table`]'s rows.
+pub(super) fn run_members(statement: &SelectStatement, members: &[&Table], regexes: &Regexes) -> Result<Vec<Table>, QueryError> {
+    let (columns, projected) = project(statement, members, regexes);
+    Ok(projected
+        .into_iter()
+        .filter(|(times, _)| !times.is_empty())
+        .map(|(times, values)| Table { name: Arc::from(""), tags: Arc::from(Vec::new()), columns: columns.clone(), times, values })
+        .collect())
+}
+
+/// One member's output rows: their times, and their values one row after another.
+type Rows = (Vec<i64>, Vec<FieldValue>);
+
+/// The output columns, and each member's output rows.
+fn project(statement: &SelectStatement, members: &[&Table], regexes: &Regexes) -> (Vec<Arc<str>>, Vec<Rows>) {
     let (exprs, mut names) = expand(statement, members);
     dedupe_names(&mut names);
     let width = exprs.len();
     // Each member's output rows, projected front to back: a member's rows are read in the
     // order they lie in memory. Projected in time order across hundreds of members (TSBS
     // breakdown-frequency reads 500 tables into one group), nearly every row was a cache miss.
-    let mut projected: Vec<(Vec<i64>, Vec<FieldValue>)> = members
+    let projected = members
         .iter()
         .map(|table| {
             let projection = Projection::new(&exprs, table, regexes);
@@ -40,13 +68,7 @@ pub(super) fn run_table(statement: &SelectStatement, members: &[&Table], regexes
             (times, values)
         })
         .collect();
-    let (times, values) = if projected.len() == 1 && projected[0].0.is_sorted() {
-        projected.pop().unwrap_or_default()
-    } else {
-        merge_by_time(projected, width)
-    };
-    let columns = names.into_iter().map(|n| Arc::from(n.as_str())).collect();
-    Ok(Table { name: Arc::from(""), tags: Arc::from(Vec::new()), columns, times, values })
+    (names.into_iter().map(|n| Arc::from(n.as_str())).collect(), projected)
 }
 
 /// The members' rows (each member's sorted by time, or newest first) merged by time, a tie
