@@ -78,7 +78,7 @@ impl SeriesList {
     }
 
     /// The tag sets where tag `key` is `value` (not empty: no tag set carries an empty value).
-    pub fn tag_sets_with(&self, key: &str, value: &str) -> std::vec::IntoIter<&[StoredSeries]> {
+    pub fn tag_sets_with<'s, 'q>(&'s self, key: &'q str, value: &'q str) -> impl Iterator<Item = &'s [StoredSeries]> + use<'s, 'q> {
         let derived = self.derived();
         let sets = match derived.by_tag.get(key) {
             Some(index) => {
@@ -90,12 +90,9 @@ impl SeriesList {
             }
             None => &[][..],
         };
-        let found: Vec<&[StoredSeries]> = sets
-            .iter()
-            .filter(|&&(_, set)| self.value_in(set, key) == value)
-            .map(|&(_, set)| &self.series[derived.tag_sets[set as usize].clone()])
-            .collect();
-        found.into_iter()
+        sets.iter()
+            .filter(move |&&(_, set)| self.value_in(set, key) == value)
+            .map(move |&(_, set)| &self.series[derived.tag_sets[set as usize].clone()])
     }
 
     /// The value of `key` in tag set `set` ("" where the set lacks the key).

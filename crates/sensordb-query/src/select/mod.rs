@@ -655,23 +655,13 @@ pub(crate) fn group_key(
 /// The rows of a group's tables merged by time (a tie keeps the tables' order).
 pub(crate) fn merged_rows<'t>(members: &[&'t Table]) -> Vec<(i64, &'t Table, usize)> {
     let times: Vec<&[i64]> = members.iter().map(|t| t.times.as_slice()).collect();
-    if let Some(order) = raw::by_shared_clock(&times) {
-        let mut next = vec![0usize; members.len()];
-        return order
-            .into_iter()
-            .map(|member| {
-                let (table, row) = (members[member as usize], &mut next[member as usize]);
-                *row += 1;
-                (table.times[*row - 1], table, *row - 1)
-            })
-            .collect();
-    }
-    let mut rows: Vec<(i64, &Table, usize)> = Vec::with_capacity(members.iter().map(|t| t.times.len()).sum());
-    for table in members {
-        rows.extend(table.times.iter().enumerate().map(|(i, &t)| (t, *table, i)));
-    }
-    rows.sort_by_key(|(t, _, _)| *t);
-    rows
+    raw::merge_order(&times)
+        .into_iter()
+        .map(|(member, row)| {
+            let (table, row) = (members[member as usize], row as usize);
+            (table.times[row], table, row)
+        })
+        .collect()
 }
 
 #[cfg(test)]

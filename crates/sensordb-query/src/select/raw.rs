@@ -73,45 +73,46 @@ fn project(statement: &SelectStatement, members: &[&Table], regexes: &Regexes) -
 
 /// The members' rows (each member's sorted by time, or newest first) merged by time, a tie
 /// keeping the members' order: rows (one after another, `width` values each) with their times.
-fn merge_by_time(members: Vec<(Vec<i64>, Vec<FieldValue>)>, width: usize) -> (Vec<i64>, Vec<FieldValue>) {
-    let total: usize = members.iter().map(|m| m.0.len()).sum();
-    assert!(u32::try_from(total).is_ok() && u32::try_from(members.len()).is_ok(), "a group of more than 2^32 rows");
-    let slices: Vec<&[i64]> = members.iter().map(|(times, _)| times.as_slice()).collect();
-    let (mut times, mut values) = (Vec::with_capacity(total), Vec::with_capacity(total * width));
-    match by_shared_clock(&slices) {
-        Some(order) => {
-            // Each member's rows are taken front to back, each member read as a stream of its
-            // own (100 members in a TSBS breakdown-frequency group): the values are read and
-            // written in order, not scattered.
-            let mut rows: Vec<_> = members.into_iter().map(|(times, values)| (times.into_iter(), values.into_iter())).collect();
-            for member in order {
-                let (member_times, member_values) = &mut rows[member as usize];
-                times.extend(member_times.next());
-                values.extend(member_values.by_ref().take(width));
-            }
-        }
-        None => {
-            // Few shared times, or a member newest first (a subquery's rows under ORDER BY time
-            // DESC): every row sorted by time. The stable sort finds the members' sorted runs
-            // and merges them (an unstable sort of the whole entries gave the same order at
-            // twice the cost).
-            let mut order: Vec<(i64, u32, u32)> = Vec::with_capacity(total);
-            for (m, member_times) in slices.iter().enumerate() {
-                order.extend(member_times.iter().enumerate().map(|(i, &t)| (t, m as u32, i as u32)));
-            }
-            if !order.is_sorted_by_key(|&(t, _, _)| t) {
-                order.sort_by_key(|&(t, _, _)| t);
-            }
-            let mut members = members;
-            for (time, member, index) in order {
-                times.push(time);
-                let row = index as usize * width..(index as usize + 1) * width;
-                values.extend(members[member as usize].1[row].iter_mut().map(|v| std::mem::replace(v, FieldValue::Null)));
-            }
-        }
+/// Each member's rows are taken in [`merge_order`]: on a shared clock front to back, each member
+/// read as a stream of its own (100 members in a TSBS breakdown-frequency group), not scattered.
+fn merge_by_time(mut members: Vec<Rows>, width: usize) -> (Vec<i64>, Vec<FieldValue>) {
+    let order = merge_order(&members.iter().map(|(times, _)| times.as_slice()).collect::<Vec<_>>());
+    let (mut times, mut values) = (Vec::with_capacity(order.len()), Vec::with_capacity(order.len() * width));
+    for (member, index) in order {
+        let (member_times, member_values) = &mut members[member as usize];
+        times.push(member_times[index as usize]);
+        let row = index as usize * width..(index as usize + 1) * width;
+        values.extend(member_values[row].iter_mut().map(|v| std::mem::replace(v, FieldValue::Null)));
     }
-    debug_assert_eq!((times.len(), values.len()), (total, total * width));
     (times, values)
+}
+
+/// The (member, row) of each row of `members` (each a run of times, ascending or newest first)
+/// merged by time, a tie keeping the members' order: by [`by_shared_clock`] where it applies,
+/// otherwise by a stable sort of every row (it finds the members' sorted runs and merges them;
+/// an unstable sort of the whole entries gave the same order at twice the cost).
+pub(super) fn merge_order(members: &[&[i64]]) -> Vec<(u32, u32)> {
+    let total: usize = members.iter().map(|times| times.len()).sum();
+    assert!(u32::try_from(total).is_ok() && u32::try_from(members.len()).is_ok(), "a group of more than 2^32 rows");
+    if let Some(order) = by_shared_clock(members) {
+        let mut next = vec![0u32; members.len()];
+        return order
+            .into_iter()
+            .map(|member| {
+                let row = &mut next[member as usize];
+                *row += 1;
+                (member, *row - 1)
+            })
+            .collect();
+    }
+    let mut order: Vec<(i64, u32, u32)> = Vec::with_capacity(total);
+    for (m, times) in members.iter().enumerate() {
+        order.extend(times.iter().enumerate().map(|(i, &t)| (t, m as u32, i as u32)));
+    }
+    if !order.is_sorted_by_key(|&(t, _, _)| t) {
+        order.sort_by_key(|&(t, _, _)| t);
+    }
+    order.into_iter().map(|(_, member, row)| (member, row)).collect()
 }
 
 /// The member of each merged row, in order, where every member's times ascend and the members
