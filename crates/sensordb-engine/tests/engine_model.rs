@@ -1,4 +1,4 @@
-//! Write → flush → restart → read (and newest point) equivalence against a simple in-memory model
+//! Write → flush → restart → read (and newest point, and oldest point's bound) equivalence against a simple in-memory model
 //! (a `BTreeMap` keyed by (series, timestamp), last write wins), over both block stores: the
 //! segment files of `Engine::open` and the `MemoryStore` given to `Engine::open_with_store`.
 
@@ -114,6 +114,17 @@ fn check_last(engine: &Engine, ids: &[SeriesId], model: &BTreeMap<(u8, i64), i64
     }
 }
 
+/// The bound of every series' oldest point, as `Engine::oldest_bounds` answers from the
+/// memtables and the store's index: without retention it is the model's oldest time exactly
+/// (a block's extent starts at its oldest point), and `None` only for a series without points.
+fn check_oldest(engine: &Engine, ids: &[SeriesId], model: &BTreeMap<(u8, i64), i64>) {
+    for (series, got) in engine.oldest_bounds(ids).into_iter().enumerate() {
+        let series = series as u8;
+        let expected = model.range((series, i64::MIN)..=(series, i64::MAX)).next().map(|(&(_, t), _)| t);
+        assert_eq!(got, expected, "oldest point of series {series}");
+    }
+}
+
 /// Where sealed blocks live in a run.
 #[derive(Clone, Copy, Debug)]
 enum Backend {
@@ -190,6 +201,7 @@ fn run(backend: Backend, durability: Durability, ops: Vec<Op>) {
             Op::Read { series, from, len } => {
                 check_read(e, &ids, &model, series, from, from + len);
                 check_last(e, &ids, &model);
+                check_oldest(e, &ids, &model);
             }
         }
     }
@@ -198,6 +210,7 @@ fn run(backend: Backend, durability: Durability, ops: Vec<Op>) {
         check_read(e, &ids, &model, series, i64::MIN, i64::MAX);
     }
     check_last(e, &ids, &model);
+    check_oldest(e, &ids, &model);
 }
 
 proptest! {

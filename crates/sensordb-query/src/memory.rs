@@ -105,6 +105,16 @@ impl Storage for MemoryStorage {
         Some(Arc::new(SeriesList::part_of_measurement(part, all.field_names().to_vec(), all.tag_keys().to_vec())))
     }
 
+    fn oldest_bounds(&self, series: &[&StoredSeries]) -> Result<Vec<Option<i64>>, StorageError> {
+        series
+            .iter()
+            .map(|s| {
+                let (_, _, times, _) = self.series.get(s.handle as usize).ok_or_else(|| StorageError(format!("no series {}", s.handle)))?;
+                Ok(times.first().copied())
+            })
+            .collect()
+    }
+
     fn last(&self, series: &[&StoredSeries]) -> Result<Vec<Option<(i64, crate::FieldValue)>>, StorageError> {
         series
             .iter()

@@ -105,6 +105,14 @@ pub trait Storage: Send + Sync {
         })
     }
 
+    /// For each of `series`, a time no later than its oldest point (`None`: it has none): a
+    /// query that wants only the oldest rows of many series reads those that can hold them.
+    /// Stores that index their data's time extents answer without reading points (the engine
+    /// does); this default knows nothing, so every series is read.
+    fn oldest_bounds(&self, series: &[&StoredSeries]) -> Result<Vec<Option<i64>>, StorageError> {
+        Ok(vec![Some(i64::MIN); series.len()])
+    }
+
     /// Damage a store stepped over while reading (each a message naming the file and offset),
     /// taken once: a query's answer then says what it is missing instead of failing.
     fn take_damage(&self) -> Vec<String> {

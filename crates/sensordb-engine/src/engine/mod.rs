@@ -531,6 +531,29 @@ impl Engine {
         inner.last_points.newest(inner.store.as_ref(), &memtables, series, |id| inner.maintenance.reclaimer.cutoff(id))
     }
 
+    /// For each of `series`, a time no later than its oldest live point (`None`: it has no
+    /// points), from the memtables and the store's index without reading blocks: a query that
+    /// wants only the oldest rows of many series reads those whose bound lets them hold one.
+    /// Dead points (older than the series' cutoff) do not count, so the bound is at least the
+    /// cutoff; a series whose points are all dead may still get one.
+    pub fn oldest_bounds(&self, series: &[SeriesId]) -> Vec<Option<Timestamp>> {
+        let inner = &self.inner;
+        let (active, frozen) = {
+            let memtables = inner.memtables.read();
+            (memtables.active.clone(), memtables.frozen.clone())
+        };
+        series
+            .iter()
+            .map(|&id| {
+                // The store after the memtables, as a read lists them: a flush publishes its
+                // blocks before it drops the frozen memtable.
+                let buffered = frozen.iter().chain([&active]).filter_map(|memtable| memtable.oldest_timestamp(id)).min();
+                let oldest = buffered.into_iter().chain(inner.store.oldest_timestamp(id)).min()?;
+                Some(oldest.max(inner.maintenance.reclaimer.cutoff(id)))
+            })
+            .collect()
+    }
+
     /// Flushes, seals the open segment, and compacts until no segment is worth rewriting.
     /// Returns what each compaction did.
     pub fn compact(&self) -> Result<Vec<crate::compaction::CompactionReport>> {

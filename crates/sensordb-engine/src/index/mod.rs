@@ -54,6 +54,12 @@ impl BlockIndex {
         }
     }
 
+    /// The oldest point's time of the blocks of `series` held here (they are kept in order of
+    /// their oldest points).
+    pub fn oldest_timestamp(&self, series: SeriesId) -> Option<Timestamp> {
+        self.series.get(&series)?.first().map(|b| b.entry.min_timestamp)
+    }
+
     /// Blocks of `series` that may hold points in `[from, to)`, by (min timestamp, sequence).
     pub fn blocks_in(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<BlockRef> {
         let Some(list) = self.series.get(&series) else { return Vec::new() };

@@ -352,6 +352,17 @@ impl Memtable {
         Some((buffer.timestamps[index], buffer.values.get(index)))
     }
 
+    /// The time of the oldest buffered point of `series`.
+    pub fn oldest_timestamp(&self, series: SeriesId) -> Option<Timestamp> {
+        let shard = self.shard(series).lock();
+        let buffer = shard.get(&series)?;
+        if buffer.strictly_increasing {
+            buffer.timestamps.first().copied()
+        } else {
+            buffer.timestamps.iter().min().copied()
+        }
+    }
+
     /// All buffered points of `series`, sorted, repeats resolved.
     pub fn read_all(&self, series: SeriesId) -> Option<ResolvedSeries> {
         self.read_bounded(series, Timestamp::MIN, None, None)

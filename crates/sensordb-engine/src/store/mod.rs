@@ -208,6 +208,13 @@ pub trait BlockStore: Send + Sync {
 
     /// Blocks of `series` that may hold points in `[from, to)`, ordered by min timestamp.
     fn blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock>;
+    /// The time of the oldest point of `series` in the store, or a time before it (`None`:
+    /// no blocks): a query that wants only a measurement's oldest rows skips the series that
+    /// cannot hold them. A store that indexes its blocks' extents answers from the index; the
+    /// default lists every block.
+    fn oldest_timestamp(&self, series: SeriesId) -> Option<Timestamp> {
+        self.blocks(series, Timestamp::MIN, Timestamp::MAX).iter().map(|b| b.block.entry.min_timestamp).min()
+    }
     /// Reads and verifies one listed block.
     fn read_block(&self, block: &ListedBlock) -> Result<Block> {
         block.read()

@@ -325,6 +325,10 @@ impl BlockStore for SegmentStore {
         self.list_blocks(series, from, to)
     }
 
+    fn oldest_timestamp(&self, series: SeriesId) -> Option<Timestamp> {
+        SegmentStore::oldest_timestamp(self, series)
+    }
+
     fn stats(&self) -> StoreStats {
         let index = self.index.read();
         let files = self.files.read();

@@ -187,3 +187,35 @@ fn a_limit_counts_the_points_it_takes_not_the_runs_they_lie_in() {
     assert!(out.iter().all(|s| s.rows.iter().map(|r| r.time).eq([0, 1])), "{out:?}");
     assert_eq!(out.len(), 3);
 }
+
+/// A LIMIT over one group (no GROUP BY tags) reads only the tag sets that can hold its rows:
+/// those whose points lie beyond the rows found are not read (TSBS single-last-loc's truck
+/// lies in five tag sets, the oldest row in one). Oldest first from the stores' bounds of each
+/// series' oldest point, newest first from their newest points.
+#[test]
+fn a_limit_over_one_group_reads_only_the_tag_sets_that_hold_its_rows() {
+    // Truck 0 reports over the whole span; trucks 1 and 2 start later and stop earlier.
+    let points: Vec<(u8, i64, Option<f64>, Option<i64>)> = (0..3u8)
+        .flat_map(|t| {
+            let span = i64::from(t) * 1_000..10_000 - i64::from(t) * 1_000;
+            span.map(move |i| (t, i, Some(0.5), Some(i)))
+        })
+        .collect();
+    let storage = store(&points, 100);
+    let query = |text: &str, max_points_scanned: u64| {
+        let parsed = parse(text).expect("parses");
+        let Statement::Select(statement) = &parsed.statements[0] else { panic!("a SELECT") };
+        let limits = Limits { max_points_scanned, ..Limits::default() };
+        let context = Context { storage: &storage, database: "db", now: 0, limits };
+        select(&context, statement).unwrap_or_else(|e| panic!("{text}: {e}"))
+    };
+    // Truck 0's first round of 16 points of each of two columns; three trucks' would be 96.
+    let oldest = query("SELECT a, b FROM m LIMIT 2", 32);
+    assert_eq!(oldest[0].rows.iter().map(|r| r.time).collect::<Vec<_>>(), [0, 1], "{oldest:?}");
+    // Truck 0's newest point of each column; three trucks' would be 6.
+    let newest = query("SELECT a, b FROM m ORDER BY time DESC LIMIT 1", 2);
+    assert_eq!(newest[0].rows.iter().map(|r| r.time).collect::<Vec<_>>(), [9_999], "{newest:?}");
+    // Grouped by truck, each truck's rows are read.
+    let grouped = query("SELECT a, b FROM m GROUP BY \"name\" LIMIT 2", 96);
+    assert_eq!(grouped.iter().map(|s| s.rows[0].time).collect::<Vec<_>>(), [0, 1_000, 2_000], "{grouped:?}");
+}

@@ -185,7 +185,9 @@ fn run_groups(
             let first_round = 1024;
             #[cfg(test)]
             let first_round = FIRST_ROUND.with(|f| f.get()).unwrap_or(1024);
-            (rows <= MAX_LIMITED_ROWS).then_some(RowLimit { order, rows, counted: &counted, first_round })
+            // Tag dimensions make groups of tables, each limited alone.
+            let one_group = per_series_limit.is_none() && statement.group_by.iter().all(|d| matches!(d, Dimension::Time { .. }));
+            (rows <= MAX_LIMITED_ROWS).then_some(RowLimit { order, rows, counted: &counted, first_round, one_group })
         }
         _ => None,
     };

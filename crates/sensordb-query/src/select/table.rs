@@ -202,6 +202,9 @@ pub(crate) struct RowLimit<'a> {
     /// Points of each column the first round reads where a condition on fields decides the
     /// rows (it may pass few, and each round reads its blocks again); 16 elsewhere.
     pub first_round: usize,
+    /// The tables read form one group (no GROUP BY tags), whose first `rows` rows are wanted
+    /// of all of them together, not of each: a table that cannot hold one is not read.
+    pub one_group: bool,
 }
 
 /// Reads the tables of `measurement` whose tags can satisfy `condition`, with the columns
@@ -222,26 +225,43 @@ pub(crate) fn read_measurement(
     let field_names = super::FieldNames::of(&all);
     let is_field = |name: &str| field_names.contains(name);
     let name: Arc<str> = Arc::from(measurement);
-    let mut tables = Vec::new();
+    let columns: Vec<Arc<str>> = match wanted {
+        None => field_names.iter().cloned().collect(),
+        Some(names) => field_names.iter().filter(|f| names.iter().any(|n| n.as_str() == &***f)).cloned().collect(),
+    };
+    // The tag sets to read, in list order: their tags, their series of each column, and
+    // whether their rows must pass the condition one by one (it names fields).
+    let mut reads: Vec<(Tags, Vec<Option<&StoredSeries>>, bool)> = Vec::new();
     for fields in candidate_tag_sets(&all, condition, &is_field) {
-        let tags = fields.tags().clone();
-        // Whether the rows of this tag set must pass the condition one by one (it names fields).
         let mut rows_decide = false;
         if let Some(condition) = condition {
-            match tag_condition(condition, &tags, &is_field, regexes) {
+            match tag_condition(condition, fields.tags(), &is_field, regexes) {
                 Verdict::False => continue,
                 Verdict::True => {}
                 Verdict::Unknown => rows_decide = true,
             }
         }
-        let columns: Vec<Arc<str>> = match wanted {
-            None => field_names.iter().cloned().collect(),
-            Some(names) => field_names.iter().filter(|f| names.iter().any(|n| n.as_str() == &***f)).cloned().collect(),
-        };
-        let series: Vec<Option<&StoredSeries>> = columns.iter().map(|c| fields.get(c)).collect();
-        let table = Table { name: name.clone(), tags, columns, times: Vec::new(), values: Vec::new() };
+        reads.push((fields.tags().clone(), columns.iter().map(|c| fields.get(c)).collect(), rows_decide));
+    }
+    if range.is_empty() {
+        return Ok(Vec::new());
+    }
+    let schedule = match limit {
+        Some(limit) if limit.one_group && limit.rows > 0 && reads.len() > 1 => Schedule::by_bounds(storage, &reads, range, limit)?,
+        _ => Schedule { order: (0..reads.len()).map(|i| (i, None)).collect(), best: None },
+    };
+    let Schedule { order, mut best } = schedule;
+    let mut tables: Vec<(usize, Table)> = Vec::with_capacity(order.len());
+    for (index, bound) in order {
+        if let (Some(best), Some(bound)) = (&best, bound) {
+            if best.excludes(bound) {
+                // The rest lie as far or further: none can give one of the first rows.
+                break;
+            }
+        }
+        let (tags, series, rows_decide) = &reads[index];
+        let table = Table { name: name.clone(), tags: tags.clone(), columns: columns.clone(), times: Vec::new(), values: Vec::new() };
         let table = match limit {
-            _ if range.is_empty() => table,
             None => {
                 let per_column = series
                     .iter()
@@ -252,19 +272,117 @@ pub(crate) fn read_measurement(
                 let (times, values) = join_on_time(per_column.into_iter().map(|c| (c.times, c.values)).collect());
                 Table { times, values, ..table }
             }
-            Some(limit) => match newest_row(storage, &table, &series, range, limit, rows_decide, budget)? {
+            Some(limit) => match newest_row(storage, &table, series, range, limit, *rows_decide, budget)? {
                 Some(newest) => newest,
                 None => {
-                    let first_round = if rows_decide { limit.first_round } else { 16 };
-                    read_limited(storage, table, &series, range, limit, first_round, budget)?
+                    let first_round = if *rows_decide { limit.first_round } else { 16 };
+                    read_limited(storage, table, series, range, limit, first_round, budget)?
                 }
             },
         };
+        if let Some(best) = &mut best {
+            best.add(&table.times);
+        }
         if !table.times.is_empty() {
-            tables.push(table);
+            tables.push((index, table));
         }
     }
-    Ok(tables)
+    // Back in list order: rows of equal times merge in the order of their tables.
+    tables.sort_unstable_by_key(|(index, _)| *index);
+    Ok(tables.into_iter().map(|(_, table)| table).collect())
+}
+
+/// The order in which a limited read of one group visits its tag sets, and what it has found.
+struct Schedule {
+    /// Tag sets by their place in the list, each with its bound where known: no row of it lies
+    /// before the bound (oldest first) or after it (newest first). Sorted by bound in the
+    /// limit's order.
+    order: Vec<(usize, Option<i64>)>,
+    best: Option<BestTimes>,
+}
+
+impl Schedule {
+    /// Where the tables read form one group that wants only its first `limit.rows` rows (a
+    /// raw `LIMIT` without GROUP BY tags: TSBS single-last-loc reads the oldest row of a truck
+    /// whose points lie in five tag sets, four of them a few stray points late in the day):
+    /// the tag sets in order of their bounds, so a read can stop at the first whose bound lies
+    /// beyond the rows already found. Oldest first the bounds come from
+    /// [`Storage::oldest_bounds`] (the engine's index, no points read); newest first from each
+    /// series' newest point ([`Storage::last`]). A tag set without points is left out.
+    fn by_bounds(
+        storage: &dyn Storage,
+        reads: &[(Tags, Vec<Option<&StoredSeries>>, bool)],
+        range: TimeRange,
+        limit: &RowLimit<'_>,
+    ) -> Result<Schedule, QueryError> {
+        let newest_first = limit.order == ScanOrder::NewestFirst;
+        let present: Vec<&StoredSeries> = reads.iter().flat_map(|(_, series, _)| series.iter().flatten().copied()).collect();
+        let bounds: Vec<Option<i64>> = if newest_first {
+            storage.last(&present)?.into_iter().map(|point| point.map(|(time, _)| time)).collect()
+        } else {
+            storage.oldest_bounds(&present)?
+        };
+        assert_eq!(bounds.len(), present.len(), "BUG: a bound per series");
+        let mut bounds = bounds.into_iter();
+        let best = BestTimes::new(limit.rows, newest_first);
+        let mut order = Vec::with_capacity(reads.len());
+        for (index, (_, series, _)) in reads.iter().enumerate() {
+            // Of a tag set, the bound of its columns' points nearest the limit's end.
+            let of_columns = bounds.by_ref().take(series.iter().flatten().count()).flatten();
+            let bound = if newest_first { of_columns.max().map(|t| t.min(range.to)) } else { of_columns.min().map(|t| t.max(range.from)) };
+            if let Some(bound) = bound {
+                order.push((index, Some(bound)));
+            }
+        }
+        // Stable: tag sets of equal bounds keep list order.
+        order.sort_by_key(|&(_, bound)| best.key(bound.expect("BUG: pushed with a bound")));
+        Ok(Schedule { order, best: Some(best) })
+    }
+}
+
+/// The times of the first `rows` rows found so far in the limit's order (the smallest times
+/// oldest first, the largest newest first), as keys that grow away from the limit's end.
+struct BestTimes {
+    rows: usize,
+    newest_first: bool,
+    /// At most `rows` keys, the greatest on top.
+    keys: std::collections::BinaryHeap<i64>,
+}
+
+impl BestTimes {
+    fn new(rows: usize, newest_first: bool) -> BestTimes {
+        assert!(rows > 0, "BUG: a limit of no rows reads nothing");
+        BestTimes { rows, newest_first, keys: std::collections::BinaryHeap::with_capacity(rows.min(1024)) }
+    }
+
+    /// Orders times from the limit's end: ascending oldest first, descending newest first
+    /// (`!t` reverses the order of every i64).
+    fn key(&self, time: i64) -> i64 {
+        if self.newest_first {
+            !time
+        } else {
+            time
+        }
+    }
+
+    fn add(&mut self, times: &[i64]) {
+        for &time in times {
+            let key = self.key(time);
+            if self.keys.len() < self.rows {
+                self.keys.push(key);
+            } else if self.keys.peek().is_some_and(|&top| key < top) {
+                self.keys.pop();
+                self.keys.push(key);
+            }
+        }
+    }
+
+    /// Whether a tag set whose rows all lie at or beyond `bound` can give none of the first
+    /// rows: `rows` rows were found strictly nearer the limit's end. A row at the same time as
+    /// the last of them may still be one (rows of equal times keep their tables' order).
+    fn excludes(&self, bound: i64) -> bool {
+        self.keys.len() == self.rows && self.keys.peek().is_some_and(|&top| self.key(bound) > top)
+    }
 }
 
 /// Points of one column read in ascending order.

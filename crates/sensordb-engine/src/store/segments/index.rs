@@ -105,6 +105,22 @@ impl SegmentStore {
         Ok(entries)
     }
 
+    /// The oldest point's time of the blocks of `series`, from the index alone: the blocks held
+    /// one by one, and the extents of the sealed runs (no run is read). A directory chunk that
+    /// cannot be read gives its segment's oldest time, still a time no later than the series'.
+    pub(super) fn oldest_timestamp(&self, series: SeriesId) -> Option<Timestamp> {
+        let (resident, sealed) = {
+            let index = self.index.read();
+            let sealed: Vec<Arc<SegmentExtents>> = index.sealed.holding(series, Timestamp::MIN, Timestamp::MAX).cloned().collect();
+            (index.resident.oldest_timestamp(series), sealed)
+        };
+        let of_sealed = sealed.iter().filter_map(|segment| match segment.find(series, Timestamp::MIN, Timestamp::MAX, &self.directories) {
+            Ok(found) => found.iter().map(|extent| extent.min_timestamp).min(),
+            Err(_) => Some(segment.directory().min_timestamp),
+        });
+        resident.into_iter().chain(of_sealed).min()
+    }
+
     /// Blocks of `series` that may hold points in `[from, to)`, by (min timestamp, sequence):
     /// those held one by one, and those of the runs of the extents overlapping the range.
     pub(super) fn list_blocks(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> Vec<ListedBlock> {

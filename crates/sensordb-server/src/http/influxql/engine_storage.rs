@@ -528,6 +528,11 @@ impl Storage for EngineStorage<'_> {
             .collect())
     }
 
+    fn oldest_bounds(&self, series: &[&StoredSeries]) -> Result<Vec<Option<i64>>, StorageError> {
+        let ids: Vec<SeriesId> = series.iter().map(|s| SeriesId(s.handle as u32)).collect();
+        Ok(self.engine.oldest_bounds(&ids))
+    }
+
     fn scan(
         &self,
         series: &StoredSeries,
