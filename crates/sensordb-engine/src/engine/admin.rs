@@ -63,7 +63,7 @@ impl Engine {
         self.inner.health.check_writable()?;
         let ids: Vec<SeriesId> = self.inner.catalog.select(Some(database), measurement, tag_filter).iter().map(|e| e.id).collect();
         let deleted = self.inner.catalog.delete_many(&ids)?;
-        self.inner.last_points.forget(ids.iter().copied());
+        self.inner.ends.forget(ids.iter().copied());
         if deleted > 0 {
             self.inner.request_reclaim();
         }

@@ -48,7 +48,7 @@ mod activity;
 mod admin;
 mod admission;
 pub(crate) mod block_cache;
-mod last;
+mod ends;
 mod options;
 mod pacer;
 mod recovery;
@@ -57,7 +57,7 @@ mod write;
 
 pub use activity::SEAL_IDLE_POINTS_MIN;
 pub use block_cache::QueryStart;
-pub use last::LastPoint;
+pub use ends::LastPoint;
 pub use options::{system_clock, Clock, EngineOptions};
 pub use recovery::{RecoveryReport, LOST_SERIES_MAX, LOST_SERIES_MEASUREMENT};
 
@@ -196,8 +196,9 @@ struct Inner {
     signals: WorkerSignals,
     health: Health,
     maintenance: Maintenance,
-    /// Each series' newest sealed point, for [`Engine::last_points`].
-    last_points: last::LastPoints,
+    /// Each series' newest sealed point and oldest sealed time, for [`Engine::last_points`]
+    /// and [`Engine::oldest_bounds`].
+    ends: ends::SeriesEnds,
     /// Decoded blocks of recent reads.
     block_cache: Arc<block_cache::BlockCache>,
     /// Where flushes hand completion marks before their WAL files go (see [`crate::mark`]).
@@ -226,7 +227,7 @@ impl SeriesDirectory for Directory {
 
     fn blocks_changed(&self, series: &[SeriesId]) {
         if let Some(inner) = self.0.upgrade() {
-            inner.last_points.forget(series.iter().copied());
+            inner.ends.forget(series.iter().copied());
         }
     }
 }
@@ -328,7 +329,7 @@ impl Engine {
             },
             health: Health { closed: AtomicBool::new(false), poisoned: Mutex::new(None) },
             maintenance: Maintenance { running: Mutex::new(()), reclaimer, compaction_failures: AtomicU64::new(0) },
-            last_points: last::LastPoints::default(),
+            ends: ends::SeriesEnds::default(),
             block_cache: Arc::new(block_cache::BlockCache::new(options.block_cache_bytes)),
             mark_sink: Mutex::new(None),
             options,
@@ -528,12 +529,13 @@ impl Engine {
             memtables.push(frozen);
         }
         memtables.push(&active);
-        inner.last_points.newest(inner.store.as_ref(), &memtables, series, |id| inner.maintenance.reclaimer.cutoff(id))
+        inner.ends.newest(inner.store.as_ref(), &memtables, series, |id| inner.maintenance.reclaimer.cutoff(id))
     }
 
     /// For each of `series`, a time no later than its oldest live point (`None`: it has no
-    /// points), from the memtables and the store's index without reading blocks: a query that
-    /// wants only the oldest rows of many series reads those whose bound lets them hold one.
+    /// points), from the memtables and a cache of each series' oldest sealed time filled from
+    /// the store's index (see `engine/ends.rs`), no block read: a query that wants only the
+    /// oldest rows of many series reads those whose bound lets them hold one.
     /// Dead points (older than the series' cutoff) do not count, so the bound is at least the
     /// cutoff; a series whose points are all dead may still get one.
     pub fn oldest_bounds(&self, series: &[SeriesId]) -> Vec<Option<Timestamp>> {
@@ -542,16 +544,10 @@ impl Engine {
             let memtables = inner.memtables.read();
             (memtables.active.clone(), memtables.frozen.clone())
         };
-        series
-            .iter()
-            .map(|&id| {
-                // The store after the memtables, as a read lists them: a flush publishes its
-                // blocks before it drops the frozen memtable.
-                let buffered = frozen.iter().chain([&active]).filter_map(|memtable| memtable.oldest_timestamp(id)).min();
-                let oldest = buffered.into_iter().chain(inner.store.oldest_timestamp(id)).min()?;
-                Some(oldest.max(inner.maintenance.reclaimer.cutoff(id)))
-            })
-            .collect()
+        // The store after the memtables, as a read lists them: a flush publishes its blocks
+        // before it drops the frozen memtable.
+        let memtables: Vec<&Memtable> = frozen.iter().map(|m| m.as_ref()).chain([active.as_ref()]).collect();
+        inner.ends.oldest(inner.store.as_ref(), &memtables, series, |id| inner.maintenance.reclaimer.cutoff(id))
     }
 
     /// Flushes, seals the open segment, and compacts until no segment is worth rewriting.

@@ -412,7 +412,7 @@ impl Inner {
             self.store.put_group(group, wal_checkpoint)?;
             *self.flush.wal_checkpoint.lock() = wal_checkpoint;
             // Before the frozen memtable goes: readers find its newest points in one or the other.
-            self.last_points.after_flush(&frozen);
+            self.ends.after_flush(&frozen);
         }
         self.store.log_flushed(log_token);
         tracing::debug!(

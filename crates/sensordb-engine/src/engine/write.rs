@@ -171,7 +171,7 @@ impl Inner {
         let result = self.store.put_group(group, checkpoint);
         self.flush.activity.wrote(batch.len());
         // Whatever the outcome, the newest sealed points of these series may have changed.
-        self.last_points.forget(batch.entries().iter().map(|e| e.series));
+        self.ends.forget(batch.entries().iter().map(|e| e.series));
         match result {
             Ok(_) => Ok(()),
             Err(e) if !e.is_fatal() => Err(e),

@@ -1,5 +1,7 @@
-//! The newest point of each series, answered without reading history: dashboards ask for the
-//! current value of every sensor, and a store that kept years of data must not scan them for it.
+//! The ends of each series, answered without reading history: its newest point (dashboards ask
+//! for the current value of every sensor, and a store that kept years of data must not scan
+//! them for it) and a bound of its oldest point's time (a query that wants the oldest rows of a
+//! measurement reads only the series that can hold them).
 //!
 //! The newest point is the newest of three places: the active memtable, the frozen one, and the
 //! sealed blocks. For the blocks a cache keeps each series' newest sealed point:
@@ -8,6 +10,12 @@
 //! - kept current by every flush, which knows the newest point of each series it seals (an entry
 //!   is replaced only by a point at the same or a later time: late data never hides newer data);
 //! - dropped for series written directly to blocks and for deleted series.
+//!
+//! The oldest sealed time is cached the same way: filled from the store's index (no block is
+//! read), lowered by a flush that seals older points, dropped with the newest point. Nothing
+//! else adds sealed points; compaction and reclaim only remove them, so a cached time stays a
+//! time no later than the oldest point (a bound, not the exact time), and the caller raises
+//! it to the series' cutoff.
 //!
 //! A lazy fill races a flush: the fill may have listed blocks before the flush published its
 //! group, and would then insert an older point after the flush updated (or did not find) the
@@ -28,21 +36,24 @@ use std::hash::BuildHasherDefault;
 pub type LastPoint = (Timestamp, Value);
 
 #[derive(Default)]
-pub(super) struct LastPoints {
+pub(super) struct SeriesEnds {
     state: Mutex<CacheState>,
 }
 
 #[derive(Default)]
 struct CacheState {
     sealed: HashMap<SeriesId, LastPoint, BuildHasherDefault<IdHasher>>,
+    /// The oldest sealed point's time of the series asked, or a time before it.
+    oldest: HashMap<SeriesId, Timestamp, BuildHasherDefault<IdHasher>>,
     /// Flushes (and direct writes) finished: a fill that began before one must not insert.
     epoch: u64,
 }
 
-impl LastPoints {
-    /// Records the newest points of a flushed memtable, once its group is in the store: for
-    /// the series the cache holds, walking the cache or the memtable, whichever is smaller (a
-    /// fleet's flush holds a million series; nobody may have asked for one).
+impl SeriesEnds {
+    /// Records the newest points and the oldest times of a flushed memtable, once its group is
+    /// in the store: for the series the cache holds, walking the cache or the memtable,
+    /// whichever is smaller (a fleet's flush holds a million series; nobody may have asked for
+    /// one).
     pub(super) fn after_flush(&self, flushed: &Memtable) {
         let mut state = self.state.lock();
         state.epoch += 1;
@@ -51,7 +62,8 @@ impl LastPoints {
                 *entry = point;
             }
         };
-        if state.sealed.len() <= flushed.series_count() {
+        let flushed_series = flushed.series_count();
+        if state.sealed.len() <= flushed_series {
             for (&id, entry) in state.sealed.iter_mut() {
                 update(entry, flushed.last_point(id));
             }
@@ -59,6 +71,18 @@ impl LastPoints {
             for id in flushed.series_ids() {
                 if let Some(entry) = state.sealed.get_mut(&id) {
                     update(entry, flushed.last_point(id));
+                }
+            }
+        }
+        let lower = |entry: &mut Timestamp, time: Option<Timestamp>| *entry = time.map_or(*entry, |time| time.min(*entry));
+        if state.oldest.len() <= flushed_series {
+            for (&id, entry) in state.oldest.iter_mut() {
+                lower(entry, flushed.oldest_timestamp(id));
+            }
+        } else {
+            for id in flushed.series_ids() {
+                if let Some(entry) = state.oldest.get_mut(&id) {
+                    lower(entry, flushed.oldest_timestamp(id));
                 }
             }
         }
@@ -70,6 +94,7 @@ impl LastPoints {
         state.epoch += 1;
         for id in ids {
             state.sealed.remove(&id);
+            state.oldest.remove(&id);
         }
     }
 
@@ -138,6 +163,44 @@ impl LastPoints {
             })
             .collect()
     }
+    /// For each of `series`, a time no later than its oldest point that is not older than its
+    /// cutoff (`None`: no points): the oldest of the memtables (`memtables`, read before this
+    /// call) and of the sealed blocks, raised to the cutoff. Series not in the cache are filled
+    /// from the store's index ([`BlockStore::oldest_timestamp`]).
+    pub(super) fn oldest(
+        &self,
+        store: &dyn BlockStore,
+        memtables: &[&Memtable],
+        series: &[SeriesId],
+        cutoff: impl Fn(SeriesId) -> Timestamp,
+    ) -> Vec<Option<Timestamp>> {
+        let (cached, epoch): (Vec<Option<Timestamp>>, u64) = {
+            let state = self.state.lock();
+            (series.iter().map(|id| state.oldest.get(id).copied()).collect(), state.epoch)
+        };
+        let mut filled = Vec::new();
+        let bounds = series
+            .iter()
+            .zip(cached)
+            .map(|(&id, cached)| {
+                let buffered = memtables.iter().filter_map(|memtable| memtable.oldest_timestamp(id)).min();
+                let sealed = cached.or_else(|| {
+                    let sealed = store.oldest_timestamp(id);
+                    filled.extend(sealed.map(|time| (id, time)));
+                    sealed
+                });
+                Some(buffered.into_iter().chain(sealed).min()?.max(cutoff(id)))
+            })
+            .collect();
+        if !filled.is_empty() {
+            let mut state = self.state.lock();
+            // A flush that finished since the fill began may have sealed older points.
+            if state.epoch == epoch {
+                state.oldest.extend(filled);
+            }
+        }
+        bounds
+    }
 }
 
 #[cfg(test)]
@@ -160,7 +223,35 @@ mod tests {
         memtable
     }
 
-    fn newest(last: &LastPoints, store: &MemoryStore, series: &[u32]) -> Vec<Option<i64>> {
+    fn oldest(ends: &SeriesEnds, store: &MemoryStore, memtables: &[&Memtable], series: &[u32]) -> Vec<Option<i64>> {
+        let ids: Vec<SeriesId> = series.iter().map(|&s| SeriesId(s)).collect();
+        ends.oldest(store, memtables, &ids, |_| Timestamp::MIN)
+    }
+
+    /// The oldest sealed times are filled from the store, lowered by a flush of older points
+    /// (late data), kept by a flush of newer ones, and dropped with a series; the memtables'
+    /// points count beside them, and the cutoff raises the bound.
+    #[test]
+    fn the_oldest_times_follow_flushes_of_older_points() {
+        let store = MemoryStore::new(1);
+        let ends = SeriesEnds::default();
+        flush(&store, &[(1, 50), (2, 50)]);
+        assert_eq!(oldest(&ends, &store, &[], &[1, 2, 3]), [Some(50), Some(50), None], "filled from the store");
+        assert_eq!(ends.state.lock().oldest.len(), 2, "only series with blocks are kept");
+        // Late data for series 1, newer data for series 2.
+        ends.after_flush(&flush(&store, &[(1, 20), (2, 80)]));
+        let cached = |s: u32| ends.state.lock().oldest.get(&SeriesId(s)).copied();
+        assert_eq!([cached(1), cached(2)], [Some(20), Some(50)]);
+        // Buffered points older than the sealed ones.
+        let buffered = flush(&MemoryStore::new(1), &[(2, 10)]);
+        assert_eq!(oldest(&ends, &store, &[&buffered], &[1, 2]), [Some(20), Some(10)]);
+        let raised = ends.oldest(&store, &[], &[SeriesId(1)], |_| 30);
+        assert_eq!(raised, [Some(30)], "no bound below the cutoff");
+        ends.forget([SeriesId(1)]);
+        assert_eq!(cached(1), None);
+    }
+
+    fn newest(last: &SeriesEnds, store: &MemoryStore, series: &[u32]) -> Vec<Option<i64>> {
         let ids: Vec<SeriesId> = series.iter().map(|&s| SeriesId(s)).collect();
         last.newest(store, &[], &ids, |_| Timestamp::MIN).expect("newest").into_iter().map(|p| p.map(|(t, _)| t)).collect()
     }
@@ -170,7 +261,7 @@ mod tests {
     #[test]
     fn a_flush_updates_the_cached_newest_points_of_its_series_only() {
         let store = MemoryStore::new(1);
-        let last = LastPoints::default();
+        let last = SeriesEnds::default();
         flush(&store, &[(1, 10), (2, 10), (3, 10)]);
         assert_eq!(newest(&last, &store, &[1, 2, 3]), [Some(10); 3], "filled from the blocks");
         // One series flushed, three cached: the flush is walked.
