@@ -3,7 +3,10 @@
 //! offset, so `time(1h)` buckets start on the hour whatever the query's start). With `tz('zone')`
 //! the grid is laid in the zone's local time, as InfluxDB 1.8's `IteratorOptions.Window` lays it:
 //! `time(1d)` buckets start at local midnight, and a day across a daylight-saving change is 23 or
-//! 25 hours long (an offset change is applied only when it is shorter than the interval).
+//! 25 hours long (an offset change is applied only when it is shorter than the interval). Where
+//! that grid would leave a gap (a change of less than the interval inside a window, not at its
+//! edge: Lord Howe's half hour under `time(1h)`), the window ends where the next one starts, so
+//! windows always tile and every time lies in its own.
 
 use jiff::tz::TimeZone;
 
@@ -41,20 +44,36 @@ impl Windows {
     /// The bucket `[start, end)` holding `t`. Saturates near the ends of time.
     pub fn window(&self, t: i64) -> (i64, i64) {
         let t = t.saturating_sub(self.offset);
+        let (start, into, zone) = self.start_shifted(t);
+        let unadjusted = t.saturating_add(self.interval - into);
+        let mut end = unadjusted;
+        let end_change = zone - self.zone_offset(end);
+        if end_change != 0 && end_change.abs() < self.interval {
+            end = end.saturating_add(end_change);
+            // InfluxDB moves the end by the change wherever the change falls inside the
+            // window; where it does not fall on the window's edge (Lord Howe's half hour under
+            // `time(1h)`: 01:00-02:00 local ends where 02:30 begins) that end is no window's
+            // start, and the next times would lie in no window. The end then stays where the
+            // zone's own next window starts.
+            if end <= t || self.start_shifted(end).0 != end {
+                end = unadjusted;
+            }
+        }
+        (start.saturating_add(self.offset), end.saturating_add(self.offset))
+    }
+
+    /// Of a time `t` already shifted by the offset: its bucket's start (shifted too), how far
+    /// `t` lies into the bucket on the zone's clock, and the zone's offset at `t`.
+    fn start_shifted(&self, t: i64) -> (i64, i64, i64) {
         let zone = self.zone_offset(t);
         let into = t.saturating_add(zone).rem_euclid(self.interval);
         let mut start = t.saturating_sub(into);
         // The start may lie before an offset change that `t` lies after.
         let start_change = zone - self.zone_offset(start);
-        if start_change != 0 && start_change.abs() < self.interval {
+        if start_change != 0 && start_change.abs() < self.interval && start.saturating_add(start_change) <= t {
             start = start.saturating_add(start_change);
         }
-        let mut end = t.saturating_add(self.interval - into);
-        let end_change = zone - self.zone_offset(end);
-        if end_change != 0 && end_change.abs() < self.interval {
-            end = end.saturating_add(end_change);
-        }
-        (start.saturating_add(self.offset), end.saturating_add(self.offset))
+        (start, into, zone)
     }
 
     /// Start of the bucket holding `t`.
@@ -167,6 +186,20 @@ mod tests {
         // Half an hour off in Kolkata (+05:30): hours start at :30 UTC.
         let kolkata = Windows::new(3600 * S, 0).in_zone(zone("Asia/Kolkata"));
         assert_eq!(kolkata.start_of(3600 * S), 1800 * S);
+    }
+
+    /// Lord Howe moves its clocks by half an hour (2016-10-02 02:00 local, +10:30, becomes
+    /// 02:30, +11:00, at 15:30 UTC): under `time(1h)` the hour 01:00-02:00 local ends where
+    /// 02:30 begins, and the next window runs to 03:00 local. InfluxDB's rule alone ends the
+    /// first at 15:00 UTC, where no window starts.
+    #[test]
+    fn a_half_hour_change_inside_an_hour_leaves_no_gap() {
+        let hours = Windows::new(3600 * S, 0).in_zone(zone("Australia/Lord_Howe"));
+        let (one_local, change) = (1_475_332_200 * S, 1_475_335_800 * S);
+        assert_eq!(change - one_local, 3600 * S);
+        assert_eq!(hours.window(one_local), (one_local, change));
+        assert_eq!(hours.window(change - S), (one_local, change));
+        assert_eq!(hours.window(change), (change, change + 1800 * S));
     }
 
     proptest! {
