@@ -57,35 +57,19 @@ impl SeriesEnds {
     pub(super) fn after_flush(&self, flushed: &Memtable) {
         let mut state = self.state.lock();
         state.epoch += 1;
-        let update = |entry: &mut LastPoint, point: Option<LastPoint>| {
-            if let Some(point) = point.filter(|point| point.0 >= entry.0) {
+        let state = &mut *state;
+        let mut walk = FlushedSeries { memtable: flushed, count: flushed.series_count(), ids: None };
+        walk.update(&mut state.sealed, |id, entry| {
+            // Late data never hides newer data.
+            if let Some(point) = flushed.last_point(id).filter(|point| point.0 >= entry.0) {
                 *entry = point;
             }
-        };
-        let flushed_series = flushed.series_count();
-        if state.sealed.len() <= flushed_series {
-            for (&id, entry) in state.sealed.iter_mut() {
-                update(entry, flushed.last_point(id));
+        });
+        walk.update(&mut state.oldest, |id, entry| {
+            if let Some(time) = flushed.oldest_timestamp(id) {
+                *entry = time.min(*entry);
             }
-        } else {
-            for id in flushed.series_ids() {
-                if let Some(entry) = state.sealed.get_mut(&id) {
-                    update(entry, flushed.last_point(id));
-                }
-            }
-        }
-        let lower = |entry: &mut Timestamp, time: Option<Timestamp>| *entry = time.map_or(*entry, |time| time.min(*entry));
-        if state.oldest.len() <= flushed_series {
-            for (&id, entry) in state.oldest.iter_mut() {
-                lower(entry, flushed.oldest_timestamp(id));
-            }
-        } else {
-            for id in flushed.series_ids() {
-                if let Some(entry) = state.oldest.get_mut(&id) {
-                    lower(entry, flushed.oldest_timestamp(id));
-                }
-            }
-        }
+        });
     }
 
     /// Forgets series whose sealed data changed other than by a flush (direct writes, deletes).
@@ -163,6 +147,7 @@ impl SeriesEnds {
             })
             .collect()
     }
+
     /// For each of `series`, a time no later than its oldest point that is not older than its
     /// cutoff (`None`: no points): the oldest of the memtables (`memtables`, read before this
     /// call) and of the sealed blocks, raised to the cutoff. Series not in the cache are filled
@@ -200,6 +185,32 @@ impl SeriesEnds {
             }
         }
         bounds
+    }
+}
+
+/// The series of a flushed memtable, for updating caches of a few of them or of all.
+struct FlushedSeries<'m> {
+    memtable: &'m Memtable,
+    count: usize,
+    /// Listed at the first cache larger than the flush, once.
+    ids: Option<Vec<SeriesId>>,
+}
+
+impl FlushedSeries<'_> {
+    /// Calls `update` on each entry of `cached` whose series the flush holds, walking the cache
+    /// or the flush's series, whichever is smaller.
+    fn update<V>(&mut self, cached: &mut HashMap<SeriesId, V, BuildHasherDefault<IdHasher>>, mut update: impl FnMut(SeriesId, &mut V)) {
+        if cached.len() <= self.count {
+            for (&id, entry) in cached.iter_mut() {
+                update(id, entry);
+            }
+        } else {
+            for id in self.ids.get_or_insert_with(|| self.memtable.series_ids()) {
+                if let Some(entry) = cached.get_mut(id) {
+                    update(*id, entry);
+                }
+            }
+        }
     }
 }
 
