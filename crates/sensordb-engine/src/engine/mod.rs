@@ -517,7 +517,7 @@ impl Engine {
 
     /// The newest live point of each of `series` (`None` for a series without one), without
     /// reading history: the memtables, then a cache of each series' newest sealed point (see
-    /// `engine/last.rs`). Costs a hash lookup or two per series once the cache is warm.
+    /// `engine/ends.rs`). Costs a hash lookup or two per series once the cache is warm.
     pub fn last_points(&self, series: &[SeriesId]) -> Result<Vec<Option<LastPoint>>> {
         let inner = &self.inner;
         let (active, frozen) = {
