@@ -1,6 +1,7 @@
-//! Write → flush → restart → read (and newest point, and oldest point's bound) equivalence against a simple in-memory model
-//! (a `BTreeMap` keyed by (series, timestamp), last write wins), over both block stores: the
-//! segment files of `Engine::open` and the `MemoryStore` given to `Engine::open_with_store`.
+//! Write → flush → restart → read (and newest point, and the bound of the oldest) equivalence
+//! against a simple in-memory model (a `BTreeMap` keyed by (series, timestamp), last write
+//! wins), over both block stores: the segment files of `Engine::open` and the `MemoryStore`
+//! given to `Engine::open_with_store`.
 
 use proptest::prelude::*;
 use sensordb_engine::store::{BlockStore, MemoryStore};

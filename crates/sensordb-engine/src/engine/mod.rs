@@ -95,6 +95,26 @@ pub struct EngineStats {
     pub compaction_failures: u64,
 }
 
+/// The memtables a reader sees, taken before it lists the store's blocks: a flush publishes
+/// its blocks before it drops the frozen memtable, so every point is in one or the other.
+struct ReadableMemtables {
+    frozen: Option<Arc<Memtable>>,
+    active: Arc<Memtable>,
+}
+
+impl ReadableMemtables {
+    fn of(inner: &Inner) -> ReadableMemtables {
+        let memtables = inner.memtables.read();
+        ReadableMemtables { frozen: memtables.frozen.clone(), active: memtables.active.clone() }
+    }
+
+    /// Oldest first: the frozen one (a flush under way), then the active one, which ranks
+    /// above it on a repeated timestamp.
+    fn oldest_first(&self) -> impl Iterator<Item = &Memtable> {
+        self.frozen.iter().map(|m| m.as_ref()).chain([self.active.as_ref()])
+    }
+}
+
 struct Memtables {
     active: Arc<Memtable>,
     /// Being flushed; readers still see it.
@@ -495,23 +515,13 @@ impl Engine {
         // Dead points (expired, beyond capacity, evicted) are gone for readers at once, even
         // before their space is reclaimed.
         let from = from.max(inner.maintenance.reclaimer.cutoff(series));
-        let (active, frozen) = {
-            let memtables = inner.memtables.read();
-            (memtables.active.clone(), memtables.frozen.clone())
-        };
-        // Memtables before the index: a flush publishes blocks before it drops the frozen
-        // memtable, so every point is in one or the other.
         // Each memtable's points at the consumer's end suffice: a point past its first
         // `limit` of one memtable has `limit` points of that memtable before it in the read.
         let read = |memtable: &Memtable| match edge {
             None => memtable.read(series, from, to),
             Some((newest, limit)) => memtable.read_edge(series, from, to, newest, limit),
         };
-        let mut memory = Vec::with_capacity(2);
-        if let Some(frozen) = frozen {
-            memory.extend(read(&frozen));
-        }
-        memory.extend(read(&active));
+        let memory: Vec<_> = ReadableMemtables::of(inner).oldest_first().filter_map(read).collect();
         RangeRead::new(inner.store.clone(), series, from, to, memory).with_cache(inner.block_cache.clone())
     }
 
@@ -520,15 +530,8 @@ impl Engine {
     /// `engine/ends.rs`). Costs a hash lookup or two per series once the cache is warm.
     pub fn last_points(&self, series: &[SeriesId]) -> Result<Vec<Option<LastPoint>>> {
         let inner = &self.inner;
-        let (active, frozen) = {
-            let memtables = inner.memtables.read();
-            (memtables.active.clone(), memtables.frozen.clone())
-        };
-        let mut memtables: Vec<&Memtable> = Vec::with_capacity(2);
-        if let Some(frozen) = &frozen {
-            memtables.push(frozen);
-        }
-        memtables.push(&active);
+        let readable = ReadableMemtables::of(inner);
+        let memtables: Vec<&Memtable> = readable.oldest_first().collect();
         inner.ends.newest(inner.store.as_ref(), &memtables, series, |id| inner.maintenance.reclaimer.cutoff(id))
     }
 
@@ -540,13 +543,8 @@ impl Engine {
     /// cutoff; a series whose points are all dead may still get one.
     pub fn oldest_bounds(&self, series: &[SeriesId]) -> Vec<Option<Timestamp>> {
         let inner = &self.inner;
-        let (active, frozen) = {
-            let memtables = inner.memtables.read();
-            (memtables.active.clone(), memtables.frozen.clone())
-        };
-        // The store after the memtables, as a read lists them: a flush publishes its blocks
-        // before it drops the frozen memtable.
-        let memtables: Vec<&Memtable> = frozen.iter().map(|m| m.as_ref()).chain([active.as_ref()]).collect();
+        let readable = ReadableMemtables::of(inner);
+        let memtables: Vec<&Memtable> = readable.oldest_first().collect();
         inner.ends.oldest(inner.store.as_ref(), &memtables, series, |id| inner.maintenance.reclaimer.cutoff(id))
     }
 
