@@ -64,7 +64,8 @@ struct WaitingGroup {
 /// One block row as written and read.
 pub(crate) struct BlockRow {
     pub key: BlockKey,
-    pub block: Vec<u8>,
+    /// A slice of the group's buffer, not a copy.
+    pub block: bytes::Bytes,
     pub shared_timestamps: Option<Arc<[u8]>>,
     /// Seconds the row lives (`USING TTL`); 0 for ever.
     pub ttl: i32,

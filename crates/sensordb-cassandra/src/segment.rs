@@ -262,7 +262,12 @@ pub(crate) fn place_group(
             None => (None, 0),
         };
         expiries.push(expiry);
-        rows.push(BlockRow { key: block_key(segment, buckets, entry), block: block.to_vec(), shared_timestamps, ttl });
+        rows.push(BlockRow {
+            key: block_key(segment, buckets, entry),
+            block: bytes.slice(start..start + entry.length as usize),
+            shared_timestamps,
+            ttl,
+        });
     }
     let end_position = base + bytes.len() as u64;
     let mut encoded = Vec::new();

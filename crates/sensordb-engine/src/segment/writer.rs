@@ -130,9 +130,10 @@ impl GroupBuilder {
 
     /// The encoded blocks and shared timestamp records, and the blocks' entries with offsets
     /// into those bytes (sequence 0): for stores that keep blocks elsewhere than in segment files.
-    pub fn into_blocks(mut self) -> (Vec<u8>, Vec<IndexEntry>) {
-        self.buffer.drain(..self.base);
-        let blocks = self.buffer;
+    /// The buffer itself, past its header room: a 64 KiB payload block is not moved again.
+    pub fn into_blocks(mut self) -> (bytes::Bytes, Vec<IndexEntry>) {
+        let mut blocks = bytes::Bytes::from(self.buffer);
+        bytes::Buf::advance(&mut blocks, self.base);
         for entry in &mut self.entries {
             entry.offset -= GROUP_HEADER_BYTES as u64;
         }

@@ -79,7 +79,7 @@ impl MemorySegment {
 struct MemoryGroup {
     segment: u64,
     base: u64,
-    bytes: Vec<u8>,
+    bytes: bytes::Bytes,
 }
 
 impl MemoryGroup {
