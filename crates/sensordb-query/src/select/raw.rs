@@ -6,17 +6,12 @@ use super::table::Table;
 use crate::bound::Bound;
 use crate::error::QueryError;
 use crate::eval::Regexes;
-use crate::result::ResultSeries;
 use crate::value::FieldValue;
 use sensordb_influxql::{Dimension, Expr, SelectStatement, VarRef, WildcardType};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-pub(super) fn run(statement: &SelectStatement, members: &[&Table], regexes: &Regexes) -> Result<ResultSeries, QueryError> {
-    run_table(statement, members, regexes).map(super::table::series_of_table)
-}
-
-/// [`run`]'s rows as one flat table (unnamed, untagged): a subquery's rows go to the outer
+/// A raw SELECT's rows as one flat table (unnamed, untagged): a subquery's rows go to the outer
 /// query as a table, and a vector a row would be made only to be taken apart again (432,000 rows
 /// in TSBS breakdown-frequency at scale 100).
 pub(super) fn run_table(statement: &SelectStatement, members: &[&Table], regexes: &Regexes) -> Result<Table, QueryError> {
@@ -44,10 +39,10 @@ pub(super) fn run_members(statement: &SelectStatement, members: &[&Table], regex
 }
 
 /// One member's output rows: their times, and their values one row after another.
-type Rows = (Vec<i64>, Vec<FieldValue>);
+pub(super) type Rows = (Vec<i64>, Vec<FieldValue>);
 
 /// The output columns, and each member's output rows.
-fn project(statement: &SelectStatement, members: &[&Table], regexes: &Regexes) -> (Vec<Arc<str>>, Vec<Rows>) {
+pub(super) fn project(statement: &SelectStatement, members: &[&Table], regexes: &Regexes) -> (Vec<Arc<str>>, Vec<Rows>) {
     let (exprs, mut names) = expand(statement, members);
     dedupe_names(&mut names);
     let width = exprs.len();

@@ -158,6 +158,43 @@ fn an_inner_raw_limit_counts_per_stored_series_when_the_outer_grouping_differs()
 }
 
 #[test]
+fn each_stored_series_gives_the_merge_its_limit_and_one_row_more_whatever_the_read_gives() {
+    // truck_a: driver x at 0, 10 s, 20 s (the store's), and a driverless series at 7 s, 12 s,
+    // 17 s interleaved with them.
+    let mut storage = store();
+    storage.insert(
+        "iot",
+        "readings",
+        &[("fleet", "f"), ("name", "truck_a")],
+        "velocity",
+        vec![(7 * S, F(1.0)), (12 * S, F(6.0)), (17 * S, F(9.0))],
+    );
+    let expected = vec![(20 * S, vec![text("x"), F(30.0)]), (17 * S, vec![text(""), F(9.0)]), (10 * S, vec![text("x"), F(20.0)])];
+    // Each series' first two rows, newest first: 20 s, 10 s of x and 17 s, 12 s of the other;
+    // merged, 12 s follows 17 s of its own driver and goes. Older rows never reach the merge,
+    // where they would start runs again (7 s after 10 s, 0 after 7 s). The field condition
+    // keeps the limit from reaching the read: the cut is the merge's own.
+    for condition in ["", "WHERE velocity >= 0"] {
+        let inner = format!("SELECT velocity FROM readings {condition} GROUP BY \"name\", driver ORDER BY time DESC LIMIT 1");
+        let outer = format!("SELECT driver, velocity FROM ({inner}) WHERE \"name\" = 'truck_a' GROUP BY \"name\" ORDER BY time DESC");
+        assert_eq!(values(query_on(&storage, &outer)), vec![expected.clone()], "{condition}");
+    }
+    // Oldest first: 0, 10 s of x and 7 s, 12 s of the other, each a run of its own; 17 s
+    // and 20 s never reach the merge (20 s would start a run again).
+    let inner = "SELECT velocity FROM readings WHERE velocity >= 0 GROUP BY \"name\", driver LIMIT 1";
+    let outer = format!("SELECT driver, velocity FROM ({inner}) WHERE \"name\" = 'truck_a' GROUP BY \"name\"");
+    assert_eq!(
+        values(query_on(&storage, &outer)),
+        vec![vec![
+            (0, vec![text("x"), F(0.0)]),
+            (7 * S, vec![text(""), F(1.0)]),
+            (10 * S, vec![text("x"), F(20.0)]),
+            (12 * S, vec![text(""), F(6.0)])
+        ]]
+    );
+}
+
+#[test]
 fn an_inner_query_takes_the_outer_order_and_drops_empty_buckets() {
     // ORDER BY time DESC inside an ascending outer query still takes the first point.
     let out = rows("SELECT velocity FROM (SELECT velocity FROM readings WHERE \"name\" = 'truck_a' ORDER BY time DESC LIMIT 1)");
