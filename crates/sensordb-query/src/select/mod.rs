@@ -390,10 +390,9 @@ fn limit_per_series(
                     inner_keys.len() - 1
                 }
             };
-            let taken = times.len().min(per_table);
-            let indices: Box<dyn Iterator<Item = usize>> =
-                if descending { Box::new((times.len() - taken..times.len()).rev()) } else { Box::new(0..taken) };
-            rows.extend(indices.map(|row| (key, times[row], member, row)));
+            // The first rows in the statement's order: newest first, from the end.
+            let row_at = |k: usize| if descending { times.len() - 1 - k } else { k };
+            rows.extend((0..times.len().min(per_table)).map(row_at).map(|row| (key, times[row], member, row)));
         }
         // Stable: rows of equal times keep the tables' order.
         if descending {
