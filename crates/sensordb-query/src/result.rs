@@ -15,6 +15,11 @@ pub struct ResultRow {
     pub values: Vec<FieldValue>,
 }
 
+/// The columns of a series whose rows carry times: `time`, then `names`.
+pub(crate) fn time_and(names: impl IntoIterator<Item = String>) -> Arc<[String]> {
+    std::iter::once("time".to_string()).chain(names).collect()
+}
+
 /// One series of a statement's result.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct ResultSeries {

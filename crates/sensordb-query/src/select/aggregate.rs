@@ -184,9 +184,7 @@ pub(super) fn assemble(
             out_rows.push(ResultRow { time, values: columns.iter().map(|c| c[b].value.clone()).collect() });
         }
     }
-    let mut column_names = vec!["time".to_string()];
-    column_names.extend(names);
-    Ok(ResultSeries { columns: column_names.into(), rows: out_rows, has_time: true, ..ResultSeries::default() })
+    Ok(ResultSeries { columns: crate::result::time_and(names), rows: out_rows, has_time: true, ..ResultSeries::default() })
 }
 
 /// The SELECT fields compiled, `f(*)` expanded to one field per column (`f_<column>`, or

@@ -21,7 +21,6 @@ use crate::storage::Storage;
 use crate::time::{split_condition, TimeRange};
 use sensordb_influxql::{Dimension, Expr, MeasurementName, SelectStatement, SortOrder, Source};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use table::{read_measurement, Budget, RowLimit, Table};
 
 /// Bounds on what one query may cost.
@@ -375,7 +374,7 @@ fn limit_per_series(
         // of two rows each), and only the rows kept become result rows.
         let (names, mut projected) = raw::project(statement, &members, regexes);
         let width = names.len();
-        let columns: Arc<[String]> = std::iter::once("time".to_string()).chain(names.iter().map(|n| n.to_string())).collect();
+        let columns = crate::result::time_and(names.iter().map(|n| n.to_string()));
         // Each row names its inner group by an index into `inner_keys` (a key a table, equal
         // keys one index): a clone of the key a row was an eighth of TSBS high-load's CPU.
         let mut inner_keys: Vec<GroupKey> = Vec::new();

@@ -82,7 +82,7 @@ pub(super) fn run(context: &Context<'_>, query: &LatestQuery<'_>) -> Result<Opti
     }
     let mut names: Vec<String> = statement.fields.iter().map(|f| f.alias.clone().unwrap_or_else(|| column_name(&f.expr))).collect();
     dedupe_names(&mut names);
-    let columns: Arc<[String]> = std::iter::once("time".to_string()).chain(names).collect();
+    let columns = crate::result::time_and(names);
     let name: Arc<str> = Arc::from(measurement);
     // One call for every series: the store answers a batch at once.
     let lasts = context.storage.last(&wanted)?;

@@ -645,12 +645,10 @@ pub(crate) fn table_of_series(s: ResultSeries) -> Table {
 /// A table's rows as a result series (with a time column).
 pub(crate) fn series_of_table(table: Table) -> ResultSeries {
     let width = table.width();
-    let mut columns = Vec::with_capacity(width + 1);
-    columns.push("time".to_string());
-    columns.extend(table.columns.iter().map(|c| c.to_string()));
+    let columns = crate::result::time_and(table.columns.iter().map(|c| c.to_string()));
     let mut values = table.values.into_iter();
     let rows = table.times.iter().map(|&time| ResultRow { time, values: values.by_ref().take(width).collect() }).collect();
-    ResultSeries { name: table.name, tags: table.tags, columns: columns.into(), rows, has_time: true }
+    ResultSeries { name: table.name, tags: table.tags, columns, rows, has_time: true }
 }
 
 #[cfg(test)]
