@@ -1,5 +1,6 @@
-//! Fuzzes the version-2 segment footer parsers, `segment::decode_directory`,
-//! `segment::DirectoryIndex` and `segment::decode_run`, with arbitrary bytes: the first two bytes (u16 LE) give the length of
+//! Fuzzes the segment footer parsers of versions 2 to 4, `segment::decode_directory`,
+//! `segment::DirectoryIndex` and `segment::decode_run`, with arbitrary bytes: the first byte
+//! picks the entry layout (odd: compact, version 4), the next two (u16 LE) give the length of
 //! the directory part, the rest is the runs, placed right after it.
 //!
 //! Asserts: decoding never panics; the directory index accepts exactly the directories the
@@ -12,23 +13,25 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sensordb_engine::test_support::segment::{decode_directory, decode_run, encode_footer, DirectoryIndex, IndexEntry};
+use sensordb_engine::test_support::segment::{decode_directory, decode_run, encode_footer, DirectoryIndex, EntryLayout, IndexEntry};
 
 fuzz_target!(|data: &[u8]| {
+    let Some((&pick, data)) = data.split_first() else { return };
+    let layout = if pick % 2 == 1 { EntryLayout::Compact } else { EntryLayout::Full };
     let Some((length, rest)) = data.split_first_chunk::<2>() else { return };
     let directory_length = (u16::from_le_bytes(*length) as usize).min(rest.len());
     let (directory_bytes, runs) = rest.split_at(directory_length);
     let runs_start = directory_length as u64;
-    let _ = DirectoryIndex::decode_stored(runs, 0, runs.len() as u64);
-    let _ = DirectoryIndex::decode_stored(runs, directory_length as u64, u64::MAX);
-    let decoded = decode_directory(directory_bytes, runs_start);
-    let indexed = DirectoryIndex::of(directory_bytes, 0);
+    let _ = DirectoryIndex::decode_stored(runs, 0, runs.len() as u64, layout);
+    let _ = DirectoryIndex::decode_stored(runs, directory_length as u64, u64::MAX, layout);
+    let decoded = decode_directory(directory_bytes, runs_start, layout);
+    let indexed = DirectoryIndex::of(directory_bytes, 0, layout);
     assert_eq!(decoded.is_ok(), indexed.is_ok(), "the index and the decoder disagree on {directory_bytes:?}");
     let Ok((directory, replaced)) = decoded else { return };
     let (index, _) = indexed.expect("checked above");
     let stored = index.encode_stored(directory_bytes.len() as u64, &replaced);
     let (stored_index, stored_replaced, stored_length) =
-        DirectoryIndex::decode_stored(&stored, 0, index.runs_end).expect("a stored index of a valid directory");
+        DirectoryIndex::decode_stored(&stored, 0, index.runs_end, layout).expect("a stored index of a valid directory");
     assert_eq!((stored_index, stored_replaced, stored_length), (index.clone(), replaced.clone(), directory_bytes.len() as u64));
     if index.chunks() > 0 {
         let (start, length) = index.span(0..index.chunks());
@@ -38,7 +41,8 @@ fuzz_target!(|data: &[u8]| {
     let mut entries: Vec<IndexEntry> = Vec::new();
     let mut all_decoded = true;
     for run in &directory {
-        let start = (run.run_offset - runs_start) as usize;
+        // A compact entry of one block has no run (length 0, the block's offset).
+        let start = if run.run_length == 0 { 0 } else { (run.run_offset - runs_start) as usize };
         let Some(bytes) = runs.get(start..start + run.run_length as usize) else {
             all_decoded = false;
             continue;
@@ -67,9 +71,9 @@ fuzz_target!(|data: &[u8]| {
     let in_file_order = entries.windows(2).all(|w| w[0].offset + u64::from(w[0].length) <= w[1].offset && w[0].sequence <= w[1].sequence);
     let one_entry_per_series = directory.windows(2).all(|w| w[0].series != w[1].series);
     if all_decoded && in_file_order && one_entry_per_series {
-        let (directory_again, runs_again) = encode_footer(&entries, &replaced);
+        let (directory_again, runs_again) = encode_footer(&entries, &replaced, layout);
         let (decoded_again, replaced_again) =
-            decode_directory(&directory_again, directory_again.len() as u64).expect("re-encoded directory");
+            decode_directory(&directory_again, directory_again.len() as u64, layout).expect("re-encoded directory");
         let series = |runs: &[sensordb_engine::test_support::segment::SeriesRun]| {
             runs.iter().map(|r| (r.series, r.blocks, r.points)).collect::<Vec<_>>()
         };
@@ -77,7 +81,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(replaced_again, replaced, "replaced round trip");
         let mut again: Vec<IndexEntry> = Vec::new();
         for run in &decoded_again {
-            let start = (run.run_offset - directory_again.len() as u64) as usize;
+            let start = if run.run_length == 0 { 0 } else { (run.run_offset - directory_again.len() as u64) as usize };
             again.extend(decode_run(run, &runs_again[start..start + run.run_length as usize]).expect("re-encoded run"));
         }
         again.sort_by_key(|e| e.offset);

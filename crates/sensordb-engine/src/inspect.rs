@@ -45,7 +45,8 @@ pub struct InspectReport {
     pub block_header_bytes: u64,
     pub timestamp_column_bytes: u64,
     pub value_column_bytes: u64,
-    /// Group indexes plus footers.
+    /// Group indexes plus footers (a sealed file's bytes from its footer on: directory, runs,
+    /// stored index, padding and trailer).
     pub index_bytes: u64,
     pub catalog_bytes: u64,
     pub wal_bytes: u64,
@@ -107,11 +108,13 @@ pub fn inspect(fs: std::sync::Arc<dyn FileSystem>, data_dir: &Path) -> Result<In
         };
         report.segments += 1;
         report.sealed_segments += usize::from(scan.sealed);
-        report.segment_bytes += scan.file.len().map_err(|e| Error::io(&path, e))?;
-        // Group indexes plus the footer repeat the same list; its encoded size is close enough.
+        let file_bytes = scan.file.len().map_err(|e| Error::io(&path, e))?;
+        report.segment_bytes += file_bytes;
+        // The group indexes hold the file's entries as one list would, to within a few bytes a
+        // group; a sealed file's footer is everything from its offset on.
         let mut list = Vec::new();
         IndexEntry::encode_list(&scan.entries, &mut list);
-        report.index_bytes += list.len() as u64 * if scan.sealed { 2 } else { 1 };
+        report.index_bytes += list.len() as u64 + if scan.sealed { file_bytes.saturating_sub(scan.end) } else { 0 };
         for (offset, what) in &scan.problems {
             report.problems.push((path.clone(), *offset, what.clone()));
         }

@@ -43,7 +43,8 @@ pub mod segment {
     pub use crate::filenames::segment_dir;
     pub use crate::segment::{
         decode_directory, decode_run, encode_footer, read_all_runs, read_block, read_directory_chunks, read_run, scan_segment,
-        scan_segment_directory, DirectoryIndex, GroupBuilder, IndexEntry, RunShape, SegmentWriter, SeriesRun,
+        scan_segment_directory, DirectoryIndex, EntryLayout, GroupBuilder, IndexEntry, RunShape, SegmentWriter, SeriesRun,
+        SEGMENT_FORMAT_VERSION,
     };
 }
 

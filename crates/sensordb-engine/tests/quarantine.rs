@@ -111,12 +111,13 @@ fn a_segment_of_a_newer_format_still_stops_the_start_untouched() {
     engine.close().expect("close");
     let segment = files(dir.path(), "segments").pop().expect("segment");
     let mut bytes = std::fs::read(&segment).expect("read");
-    bytes[8] = 4;
+    let newer = sensordb_engine::test_support::segment::SEGMENT_FORMAT_VERSION + 1;
+    bytes[8..10].copy_from_slice(&newer.to_le_bytes());
     let checksum = crc32c::crc32c(&bytes[..28]);
     bytes[28..32].copy_from_slice(&checksum.to_le_bytes());
     std::fs::write(&segment, &bytes).expect("write");
     match Engine::open(dir.path(), options()) {
-        Err(sensordb_engine::Error::UnsupportedVersion { found: 4, .. }) => {}
+        Err(sensordb_engine::Error::UnsupportedVersion { found, .. }) if found == newer => {}
         Err(other) => panic!("unexpected error {other}"),
         Ok(_) => panic!("started over a segment of an unknown version"),
     }

@@ -26,6 +26,10 @@ pub struct SeriesExtent {
     pub max_timestamp: Timestamp,
     /// Sum of the blocks' lengths.
     pub bytes: u64,
+    /// Points and smallest sequence: what a one-block entry without a run (`run_length` 0,
+    /// `run_offset` the block's) needs to stand for its block.
+    pub points: u64,
+    pub min_sequence: u64,
     pub run_offset: u64,
     pub blocks: u32,
     pub run_length: u32,
@@ -40,6 +44,8 @@ impl SeriesExtent {
             min_timestamp: run.min_timestamp,
             max_timestamp: run.max_timestamp,
             bytes: run.bytes,
+            points: run.points,
+            min_sequence: run.min_sequence,
             run_offset: run.run_offset,
             blocks: run.blocks,
             run_length: run.run_length,
@@ -54,6 +60,8 @@ impl SeriesExtent {
             series,
             kind: self.kind,
             blocks: self.blocks,
+            points: self.points,
+            sequence: self.min_sequence,
             bytes: self.bytes,
             min_timestamp: self.min_timestamp,
             max_timestamp: self.max_timestamp,
@@ -319,7 +327,7 @@ mod tests {
     use super::*;
     use crate::error::Error;
     use crate::fs::{FileSystem, RealFs};
-    use crate::segment::{encode_footer_listed, ENTRIES_PER_CHECKPOINT};
+    use crate::segment::{encode_footer_listed, EntryLayout, ENTRIES_PER_CHECKPOINT};
     use std::path::Path;
 
     const FOOTER_OFFSET: u64 = 4096;
@@ -346,13 +354,13 @@ mod tests {
     /// A file holding the directory of `entries` at [`FOOTER_OFFSET`], indexed as segment
     /// `segment`, with the directory it holds.
     fn sealed(dir: &Path, segment: u64, entries: &[IndexEntry]) -> (SegmentExtents, Vec<SeriesRun>) {
-        let (directory_bytes, _, directory) = encode_footer_listed(entries, &[], FOOTER_OFFSET);
+        let (directory_bytes, _, directory) = encode_footer_listed(entries, &[], FOOTER_OFFSET, EntryLayout::Compact);
         let path = dir.join(format!("{segment}.seg"));
         let mut file_bytes = vec![0u8; FOOTER_OFFSET as usize];
         file_bytes.extend_from_slice(&directory_bytes);
         std::fs::write(&path, &file_bytes).expect("write");
         let file = RealFs.open_rw(&path).expect("open");
-        let (index, _) = DirectoryIndex::of(&directory_bytes, FOOTER_OFFSET).expect("index");
+        let (index, _) = DirectoryIndex::of(&directory_bytes, FOOTER_OFFSET, EntryLayout::Compact).expect("index");
         (SegmentExtents::new(segment, path, file, index), directory)
     }
 

@@ -18,6 +18,14 @@
 //!   varint  max sequence − min sequence
 //!   varint  run length in bytes
 //!   u32 LE  CRC32C of the run
+//! directory entry of version 4 (compact): as above up to the min sequence, except that the
+//! min timestamp is relative to the previous entry's in its chunk of 32 (the chunk's first
+//! is absolute), then
+//!   B > 1:  varint max sequence − min sequence, varint run length, u32 LE run CRC32C
+//!   B = 1:  varint block offset, and no run: the entry says all its block's index entry
+//!           holds (points, bytes, times, sequence), which saves about 36 bytes a series and
+//!           segment where a flush or compaction wrote one block per series, and a read of
+//!           such a series reads no run
 //! run: B entries in file order, each relative to the one before (the first relative to zero)
 //!   varint  point count (≥ 1)
 //!   varint  group sequence − previous sequence
@@ -34,6 +42,33 @@ use super::IndexEntry;
 use crate::checksum::{crc32c, get_varint, put_varint, unzigzag, zigzag};
 use crate::model::{add_time_span, time_span, SeriesId, Timestamp, ValueKind};
 
+/// How a directory's entries are laid out: versions 2 and 3 alike (full), version 4 compact
+/// (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryLayout {
+    Full,
+    Compact,
+}
+
+impl EntryLayout {
+    /// The layout of a segment file of format `version` (2 or later).
+    pub fn of_version(version: u16) -> EntryLayout {
+        if version >= 4 {
+            EntryLayout::Compact
+        } else {
+            EntryLayout::Full
+        }
+    }
+
+    /// Fewest bytes an entry can take: varints of one byte, and the run's checksum if any.
+    fn entry_bytes_min(self) -> usize {
+        match self {
+            EntryLayout::Full => 14,
+            EntryLayout::Compact => 9,
+        }
+    }
+}
+
 /// One series' blocks in one segment, as the series directory describes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SeriesRun {
@@ -47,7 +82,9 @@ pub struct SeriesRun {
     pub max_timestamp: Timestamp,
     pub min_sequence: u64,
     pub max_sequence: u64,
-    /// Where the run's bytes are in the file (absolute), how many, and their CRC32C.
+    /// Where the run's bytes are in the file (absolute), how many, and their CRC32C. A
+    /// series with one block in a compact directory has no run: its length is 0 and the
+    /// offset is the block's.
     pub run_offset: u64,
     pub run_length: u32,
     pub run_checksum: u32,
@@ -60,6 +97,10 @@ pub struct RunShape {
     pub series: SeriesId,
     pub kind: ValueKind,
     pub blocks: u32,
+    /// Points and smallest sequence: with `length` 0 (one block, no run), its count and
+    /// sequence.
+    pub points: u64,
+    pub sequence: u64,
     pub bytes: u64,
     pub min_timestamp: Timestamp,
     pub max_timestamp: Timestamp,
@@ -74,6 +115,8 @@ impl SeriesRun {
             series: self.series,
             kind: self.kind,
             blocks: self.blocks,
+            points: self.points,
+            sequence: self.min_sequence,
             bytes: self.bytes,
             min_timestamp: self.min_timestamp,
             max_timestamp: self.max_timestamp,
@@ -88,26 +131,36 @@ impl SeriesRun {
 /// replaced list, run bytes). Each directory entry is encoded as its
 /// run is, with no list of them: a compaction output of a million series would hold 80 MB of
 /// such a list at its seal (issue 14, heaptrack).
-pub fn encode_footer(entries: &[IndexEntry], replaced: &[u64]) -> (Vec<u8>, Vec<u8>) {
-    encode_footer_visiting(entries, replaced, |_| {})
+pub fn encode_footer(entries: &[IndexEntry], replaced: &[u64], layout: EntryLayout) -> (Vec<u8>, Vec<u8>) {
+    encode_footer_visiting(entries, replaced, layout, |_| {})
 }
 
 /// [`encode_footer`] for a footer at `footer_offset`, with the directory's entries (as a
 /// decoder finds them).
 #[cfg(test)]
-pub fn encode_footer_listed(entries: &[IndexEntry], replaced: &[u64], footer_offset: u64) -> (Vec<u8>, Vec<u8>, Vec<SeriesRun>) {
+pub fn encode_footer_listed(
+    entries: &[IndexEntry],
+    replaced: &[u64],
+    footer_offset: u64,
+    layout: EntryLayout,
+) -> (Vec<u8>, Vec<u8>, Vec<SeriesRun>) {
     let mut directory = Vec::new();
-    let (directory_bytes, runs) = encode_footer_visiting(entries, replaced, |run| directory.push(run));
+    let (directory_bytes, runs) = encode_footer_visiting(entries, replaced, layout, |run| directory.push(run));
     let runs_start = footer_offset + directory_bytes.len() as u64;
-    for run in &mut directory {
+    for run in directory.iter_mut().filter(|run| run.run_length > 0) {
         run.run_offset += runs_start;
     }
     (directory_bytes, runs, directory)
 }
 
 /// [`encode_footer`], calling `visit` with each directory entry (its run offset relative to
-/// the first run).
-fn encode_footer_visiting(entries: &[IndexEntry], replaced: &[u64], mut visit: impl FnMut(SeriesRun)) -> (Vec<u8>, Vec<u8>) {
+/// the first run; a block's offset where it has none).
+fn encode_footer_visiting(
+    entries: &[IndexEntry],
+    replaced: &[u64],
+    layout: EntryLayout,
+    mut visit: impl FnMut(SeriesRun),
+) -> (Vec<u8>, Vec<u8>) {
     // Stable by file position within a series (and kind, should one id hold two kinds).
     let mut order: Vec<u32> = (0..u32::try_from(entries.len()).expect("BUG: over 4 G blocks in a segment")).collect();
     let key = |i: u32| (entries[i as usize].series, entries[i as usize].kind as u8);
@@ -117,7 +170,8 @@ fn encode_footer_visiting(entries: &[IndexEntry], replaced: &[u64], mut visit: i
     let mut runs_bytes = Vec::with_capacity(entries.len() * 9 + 64);
     let mut directory_bytes = Vec::with_capacity(series * 28 + 16);
     put_varint(&mut directory_bytes, series as u64);
-    let (mut start, mut previous) = (0, 0u32);
+    let (mut start, mut previous) = (0, None::<SeriesRun>);
+    let mut at = 0usize;
     let mut run: Vec<IndexEntry> = Vec::new();
     while start < order.len() {
         let first = key(order[start]);
@@ -125,7 +179,10 @@ fn encode_footer_visiting(entries: &[IndexEntry], replaced: &[u64], mut visit: i
         run.clear();
         run.extend(order[start..end].iter().map(|&i| entries[i as usize]));
         let run_start = runs_bytes.len();
-        encode_run(&run, &mut runs_bytes);
+        let inline = layout == EntryLayout::Compact && run.len() == 1;
+        if !inline {
+            encode_run(&run, &mut runs_bytes);
+        }
         let entry = SeriesRun {
             series: run[0].series,
             kind: run[0].kind,
@@ -136,12 +193,15 @@ fn encode_footer_visiting(entries: &[IndexEntry], replaced: &[u64], mut visit: i
             max_timestamp: run.iter().map(|e| e.max_timestamp).max().unwrap_or(0),
             min_sequence: run.iter().map(|e| e.sequence).min().unwrap_or(0),
             max_sequence: run.iter().map(|e| e.sequence).max().unwrap_or(0),
-            run_offset: run_start as u64,
+            run_offset: if inline { run[0].offset } else { run_start as u64 },
             run_length: u32::try_from(runs_bytes.len() - run_start).expect("BUG: run over 4 GiB"),
-            run_checksum: crc32c(&runs_bytes[run_start..]),
+            run_checksum: if inline { 0 } else { crc32c(&runs_bytes[run_start..]) },
         };
-        put_entry(&mut directory_bytes, &entry, previous);
-        previous = entry.series.0;
+        // Within a chunk, a compact entry's times are relative to the entry before it.
+        let chunk_previous = previous.filter(|_| !at.is_multiple_of(ENTRIES_PER_CHECKPOINT));
+        put_entry(&mut directory_bytes, &entry, previous.map_or(0, |p| p.series.0), layout, chunk_previous.map(|p| p.min_timestamp));
+        previous = Some(entry);
+        at += 1;
         visit(entry);
         start = end;
     }
@@ -149,17 +209,27 @@ fn encode_footer_visiting(entries: &[IndexEntry], replaced: &[u64], mut visit: i
     (directory_bytes, runs_bytes)
 }
 
-/// Appends the directory entry of `run`, whose id is relative to `previous`.
-fn put_entry(out: &mut Vec<u8>, run: &SeriesRun, previous: u32) {
+/// Appends the directory entry of `run`, whose id is relative to `previous`; in the compact
+/// layout its min timestamp is relative to `previous_min` (the entry before it in its chunk).
+fn put_entry(out: &mut Vec<u8>, run: &SeriesRun, previous: u32, layout: EntryLayout, previous_min: Option<Timestamp>) {
     assert!(run.series.0 >= previous, "BUG: series directory out of order");
     put_varint(out, u64::from(run.series.0 - previous));
     out.push(run.kind as u8);
     put_varint(out, u64::from(run.blocks));
     put_varint(out, run.points);
     put_varint(out, run.bytes);
-    put_varint(out, zigzag(run.min_timestamp));
+    let base = match layout {
+        EntryLayout::Full => 0,
+        EntryLayout::Compact => previous_min.unwrap_or(0),
+    };
+    put_varint(out, zigzag(run.min_timestamp.wrapping_sub(base)));
     put_varint(out, time_span(run.min_timestamp, run.max_timestamp));
     put_varint(out, run.min_sequence);
+    if layout == EntryLayout::Compact && run.blocks == 1 {
+        assert!(run.run_length == 0 && run.min_sequence == run.max_sequence, "BUG: a one-block entry with a run");
+        put_varint(out, run.run_offset);
+        return;
+    }
     put_varint(out, run.max_sequence - run.min_sequence);
     put_varint(out, u64::from(run.run_length));
     out.extend_from_slice(&run.run_checksum.to_le_bytes());
@@ -167,8 +237,8 @@ fn put_entry(out: &mut Vec<u8>, run: &SeriesRun, previous: u32) {
 
 /// Parses a directory and the replaced list after it, which must fill `bytes`; runs are placed
 /// back to back from `runs_start`. Checksum of `bytes` already verified.
-pub fn decode_directory(bytes: &[u8], runs_start: u64) -> Result<(Vec<SeriesRun>, Vec<u64>), String> {
-    let (count, mut entries) = EntryReader::after_count(bytes, runs_start)?;
+pub fn decode_directory(bytes: &[u8], runs_start: u64, layout: EntryLayout) -> Result<(Vec<SeriesRun>, Vec<u64>), String> {
+    let (count, mut entries) = EntryReader::after_count(bytes, runs_start, layout)?;
     let mut directory = Vec::with_capacity(count);
     for _ in 0..count {
         directory.push(entries.next_entry()?);
@@ -177,21 +247,28 @@ pub fn decode_directory(bytes: &[u8], runs_start: u64) -> Result<(Vec<SeriesRun>
     Ok((directory, replaced))
 }
 
-/// Reads directory entries one after the other from `bytes`.
+/// Reads directory entries one after the other from `bytes`, from the start of a chunk.
 struct EntryReader<'a> {
     bytes: &'a [u8],
     position: usize,
     series: u32,
     run_offset: u64,
+    layout: EntryLayout,
+    /// Entries read, and the last one's min timestamp (compact entries are relative to it).
+    read: usize,
+    previous_min: Timestamp,
 }
 
 impl<'a> EntryReader<'a> {
+    fn new(bytes: &'a [u8], run_offset: u64, layout: EntryLayout) -> EntryReader<'a> {
+        EntryReader { bytes, position: 0, series: 0, run_offset, layout, read: 0, previous_min: 0 }
+    }
+
     /// A reader of the entries after the series count that starts `bytes`, with the count.
-    fn after_count(bytes: &'a [u8], runs_start: u64) -> Result<(usize, EntryReader<'a>), String> {
-        let mut entries = EntryReader { bytes, position: 0, series: 0, run_offset: runs_start };
+    fn after_count(bytes: &'a [u8], runs_start: u64, layout: EntryLayout) -> Result<(usize, EntryReader<'a>), String> {
+        let mut entries = EntryReader::new(bytes, runs_start, layout);
         let count = entries.varint()?;
-        // Each entry takes at least 14 bytes: ten varints of one byte and the run's checksum.
-        if count > (bytes.len() / 14) as u64 {
+        if count > (bytes.len() / layout.entry_bytes_min()) as u64 {
             return Err(format!("implausible series count {count}"));
         }
         Ok((count as usize, entries))
@@ -210,16 +287,45 @@ impl<'a> EntryReader<'a> {
         let blocks = u32::try_from(self.varint()?).map_err(|_| "block count out of range")?;
         let points = self.varint()?;
         let block_bytes = self.varint()?;
-        let min_timestamp = unzigzag(self.varint()?);
+        let compact = self.layout == EntryLayout::Compact;
+        let base = if compact && !self.read.is_multiple_of(ENTRIES_PER_CHECKPOINT) { self.previous_min } else { 0 };
+        let min_timestamp = base.wrapping_add(unzigzag(self.varint()?));
         let max_timestamp = add_time_span(min_timestamp, self.varint()?).ok_or("time span out of range")?;
         let min_sequence = self.varint()?;
+        if blocks == 0 || points < u64::from(blocks) {
+            return Err(format!("series {series} has {blocks} blocks of {points} points"));
+        }
+        self.read += 1;
+        self.previous_min = min_timestamp;
+        if compact && blocks == 1 {
+            // No run: the offset is the block's, and the entry is all its index entry.
+            let block_offset = self.varint()?;
+            if u32::try_from(points).is_err() || u32::try_from(block_bytes).is_err() || block_offset.checked_add(block_bytes).is_none() {
+                return Err(format!("series {series}: a block of {points} points, {block_bytes} bytes at offset {block_offset}"));
+            }
+            return Ok(SeriesRun {
+                series: SeriesId(series),
+                kind,
+                blocks,
+                points,
+                bytes: block_bytes,
+                min_timestamp,
+                max_timestamp,
+                min_sequence,
+                max_sequence: min_sequence,
+                run_offset: block_offset,
+                run_length: 0,
+                run_checksum: 0,
+            });
+        }
         let max_sequence = min_sequence.checked_add(self.varint()?).ok_or("sequence overflow")?;
         let run_length = u32::try_from(self.varint()?).map_err(|_| "run length out of range")?;
         let checksum = self.bytes.get(self.position..self.position + 4).ok_or("series directory truncated")?;
         let run_checksum = u32::from_le_bytes(checksum.try_into().map_err(|_| "series directory truncated")?);
         self.position += 4;
-        if blocks == 0 || points < u64::from(blocks) {
-            return Err(format!("series {series} has {blocks} blocks of {points} points"));
+        // A run of B entries takes at least 6 bytes each; length 0 means "no run" alone.
+        if u64::from(run_length) < 6 * u64::from(blocks) {
+            return Err(format!("series {series}: a run of {run_length} bytes for {blocks} blocks"));
         }
         let run_offset = self.run_offset;
         self.run_offset = run_offset.checked_add(u64::from(run_length)).ok_or("run offset overflow")?;
@@ -270,6 +376,8 @@ const STORED_CHECKPOINT_BYTES: usize = 24;
 /// after the whole directory was checked at open.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirectoryIndex {
+    /// How the entries the chunks hold are laid out (the file's version).
+    pub layout: EntryLayout,
     checkpoints: Box<[Checkpoint]>,
     /// File offset just past the last entry (where the replaced list starts).
     entries_end: u64,
@@ -306,10 +414,11 @@ impl DirectoryIndex {
     /// Indexes the directory `bytes` (the replaced list after it included, checksum already
     /// verified) that starts at file offset `footer_offset`: checks every entry, as
     /// [`decode_directory`] does, and returns the index with the replaced list.
-    pub fn of(bytes: &[u8], footer_offset: u64) -> Result<(DirectoryIndex, Vec<u64>), String> {
+    pub fn of(bytes: &[u8], footer_offset: u64, layout: EntryLayout) -> Result<(DirectoryIndex, Vec<u64>), String> {
         let runs_start = footer_offset + bytes.len() as u64;
-        let (len, mut entries) = EntryReader::after_count(bytes, runs_start)?;
+        let (len, mut entries) = EntryReader::after_count(bytes, runs_start, layout)?;
         let mut index = DirectoryIndex {
+            layout,
             checkpoints: Box::default(),
             entries_end: 0,
             len,
@@ -392,7 +501,12 @@ impl DirectoryIndex {
     /// replaced list and the directory's length. Checks that the layout is consistent (chunks
     /// in order inside the directory, runs after it and before the stored index), so damage
     /// that passed the checksum cannot send a read outside the footer.
-    pub fn decode_stored(bytes: &[u8], footer_offset: u64, stored_at: u64) -> Result<(DirectoryIndex, Vec<u64>, u64), String> {
+    pub fn decode_stored(
+        bytes: &[u8],
+        footer_offset: u64,
+        stored_at: u64,
+        layout: EntryLayout,
+    ) -> Result<(DirectoryIndex, Vec<u64>, u64), String> {
         if bytes.len() < STORED_HEADER_BYTES || &bytes[..8] != INDEX_MAGIC {
             return Err("directory index: bad magic or truncated".into());
         }
@@ -431,6 +545,7 @@ impl DirectoryIndex {
             return Err("directory index: the first run does not follow the directory".into());
         }
         let index = DirectoryIndex {
+            layout,
             checkpoints: checkpoints.into_boxed_slice(),
             entries_end,
             len: usize::try_from(len).map_err(|_| "directory index: entry count overflows")?,
@@ -496,7 +611,7 @@ impl DirectoryIndex {
                 return Err((at, "series directory chunk fails its checksum".into()));
             }
             let entries = (self.len - chunk * ENTRIES_PER_CHECKPOINT).min(ENTRIES_PER_CHECKPOINT);
-            let mut reader = EntryReader { bytes: chunk_bytes, position: 0, series: 0, run_offset: checkpoint.run_offset };
+            let mut reader = EntryReader::new(chunk_bytes, checkpoint.run_offset, self.layout);
             for first in (0..entries).map(|i| i == 0) {
                 let mut run = reader.next_entry().map_err(|e| (at, e))?;
                 if first {
@@ -554,6 +669,25 @@ pub fn decode_run(run: &SeriesRun, bytes: &[u8]) -> Result<Vec<IndexEntry>, Stri
 /// Parses a run against what the in-memory index remembers of it ([`RunShape`]); returns its
 /// entries and their points.
 pub fn decode_run_shaped(run: &RunShape, bytes: &[u8]) -> Result<(Vec<IndexEntry>, u64), String> {
+    if run.length == 0 {
+        // A compact directory's one-block entry: no run to read, the entry is the block's.
+        if run.blocks != 1 || !bytes.is_empty() {
+            return Err(format!("series {}: {} blocks without a run", run.series.0, run.blocks));
+        }
+        let count = u32::try_from(run.points).ok().filter(|&count| count > 0).ok_or("point count out of range")?;
+        let length = u32::try_from(run.bytes).map_err(|_| "block length out of range")?;
+        let entry = IndexEntry {
+            series: run.series,
+            kind: run.kind,
+            count,
+            length,
+            offset: run.offset,
+            min_timestamp: run.min_timestamp,
+            max_timestamp: run.max_timestamp,
+            sequence: run.sequence,
+        };
+        return Ok((vec![entry], run.points));
+    }
     if bytes.len() != run.length as usize {
         return Err(format!("run of {} bytes, the directory says {}", bytes.len(), run.length));
     }

@@ -1,5 +1,6 @@
-//! Tests of the version-2 footer: directory and run codecs, and segment files written with it
-//! (and with version 1) as the readers see them, damage included.
+//! Tests of the footers of versions 2 to 4: directory and run codecs in both entry layouts, and
+//! segment files written with them (and with version 1) as the readers see them, damage
+//! included.
 
 use super::*;
 use crate::error::Error;
@@ -25,14 +26,26 @@ fn entry(series: u32, offset: u64, sequence: u64, min: i64) -> IndexEntry {
     }
 }
 
+const LAYOUTS: [EntryLayout; 2] = [EntryLayout::Full, EntryLayout::Compact];
+
 /// Decodes a footer made by `encode_footer` back into entries in file order.
-fn decode_footer(directory_bytes: &[u8], runs: &[u8], footer_offset: u64) -> (Vec<SeriesRun>, Vec<u64>, Vec<IndexEntry>) {
+fn decode_footer(
+    directory_bytes: &[u8],
+    runs: &[u8],
+    footer_offset: u64,
+    layout: EntryLayout,
+) -> (Vec<SeriesRun>, Vec<u64>, Vec<IndexEntry>) {
     let runs_start = footer_offset + directory_bytes.len() as u64;
-    let (directory, replaced) = decode_directory(directory_bytes, runs_start).expect("directory decodes");
+    let (directory, replaced) = decode_directory(directory_bytes, runs_start, layout).expect("directory decodes");
     let mut entries = Vec::new();
     for run in &directory {
-        let at = (run.run_offset - runs_start) as usize;
-        entries.extend(decode_run(run, &runs[at..at + run.run_length as usize]).expect("run decodes"));
+        let run_bytes = if run.run_length == 0 {
+            &[][..]
+        } else {
+            let at = (run.run_offset - runs_start) as usize;
+            &runs[at..at + run.run_length as usize]
+        };
+        entries.extend(decode_run(run, run_bytes).expect("run decodes"));
     }
     entries.sort_by_key(|e| e.offset);
     (directory, replaced, entries)
@@ -42,18 +55,63 @@ fn decode_footer(directory_bytes: &[u8], runs: &[u8], footer_offset: u64) -> (Ve
 fn a_footer_groups_entries_by_series_behind_a_directory() {
     // Two series interleaved in file order, over two groups.
     let entries = vec![entry(7, 4160, 1, 0), entry(3, 4260, 1, 5), entry(7, 8256, 2, 10), entry(3, 8356, 2, 20)];
-    let (directory_bytes, runs, directory) = encode_footer_listed(&entries, &[2, 5], 16384);
-    assert_eq!(directory.iter().map(|r| r.series.0).collect::<Vec<_>>(), vec![3, 7], "series in id order");
-    let three = directory[0];
-    assert_eq!((three.blocks, three.points, three.bytes), (2, 20, 200));
-    assert_eq!((three.min_timestamp, three.max_timestamp), (5, 29));
-    assert_eq!((three.min_sequence, three.max_sequence), (1, 2));
-    assert_eq!(three.run_offset, 16384 + directory_bytes.len() as u64, "the first run follows the directory");
-    assert_eq!(directory[1].run_offset, three.run_offset + u64::from(three.run_length), "runs are back to back");
-    let (decoded, replaced, decoded_entries) = decode_footer(&directory_bytes, &runs, 16384);
-    assert_eq!(decoded, directory);
-    assert_eq!(replaced, vec![2, 5]);
-    assert_eq!(decoded_entries, entries);
+    for layout in LAYOUTS {
+        let (directory_bytes, runs, directory) = encode_footer_listed(&entries, &[2, 5], 16384, layout);
+        assert_eq!(directory.iter().map(|r| r.series.0).collect::<Vec<_>>(), vec![3, 7], "series in id order");
+        let three = directory[0];
+        assert_eq!((three.blocks, three.points, three.bytes), (2, 20, 200));
+        assert_eq!((three.min_timestamp, three.max_timestamp), (5, 29));
+        assert_eq!((three.min_sequence, three.max_sequence), (1, 2));
+        assert_eq!(three.run_offset, 16384 + directory_bytes.len() as u64, "the first run follows the directory");
+        assert_eq!(directory[1].run_offset, three.run_offset + u64::from(three.run_length), "runs are back to back");
+        let (decoded, replaced, decoded_entries) = decode_footer(&directory_bytes, &runs, 16384, layout);
+        assert_eq!(decoded, directory);
+        assert_eq!(replaced, vec![2, 5]);
+        assert_eq!(decoded_entries, entries);
+    }
+}
+
+/// In the compact layout (version 4) a series with one block has no run: its entry holds the
+/// block's offset and says all the block's index entry says: over 20 bytes a series fewer in
+/// all than an entry and a run here (series a second apart), with times relative to the entry
+/// before.
+#[test]
+fn a_one_block_series_has_no_run_in_a_compact_directory() {
+    // 40 series of one block each (more than a chunk of 32), all from about the same time, and
+    // one series of two blocks.
+    let start = 1_451_606_400_000_000_000i64;
+    let mut entries: Vec<IndexEntry> =
+        (1..=40u32).map(|s| entry(s, 4096 + u64::from(s) * 100, 3, start + i64::from(s) * 1_000_000_000)).collect();
+    entries.push(entry(41, 8192, 3, start));
+    entries.push(entry(41, 8292, 4, start + 86_400_000_000_000));
+    let (full_bytes, full_runs, full) = encode_footer_listed(&entries, &[], 1 << 20, EntryLayout::Full);
+    let (compact_bytes, compact_runs, compact) = encode_footer_listed(&entries, &[], 1 << 20, EntryLayout::Compact);
+    let full_total = full_bytes.len() + full_runs.len();
+    let compact_total = compact_bytes.len() + compact_runs.len();
+    assert!(compact_total + 40 * 20 < full_total, "compact {compact_total} bytes against full {full_total} for 41 series");
+    assert_eq!(compact_runs.len(), full.last().expect("series 41").run_length as usize, "only the two-block series has a run");
+    for (one, run) in compact.iter().zip(&entries).take(40) {
+        assert_eq!((one.run_length, one.run_checksum, one.run_offset), (0, 0, run.offset), "series {}", one.series.0);
+        assert_eq!(decode_run(one, &[]).expect("no run to read"), vec![*run]);
+        assert!(decode_run(one, &[0]).is_err(), "bytes given for a run that does not exist");
+    }
+    assert_eq!(compact.last().map(|r| r.run_offset), Some((1 << 20) + compact_bytes.len() as u64), "the run follows the directory");
+    let (decoded, _, decoded_entries) = decode_footer(&compact_bytes, &compact_runs, 1 << 20, EntryLayout::Compact);
+    assert_eq!(decoded, compact);
+    let mut in_file_order = entries.clone();
+    in_file_order.sort_by_key(|e| e.offset);
+    assert_eq!(decoded_entries, in_file_order);
+    assert!(
+        decode_directory(&compact_bytes, (1 << 20) + compact_bytes.len() as u64, EntryLayout::Full).is_err(),
+        "read in the wrong layout"
+    );
+    // A full entry may not claim a run of no bytes: that is the compact layout's mark alone.
+    let mut zero_run = Vec::new();
+    put_varint(&mut zero_run, 1);
+    put_entry(&mut zero_run, &SeriesRun { run_length: 0, run_checksum: 0, ..full[0] }, 0, EntryLayout::Full, None);
+    super::super::encode_replaced(&[], &mut zero_run);
+    let refused = decode_directory(&zero_run, 1 << 20, EntryLayout::Full).expect_err("a full entry without a run");
+    assert!(refused.contains("run of 0 bytes"), "{refused}");
 }
 
 #[test]
@@ -73,18 +131,20 @@ fn a_directory_of_the_smallest_entries_decodes() {
             sequence: 0,
         })
         .collect();
-    let (directory_bytes, runs, directory) = encode_footer_listed(&entries, &[], 4096);
-    assert!(directory_bytes.len() < 5 * 15, "{} bytes: the smallest entries", directory_bytes.len());
-    let (decoded, replaced, decoded_entries) = decode_footer(&directory_bytes, &runs, 4096);
-    assert_eq!(decoded, directory);
-    assert!(replaced.is_empty());
-    assert_eq!(decoded_entries, entries);
+    for (layout, bound) in [(EntryLayout::Full, 15), (EntryLayout::Compact, 10)] {
+        let (directory_bytes, runs, directory) = encode_footer_listed(&entries, &[], 4096, layout);
+        assert!(directory_bytes.len() < 5 * bound, "{} bytes: the smallest entries ({layout:?})", directory_bytes.len());
+        let (decoded, replaced, decoded_entries) = decode_footer(&directory_bytes, &runs, 4096, layout);
+        assert_eq!(decoded, directory);
+        assert!(replaced.is_empty());
+        assert_eq!(decoded_entries, entries);
+    }
 }
 
 #[test]
 fn a_run_disagreeing_with_its_directory_entry_is_refused() {
     let entries = vec![entry(1, 4160, 1, 0), entry(1, 4260, 1, 100)];
-    let (_, runs, directory) = encode_footer_listed(&entries, &[], 8192);
+    let (_, runs, directory) = encode_footer_listed(&entries, &[], 8192, EntryLayout::Compact);
     let run = directory[0];
     assert!(decode_run(&run, &runs).is_ok());
     let mut flipped = runs.clone();
@@ -122,11 +182,16 @@ fn entries_in_file_order() -> impl Strategy<Value = Vec<IndexEntry>> {
 
 proptest! {
     #[test]
-    fn footers_round_trip(entries in entries_in_file_order(), replaced in proptest::collection::btree_set(any::<u32>(), 0..4)) {
+    fn footers_round_trip(
+        entries in entries_in_file_order(),
+        replaced in proptest::collection::btree_set(any::<u32>(), 0..4),
+        compact in any::<bool>(),
+    ) {
+        let layout = if compact { EntryLayout::Compact } else { EntryLayout::Full };
         let replaced: Vec<u64> = replaced.into_iter().map(u64::from).collect();
         let footer_offset = entries.last().map_or(4096, |e| e.offset + u64::from(e.length)).next_multiple_of(PAGE_BYTES);
-        let (directory_bytes, runs, directory) = encode_footer_listed(&entries, &replaced, footer_offset);
-        let (decoded, decoded_replaced, decoded_entries) = decode_footer(&directory_bytes, &runs, footer_offset);
+        let (directory_bytes, runs, directory) = encode_footer_listed(&entries, &replaced, footer_offset, layout);
+        let (decoded, decoded_replaced, decoded_entries) = decode_footer(&directory_bytes, &runs, footer_offset, layout);
         prop_assert_eq!(decoded, directory);
         prop_assert_eq!(decoded_replaced, replaced);
         prop_assert_eq!(decoded_entries, entries);
@@ -134,9 +199,12 @@ proptest! {
 
     #[test]
     fn damaged_directories_and_runs_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-        if let Ok((directory, _)) = decode_directory(&bytes, 4096) {
-            for run in directory {
-                let _ = decode_run(&run, &bytes);
+        for layout in LAYOUTS {
+            if let Ok((directory, _)) = decode_directory(&bytes, 4096, layout) {
+                for run in directory {
+                    let _ = decode_run(&run, &bytes);
+                    let _ = decode_run(&run, &[]);
+                }
             }
         }
         let run = SeriesRun {
@@ -326,12 +394,16 @@ fn a_stored_index_pointing_outside_its_footer_is_refused() {
     let footer_offset = scan.end;
     let stored = directory.encode_stored(directory.runs_end - footer_offset, &[7]);
     // Claims a directory as long as everything up to the runs' end: the runs then start past it.
-    assert!(DirectoryIndex::decode_stored(&stored, footer_offset, directory.runs_end + 100).is_err());
-    let wrong_length = DirectoryIndex::decode_stored(&directory.encode_stored(100, &[7]), footer_offset, directory.runs_end);
+    assert!(DirectoryIndex::decode_stored(&stored, footer_offset, directory.runs_end + 100, directory.layout).is_err());
+    let wrong_length =
+        DirectoryIndex::decode_stored(&directory.encode_stored(100, &[7]), footer_offset, directory.runs_end, directory.layout);
     // 100 is not this directory's length: its first run would not follow it.
     assert!(wrong_length.is_err());
     for cut in [0, 8, 119, stored.len() - 1] {
-        assert!(DirectoryIndex::decode_stored(&stored[..cut], footer_offset, directory.runs_end + 100).is_err(), "cut at {cut}");
+        assert!(
+            DirectoryIndex::decode_stored(&stored[..cut], footer_offset, directory.runs_end + 100, directory.layout).is_err(),
+            "cut at {cut}"
+        );
     }
 }
 
@@ -360,7 +432,7 @@ fn the_directory_costs_per_series_not_per_block() {
     let entries: Vec<IndexEntry> = (0..50u64)
         .flat_map(|g| (0..100u32).map(move |s| entry(s + 1, 4160 + (g * 100 + u64::from(s)) * 100, g + 1, g as i64 * 10)))
         .collect();
-    let (directory_bytes, runs, _) = encode_footer_listed(&entries, &[], 1 << 20);
+    let (directory_bytes, runs, _) = encode_footer_listed(&entries, &[], 1 << 20, EntryLayout::Compact);
     assert!(directory_bytes.len() < 100 * 30, "{} directory bytes for 100 series", directory_bytes.len());
     assert!(runs.len() < 5000 * 12, "{} run bytes for 5,000 blocks", runs.len());
 }
@@ -400,15 +472,21 @@ fn a_directory_index_costs_under_a_byte_a_series_and_its_chunks_decode_as_the_wh
         }
     }
     let footer_offset = 1 << 20;
-    let (bytes, _, expected) = encode_footer_listed(&entries, &[4, 8], footer_offset);
-    let (index, replaced) = DirectoryIndex::of(&bytes, footer_offset).expect("index");
+    for layout in LAYOUTS {
+        directory_index_of(&entries, footer_offset, layout);
+    }
+}
+
+fn directory_index_of(entries: &[IndexEntry], footer_offset: u64, layout: EntryLayout) {
+    let (bytes, runs, expected) = encode_footer_listed(entries, &[4, 8], footer_offset, layout);
+    let (index, replaced) = DirectoryIndex::of(&bytes, footer_offset, layout).expect("index");
     assert_eq!(replaced, vec![4, 8]);
     assert_eq!(index.len, expected.len());
     assert_eq!(index.blocks, expected.len() as u64);
     assert_eq!(index.series_ids, (3, 60_000));
     assert_eq!(index.series_gap, (30_000, 45_000), "the widest stretch of ids missing");
     assert_eq!((index.min_timestamp, index.max_timestamp), (0, 60_005));
-    assert_eq!(index.runs_end, expected.last().map(|r| r.run_offset + u64::from(r.run_length)).expect("runs"));
+    assert_eq!(index.runs_end, footer_offset + (bytes.len() + runs.len()) as u64);
     assert!(index.memory_bytes() < expected.len(), "{} bytes for {} entries", index.memory_bytes(), expected.len());
     let chunk_bytes = |chunks: std::ops::Range<usize>| {
         let (at, length) = index.span(chunks);

@@ -12,15 +12,17 @@
 //! directory ([`directory`]); start-up reads only trailers and directories, never blocks, and
 //! a read fetches the run it needs. Version 3 stores the directory's in-memory index (a
 //! checkpoint per 32 entries, see `DirectoryIndex::encode_stored`) before the trailer, which
-//! then covers it, so start-up reads that instead of the directory. Versions 1 (the flat list
-//! below) and 2 are still read. A segment without a valid
+//! then covers it, so start-up reads that instead of the directory. Version 4 lays the
+//! directory's entries out compactly: times relative to the entry before within a chunk, and a
+//! series with one block has its block's offset in its entry and no run (see [`directory`]).
+//! Versions 1 (the flat list below), 2 and 3 are still read. A segment without a valid
 //! trailer (the engine stopped while it was open) is recovered by walking its group headers,
 //! which sit at known 4 KiB boundaries, and then sealed.
 //!
 //! ```text
 //! file header, 4096 bytes (32 used, rest zero)
 //!    0  8  magic "SDBSEGMT"
-//!    8  2  format version (3; 1, 2 still read) u16 LE
+//!    8  2  format version (4; 1, 2, 3 still read) u16 LE
 //!   10  6  reserved (0)
 //!   16  8  segment id                         u64 LE
 //!   24  4  reserved (0)
@@ -45,7 +47,7 @@
 //!   24  8  length C of the region it covers (the torn group's bytes, from its header)
 //!   32 28  zero
 //!   60  4  CRC32C of [0, 60)
-//! footer of version 3: series directory and runs, zero padding, then the directory's stored
+//! footer of versions 3 and 4: series directory and runs, zero padding, then the directory's stored
 //! index (see `directory::INDEX_MAGIC`), which the trailer's length and checksum cover
 //! footer of version 2: series directory and runs, see [`directory`]; the trailer's length and
 //! checksum cover the directory
@@ -86,7 +88,9 @@ mod writer;
 
 #[cfg(test)]
 pub use directory::encode_footer_listed;
-pub use directory::{decode_directory, decode_run, encode_footer, DirectoryIndex, RunShape, SeriesRun, ENTRIES_PER_CHECKPOINT};
+pub use directory::{
+    decode_directory, decode_run, encode_footer, DirectoryIndex, EntryLayout, RunShape, SeriesRun, ENTRIES_PER_CHECKPOINT,
+};
 pub use reader::{
     decode_run_at, read_all_runs, read_block, read_directory_chunks, read_raw_block, read_run, scan_segment, scan_segment_directory,
     RawBlock, SegmentScan,
@@ -96,10 +100,10 @@ pub use writer::{GroupBuilder, GroupPart, SegmentWriter, SharedTimestamps, Stage
 use crate::checksum::{get_varint, put_varint, unzigzag, zigzag};
 use crate::model::{SeriesId, Timestamp, ValueKind};
 
-/// Version written by this build; versions 1 (one flat footer list) and 2 (a series directory
-/// that start-up reads whole) are still read, and a file keeps its version when recovery
-/// resumes and seals it.
-pub const SEGMENT_FORMAT_VERSION: u16 = 3;
+/// Version written by this build; versions 1 (one flat footer list), 2 (a series directory
+/// that start-up reads whole) and 3 (the directory's full entries) are still read, and a file
+/// keeps its version when recovery resumes and seals it.
+pub const SEGMENT_FORMAT_VERSION: u16 = 4;
 pub const PAGE_BYTES: u64 = 4096;
 pub const FILE_HEADER_BYTES: u64 = PAGE_BYTES;
 pub const GROUP_HEADER_BYTES: usize = 64;

@@ -228,7 +228,8 @@ fn read_footer(scan: &SegmentScan, len: u64, load_runs: bool) -> std::result::Re
         // `footer` is the series directory; the runs follow it.
         let runs_start = footer_offset + footer_len;
         let damaged = |reason: String| (footer_offset, reason, footer_offset);
-        let (directory, replaced) = DirectoryIndex::of(&footer, footer_offset).map_err(damaged)?;
+        let layout = super::EntryLayout::of_version(scan.version);
+        let (directory, replaced) = DirectoryIndex::of(&footer, footer_offset, layout).map_err(damaged)?;
         if directory.runs_end > trailer_offset {
             return Err(damaged(format!("series runs end at {}, past the trailer at {trailer_offset}", directory.runs_end)));
         }
@@ -237,7 +238,7 @@ fn read_footer(scan: &SegmentScan, len: u64, load_runs: bool) -> std::result::Re
         }
         let mut entries = Vec::new();
         if load_runs {
-            let (runs, _) = super::directory::decode_directory(&footer, runs_start).map_err(damaged)?;
+            let (runs, _) = super::directory::decode_directory(&footer, runs_start, layout).map_err(damaged)?;
             entries = read_footer_runs(scan, &runs, footer_offset)?;
         }
         return Ok(Some(Footer { footer_offset, entries, wal_checkpoint, replaced, directory: Some(directory) }));
@@ -265,6 +266,7 @@ struct StoredIndexAt {
 /// of it. With `load_runs` (inspect, recovery tools) the directory is read too and must give the
 /// same index, and every run is read.
 fn read_stored_index(scan: &SegmentScan, at: StoredIndexAt, load_runs: bool) -> std::result::Result<Option<Footer>, FooterError> {
+    let layout = super::EntryLayout::of_version(scan.version);
     let StoredIndexAt { footer_offset, stored_at, trailer_offset, count, checksum, wal_checkpoint } = at;
     let damaged_at = |offset: u64| move |reason: String| (offset, reason, footer_offset);
     let mut stored = vec![0u8; (trailer_offset - stored_at) as usize];
@@ -273,7 +275,7 @@ fn read_stored_index(scan: &SegmentScan, at: StoredIndexAt, load_runs: bool) -> 
         return Err(damaged_at(stored_at)("directory index checksum mismatch".into()));
     }
     let (directory, replaced, directory_len) =
-        DirectoryIndex::decode_stored(&stored, footer_offset, stored_at).map_err(damaged_at(stored_at))?;
+        DirectoryIndex::decode_stored(&stored, footer_offset, stored_at, layout).map_err(damaged_at(stored_at))?;
     if directory.blocks != count as u64 {
         return Err(damaged_at(stored_at)(format!("directory index lists {} blocks, trailer says {count}", directory.blocks)));
     }
@@ -282,11 +284,12 @@ fn read_stored_index(scan: &SegmentScan, at: StoredIndexAt, load_runs: bool) -> 
         let damaged = damaged_at(footer_offset);
         let mut bytes = vec![0u8; directory_len as usize];
         scan.file.read_exact_at(&mut bytes, footer_offset).map_err(|e| damaged(format!("series directory unreadable: {e}")))?;
-        let (read, read_replaced) = DirectoryIndex::of(&bytes, footer_offset).map_err(damaged)?;
+        let (read, read_replaced) = DirectoryIndex::of(&bytes, footer_offset, layout).map_err(damaged)?;
         if read != directory || read_replaced != replaced {
             return Err(damaged_at(footer_offset)("series directory differs from its stored index".into()));
         }
-        let (runs, _) = super::directory::decode_directory(&bytes, footer_offset + directory_len).map_err(damaged_at(footer_offset))?;
+        let (runs, _) =
+            super::directory::decode_directory(&bytes, footer_offset + directory_len, layout).map_err(damaged_at(footer_offset))?;
         entries = read_footer_runs(scan, &runs, footer_offset)?;
     }
     Ok(Some(Footer { footer_offset, entries, wal_checkpoint, replaced, directory: Some(directory) }))
@@ -322,6 +325,10 @@ pub fn read_directory_chunks(
 /// Reads and checks the run of one series in one segment: its index entries, in file order.
 /// Damage is reported with the file and the run's offset.
 pub fn read_run(path: &Path, file: &dyn StorageFile, run: &RunShape) -> Result<Vec<IndexEntry>> {
+    if run.length == 0 {
+        // A one-block entry of a compact directory: nothing to read.
+        return decode_run_at(path, run, &[]);
+    }
     let mut bytes = vec![0u8; run.length as usize];
     file.read_exact_at(&mut bytes, run.offset).map_err(|e| Error::io(path, e))?;
     decode_run_at(path, run, &bytes)
@@ -336,14 +343,24 @@ pub fn decode_run_at(path: &Path, run: &RunShape, bytes: &[u8]) -> Result<Vec<In
 /// Reads every run of `directory` with one read (they are back to back): every block of the
 /// segment, in file order.
 pub fn read_all_runs(path: &Path, file: &dyn StorageFile, directory: &[SeriesRun]) -> Result<Vec<IndexEntry>> {
-    let Some(first) = directory.first() else { return Ok(Vec::new()) };
-    let total: u64 = directory.iter().map(|run| u64::from(run.run_length)).sum();
-    let mut bytes = vec![0u8; usize::try_from(total).map_err(|_| Error::corruption(path, first.run_offset, "runs too long"))?];
-    file.read_exact_at(&mut bytes, first.run_offset).map_err(|e| Error::io(path, e))?;
+    // One-block entries of a compact directory have no run (length 0, the block's offset).
+    let with_runs = || directory.iter().filter(|run| run.run_length > 0);
+    let total: u64 = with_runs().map(|run| u64::from(run.run_length)).sum();
+    let mut bytes = Vec::new();
+    let start = with_runs().next().map_or(0, |first| first.run_offset);
+    if total > 0 {
+        bytes = vec![0u8; usize::try_from(total).map_err(|_| Error::corruption(path, start, "runs too long"))?];
+        file.read_exact_at(&mut bytes, start).map_err(|e| Error::io(path, e))?;
+    }
     let mut entries = Vec::with_capacity(directory.iter().map(|run| run.blocks as usize).sum());
     for run in directory {
-        let start = (run.run_offset - first.run_offset) as usize;
-        let run_bytes = &bytes[start..start + run.run_length as usize];
+        let run_bytes = if run.run_length == 0 {
+            &[][..]
+        } else {
+            let at = run.run_offset.checked_sub(start).and_then(|at| usize::try_from(at).ok());
+            at.and_then(|at| bytes.get(at..at + run.run_length as usize))
+                .ok_or_else(|| Error::corruption(path, run.run_offset, "run out of place"))?
+        };
         let decoded = super::directory::decode_run(run, run_bytes)
             .map_err(|what| Error::corruption(path, run.run_offset, format!("series run: {what}")))?;
         entries.extend(decoded);

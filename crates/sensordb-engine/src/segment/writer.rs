@@ -503,8 +503,10 @@ impl SegmentWriter {
         // then the trailer) rather than copied into one buffer: the runs are most of it, 8 bytes
         // or so a block.
         let (covered, runs, directory) = if self.version >= 2 {
-            let (directory_bytes, runs) = super::directory::encode_footer(&self.entries, replaced);
-            let (directory, _) = DirectoryIndex::of(&directory_bytes, self.end).expect("BUG: a directory just encoded fails to decode");
+            let layout = super::EntryLayout::of_version(self.version);
+            let (directory_bytes, runs) = super::directory::encode_footer(&self.entries, replaced, layout);
+            let (directory, _) =
+                DirectoryIndex::of(&directory_bytes, self.end, layout).expect("BUG: a directory just encoded fails to decode");
             (directory_bytes, runs, Some(directory))
         } else {
             let mut list = Vec::with_capacity(self.entries.len() * 16 + 64);

@@ -202,17 +202,26 @@ impl SegmentStore {
     /// The entries of the given runs of one segment, read with one pread (they lie back to
     /// back), each run checked: (series, its entries) in the order given.
     fn read_runs(handle: &SegmentHandle, extents: &[(SeriesId, SeriesExtent)]) -> Result<Vec<(SeriesId, Vec<IndexEntry>)>> {
-        let Some(start) = extents.iter().map(|(_, e)| e.run_offset).min() else { return Ok(Vec::new()) };
-        let end = extents.iter().map(|(_, e)| e.run_offset + u64::from(e.run_length)).max().unwrap_or(start);
+        // One-block entries of a compact directory have no run to read (length 0).
+        let with_runs = || extents.iter().map(|(_, e)| e).filter(|e| e.run_length > 0);
+        let start = with_runs().map(|e| e.run_offset).min().unwrap_or(0);
+        let end = with_runs().map(|e| e.run_offset + u64::from(e.run_length)).max().unwrap_or(start);
         let length = usize::try_from(end - start).map_err(|_| Error::corruption(&handle.path, start, "series runs too long"))?;
         let mut bytes = vec![0u8; length];
-        handle.file.read_exact_at(&mut bytes, start).map_err(|e| Error::io(&handle.path, e))?;
+        if length > 0 {
+            handle.file.read_exact_at(&mut bytes, start).map_err(|e| Error::io(&handle.path, e))?;
+        }
         extents
             .iter()
             .map(|(series, extent)| {
-                let at = (extent.run_offset - start) as usize;
                 let shape = extent.shape(*series);
-                Ok((*series, decode_run_at(&handle.path, &shape, &bytes[at..at + extent.run_length as usize])?))
+                let run_bytes = if extent.run_length == 0 {
+                    &[][..]
+                } else {
+                    let at = (extent.run_offset - start) as usize;
+                    &bytes[at..at + extent.run_length as usize]
+                };
+                Ok((*series, decode_run_at(&handle.path, &shape, run_bytes)?))
             })
             .collect()
     }
@@ -433,15 +442,25 @@ mod tests {
     }
 
     /// The same blocks, written as version 1 (one flat footer list, every block held in memory)
-    /// and as version 2 (series runs read on demand): reads, maintenance listings, reclaim's
-    /// lives and compaction see the same, and stores of the previous version open and work.
+    /// and as each later version (series runs read on demand; from version 4, a series with one
+    /// block in a segment has no run): reads, maintenance listings, reclaim's lives and
+    /// compaction see the same, and stores of the previous versions open and work.
     #[test]
-    fn version_one_and_version_two_segments_read_reclaim_and_compact_alike() {
+    fn segments_of_every_version_read_reclaim_and_compact_alike() {
+        for version in 2..=crate::segment::SEGMENT_FORMAT_VERSION {
+            // Three groups a segment: runs of three blocks; one: a block a series and segment.
+            for groups_per_segment in [3, 1] {
+                version_one_and_a_later_version_alike(version, groups_per_segment);
+            }
+        }
+    }
+
+    fn version_one_and_a_later_version_alike(version: u16, groups_per_segment: u64) {
         let (old_dir, new_dir) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
-        let old = store_of_version(old_dir.path(), 1, 3);
-        let new = store_of_version(new_dir.path(), 2, 3);
+        let old = store_of_version(old_dir.path(), 1, groups_per_segment);
+        let new = store_of_version(new_dir.path(), version, groups_per_segment);
         assert_eq!(old.index.read().sealed.block_count(), 0, "version 1: every block held");
-        assert_eq!(new.index.read().resident.block_count(), 0, "version 2: no block held");
+        assert_eq!(new.index.read().resident.block_count(), 0, "version {version}: no block held");
         assert_eq!(new.index.read().sealed.block_count(), (GROUPS * u64::from(SERIES)) as usize);
         for (series, from, to) in [(1, 0, 10_000), (3, 250, 420), (6, 1106, 1107), (2, 5000, 6000), (4, Timestamp::MIN, Timestamp::MAX)] {
             assert_eq!(listed(&new, series, from, to), listed(&old, series, from, to), "series {series} in [{from}, {to})");
