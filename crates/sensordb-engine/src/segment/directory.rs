@@ -297,38 +297,27 @@ impl<'a> EntryReader<'a> {
         }
         self.read += 1;
         self.previous_min = min_timestamp;
-        if compact && blocks == 1 {
+        let (max_sequence, run_offset, run_length, run_checksum) = if compact && blocks == 1 {
             // No run: the offset is the block's, and the entry is all its index entry.
             let block_offset = self.varint()?;
             if u32::try_from(points).is_err() || u32::try_from(block_bytes).is_err() || block_offset.checked_add(block_bytes).is_none() {
                 return Err(format!("series {series}: a block of {points} points, {block_bytes} bytes at offset {block_offset}"));
             }
-            return Ok(SeriesRun {
-                series: SeriesId(series),
-                kind,
-                blocks,
-                points,
-                bytes: block_bytes,
-                min_timestamp,
-                max_timestamp,
-                min_sequence,
-                max_sequence: min_sequence,
-                run_offset: block_offset,
-                run_length: 0,
-                run_checksum: 0,
-            });
-        }
-        let max_sequence = min_sequence.checked_add(self.varint()?).ok_or("sequence overflow")?;
-        let run_length = u32::try_from(self.varint()?).map_err(|_| "run length out of range")?;
-        let checksum = self.bytes.get(self.position..self.position + 4).ok_or("series directory truncated")?;
-        let run_checksum = u32::from_le_bytes(checksum.try_into().map_err(|_| "series directory truncated")?);
-        self.position += 4;
-        // A run of B entries takes at least 6 bytes each; length 0 means "no run" alone.
-        if u64::from(run_length) < 6 * u64::from(blocks) {
-            return Err(format!("series {series}: a run of {run_length} bytes for {blocks} blocks"));
-        }
-        let run_offset = self.run_offset;
-        self.run_offset = run_offset.checked_add(u64::from(run_length)).ok_or("run offset overflow")?;
+            (min_sequence, block_offset, 0, 0)
+        } else {
+            let max_sequence = min_sequence.checked_add(self.varint()?).ok_or("sequence overflow")?;
+            let run_length = u32::try_from(self.varint()?).map_err(|_| "run length out of range")?;
+            let checksum = self.bytes.get(self.position..self.position + 4).ok_or("series directory truncated")?;
+            let run_checksum = u32::from_le_bytes(checksum.try_into().map_err(|_| "series directory truncated")?);
+            self.position += 4;
+            // A run of B entries takes at least 6 bytes each; length 0 means "no run" alone.
+            if u64::from(run_length) < 6 * u64::from(blocks) {
+                return Err(format!("series {series}: a run of {run_length} bytes for {blocks} blocks"));
+            }
+            let run_offset = self.run_offset;
+            self.run_offset = run_offset.checked_add(u64::from(run_length)).ok_or("run offset overflow")?;
+            (max_sequence, run_offset, run_length, run_checksum)
+        };
         Ok(SeriesRun {
             series: SeriesId(series),
             kind,
