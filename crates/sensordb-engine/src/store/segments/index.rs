@@ -97,6 +97,11 @@ fn merged_lives(series: SeriesId, max_timestamp: Timestamp, mut bytes: u64, out:
 impl SegmentStore {
     /// The entries of the run of `series` in the segment of `handle`, from the cache or read now.
     fn run_entries(&self, series: SeriesId, extent: &SeriesExtent, handle: &SegmentHandle) -> Result<Arc<[IndexEntry]>> {
+        if extent.run_length == 0 {
+            // A one-block entry of a compact directory is its block's index entry: nothing is
+            // read, so nothing is cached (it would only push out runs that were read).
+            return Ok(read_run(&handle.path, handle.file.as_ref(), &extent.shape(series))?.into());
+        }
         if let Some(entries) = self.runs.lock().get(extent.segment, series) {
             return Ok(entries);
         }
@@ -388,6 +393,11 @@ mod tests {
     /// A store whose segments (one a group, `groups_per_segment` groups each) are written in
     /// format `version` as a build of that version wrote them, then opened.
     fn store_of_version(dir: &Path, version: u16, groups_per_segment: u64) -> SegmentStore {
+        store_of_version_caching(dir, version, groups_per_segment, 1 << 20)
+    }
+
+    /// [`store_of_version`] with a run cache of `run_cache_bytes`.
+    fn store_of_version_caching(dir: &Path, version: u16, groups_per_segment: u64, run_cache_bytes: usize) -> SegmentStore {
         let segments = dir.join("segments");
         std::fs::create_dir_all(&segments).expect("mkdir");
         for first in (0..GROUPS).step_by(groups_per_segment as usize) {
@@ -398,7 +408,7 @@ mod tests {
             }
             writer.seal().expect("seal");
         }
-        SegmentStore::open(Arc::new(RealFs), &segments, options(1 << 20)).expect("open").0
+        SegmentStore::open(Arc::new(RealFs), &segments, options(run_cache_bytes)).expect("open").0
     }
 
     fn listed(store: &SegmentStore, series: u32, from: Timestamp, to: Timestamp) -> Vec<(BlockRef, Vec<i64>)> {
@@ -518,15 +528,20 @@ mod tests {
     fn the_run_cache_stays_within_its_limit() {
         let dir = tempfile::tempdir().expect("tempdir");
         let limit = 4096;
-        let (store, _) = SegmentStore::open(Arc::new(RealFs), &dir.path().join("segments"), options(limit)).expect("open");
-        for g in 0..GROUPS {
-            store.put_group(group(g), g + 1).expect("put");
-        }
+        // Two groups a segment: a run of two blocks a series and segment.
+        let store = store_of_version_caching(dir.path(), crate::segment::SEGMENT_FORMAT_VERSION, 2, limit);
         for series in 1..=SERIES {
             assert_eq!(listed(&store, series, 0, 10_000).len(), GROUPS as usize);
             assert!(store.runs.lock().bytes() <= limit, "{} bytes cached", store.runs.lock().bytes());
         }
         assert!(store.runs.lock().len() > 4, "runs are kept up to the limit");
+        // A store whose segments hold one block a series has no runs: nothing to cache.
+        let single = tempfile::tempdir().expect("tempdir");
+        let one_each = store_of_version(single.path(), crate::segment::SEGMENT_FORMAT_VERSION, 1);
+        for series in 1..=SERIES {
+            assert_eq!(listed(&one_each, series, 0, 10_000).len(), GROUPS as usize);
+        }
+        assert_eq!(one_each.runs.lock().len(), 0, "one-block entries are not cached as runs");
         let ids = store.segment_ids();
         store.remove_segments(&ids[..1]).expect("remove");
         assert!(store.runs.lock().bytes() <= limit);
