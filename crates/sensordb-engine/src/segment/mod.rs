@@ -93,7 +93,7 @@ pub use directory::{
 };
 pub use reader::{
     decode_run_at, read_all_runs, read_block, read_directory_chunks, read_raw_block, read_run, scan_segment, scan_segment_directory,
-    RawBlock, SegmentScan,
+    RawBlock, RunSpan, SegmentScan,
 };
 pub use writer::{GroupBuilder, GroupPart, SegmentWriter, SharedTimestamps, StagedGroup};
 

@@ -340,27 +340,46 @@ pub fn decode_run_at(path: &Path, run: &RunShape, bytes: &[u8]) -> Result<Vec<In
     decoded.map(|(entries, _)| entries).map_err(|what| Error::corruption(path, run.offset, format!("series run: {what}")))
 }
 
+/// The bytes of several runs of one segment, read with one pread (runs lie back to back after
+/// the directory). A run of length 0 (a one-block entry of a compact directory) takes no bytes
+/// and is not read.
+pub struct RunSpan {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl RunSpan {
+    /// Reads the bytes from the first to the end of the last of `runs` (offset, length).
+    pub fn read(path: &Path, file: &dyn StorageFile, runs: impl Iterator<Item = (u64, u32)> + Clone) -> Result<RunSpan> {
+        let with_bytes = runs.filter(|&(_, length)| length > 0);
+        let start = with_bytes.clone().map(|(offset, _)| offset).min().unwrap_or(0);
+        let end = with_bytes.map(|(offset, length)| offset.saturating_add(u64::from(length))).max().unwrap_or(start);
+        let length = usize::try_from(end - start).map_err(|_| Error::corruption(path, start, "series runs too long"))?;
+        let mut bytes = vec![0u8; length];
+        if length > 0 {
+            file.read_exact_at(&mut bytes, start).map_err(|e| Error::io(path, e))?;
+        }
+        Ok(RunSpan { start, bytes })
+    }
+
+    /// The bytes of the run at `offset`, `length` long (none for a run of length 0).
+    pub fn run(&self, path: &Path, offset: u64, length: u32) -> Result<&[u8]> {
+        if length == 0 {
+            return Ok(&[]);
+        }
+        let at = offset.checked_sub(self.start).and_then(|at| usize::try_from(at).ok());
+        at.and_then(|at| self.bytes.get(at..at.checked_add(length as usize)?))
+            .ok_or_else(|| Error::corruption(path, offset, "run out of place"))
+    }
+}
+
 /// Reads every run of `directory` with one read (they are back to back): every block of the
 /// segment, in file order.
 pub fn read_all_runs(path: &Path, file: &dyn StorageFile, directory: &[SeriesRun]) -> Result<Vec<IndexEntry>> {
-    // One-block entries of a compact directory have no run (length 0, the block's offset).
-    let with_runs = || directory.iter().filter(|run| run.run_length > 0);
-    let total: u64 = with_runs().map(|run| u64::from(run.run_length)).sum();
-    let mut bytes = Vec::new();
-    let start = with_runs().next().map_or(0, |first| first.run_offset);
-    if total > 0 {
-        bytes = vec![0u8; usize::try_from(total).map_err(|_| Error::corruption(path, start, "runs too long"))?];
-        file.read_exact_at(&mut bytes, start).map_err(|e| Error::io(path, e))?;
-    }
+    let span = RunSpan::read(path, file, directory.iter().map(|run| (run.run_offset, run.run_length)))?;
     let mut entries = Vec::with_capacity(directory.iter().map(|run| run.blocks as usize).sum());
     for run in directory {
-        let run_bytes = if run.run_length == 0 {
-            &[][..]
-        } else {
-            let at = run.run_offset.checked_sub(start).and_then(|at| usize::try_from(at).ok());
-            at.and_then(|at| bytes.get(at..at + run.run_length as usize))
-                .ok_or_else(|| Error::corruption(path, run.run_offset, "run out of place"))?
-        };
+        let run_bytes = span.run(path, run.run_offset, run.run_length)?;
         let decoded = super::directory::decode_run(run, run_bytes)
             .map_err(|what| Error::corruption(path, run.run_offset, format!("series run: {what}")))?;
         entries.extend(decoded);

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::index::runs::{ExtentIndex, SegmentExtents, SeriesExtent};
 use crate::index::{BlockIndex, BlockRef};
 use crate::model::{SeriesId, Timestamp};
-use crate::segment::{decode_run_at, read_run, DirectoryIndex, IndexEntry};
+use crate::segment::{decode_run_at, read_run, DirectoryIndex, IndexEntry, RunSpan};
 use crate::store::{BlockLife, BlockPin, BlockSource, ListedBlock, SegmentSummary};
 use std::sync::Arc;
 
@@ -207,26 +207,13 @@ impl SegmentStore {
     /// The entries of the given runs of one segment, read with one pread (they lie back to
     /// back), each run checked: (series, its entries) in the order given.
     fn read_runs(handle: &SegmentHandle, extents: &[(SeriesId, SeriesExtent)]) -> Result<Vec<(SeriesId, Vec<IndexEntry>)>> {
-        // One-block entries of a compact directory have no run to read (length 0).
-        let with_runs = || extents.iter().map(|(_, e)| e).filter(|e| e.run_length > 0);
-        let start = with_runs().map(|e| e.run_offset).min().unwrap_or(0);
-        let end = with_runs().map(|e| e.run_offset + u64::from(e.run_length)).max().unwrap_or(start);
-        let length = usize::try_from(end - start).map_err(|_| Error::corruption(&handle.path, start, "series runs too long"))?;
-        let mut bytes = vec![0u8; length];
-        if length > 0 {
-            handle.file.read_exact_at(&mut bytes, start).map_err(|e| Error::io(&handle.path, e))?;
-        }
+        let path = &handle.path;
+        let span = RunSpan::read(path, handle.file.as_ref(), extents.iter().map(|(_, e)| (e.run_offset, e.run_length)))?;
         extents
             .iter()
             .map(|(series, extent)| {
-                let shape = extent.shape(*series);
-                let run_bytes = if extent.run_length == 0 {
-                    &[][..]
-                } else {
-                    let at = (extent.run_offset - start) as usize;
-                    &bytes[at..at + extent.run_length as usize]
-                };
-                Ok((*series, decode_run_at(&handle.path, &shape, run_bytes)?))
+                let run_bytes = span.run(path, extent.run_offset, extent.run_length)?;
+                Ok((*series, decode_run_at(path, &extent.shape(*series), run_bytes)?))
             })
             .collect()
     }
