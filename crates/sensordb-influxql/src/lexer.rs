@@ -174,6 +174,14 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    /// [`Lexer::bump_while`] for a test that holds only for ASCII bytes, byte by byte without
+    /// decoding characters (whitespace, names and digits are most of a query's text).
+    fn bump_ascii_while(&mut self, keep: impl Fn(u8) -> bool) {
+        let taken = self.rest().bytes().take_while(|&b| keep(b)).count();
+        debug_assert!(self.source.is_char_boundary(self.pos + taken), "BUG: a non-ASCII byte kept");
+        self.pos += taken;
+    }
+
     fn error(&self, offset: usize, message: String) -> ParseError {
         ParseError::at(self.source, offset, ParseErrorKind::Invalid(message))
     }
@@ -194,11 +202,11 @@ impl<'a> Lexer<'a> {
         let Some(c) = self.bump() else { return Ok(Token { tok: Tok::Eof, start, late_eof: self.late_eof }) };
         let tok = match c {
             c if is_whitespace(c) => {
-                self.bump_while(is_whitespace);
+                self.bump_ascii_while(|b| is_whitespace(char::from(b)));
                 Tok::Trivia
             }
             c if is_ident_first_char(c) => {
-                self.bump_while(is_ident_char);
+                self.bump_ascii_while(|b| is_ident_char(char::from(b)));
                 let word = &self.source[start..self.pos];
                 match Keyword::lookup(word) {
                     Some(keyword) => Tok::Keyword(keyword),
@@ -272,7 +280,7 @@ impl<'a> Lexer<'a> {
 
     /// A number or duration whose first character (a digit, or a `.` before one) is consumed.
     fn number(&mut self, start: usize) -> Tok {
-        self.bump_while(|c| c.is_ascii_digit());
+        self.bump_ascii_while(|b| b.is_ascii_digit());
         let mut fraction = self.source[start..self.pos].contains('.');
         let mut end = self.pos;
         if !fraction && self.peek_char() == Some('.') {
@@ -310,6 +318,15 @@ impl<'a> Lexer<'a> {
     /// The unescaped text of a quoted identifier or string whose opening quote is consumed.
     fn quoted(&mut self, start: usize, quote: char) -> Result<String, ParseError> {
         let what = if quote == '"' { "identifier" } else { "string" };
+        // Most quoted text has no escape: up to its closing quote it is taken as it stands.
+        let rest = self.rest().as_bytes();
+        if let Some(end) = rest.iter().position(|&b| b == quote as u8 || b == b'\\' || b == b'\n') {
+            if rest[end] == quote as u8 {
+                let text = self.rest()[..end].to_string();
+                self.pos += end + 1;
+                return Ok(text);
+            }
+        }
         let mut text = String::new();
         loop {
             let here = self.pos;

@@ -14,7 +14,8 @@ use super::influxql::engine_storage::with_slice_of;
 use super::query::parse_time;
 use super::{json_response, v1_token, ApiError, HttpState};
 use crate::auth::Scope;
-use axum::extract::{Query, State};
+use crate::http::params::Params;
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use sensordb_engine::{SeriesEntry, ValueColumn};
@@ -24,11 +25,7 @@ use std::sync::Arc;
 const WIDTH_MAX: usize = 10_000;
 const SERIES_MAX: usize = 1_000;
 
-pub async fn graph(
-    State(http): State<Arc<HttpState>>,
-    Query(params): Query<Vec<(String, String)>>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
+pub async fn graph(State(http): State<Arc<HttpState>>, Params(params): Params, headers: HeaderMap) -> Result<Response, ApiError> {
     let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     http.server.tokens.check(v1_token(&headers, param("p")).as_deref(), Scope::Read)?;
     let required = |name: &str| {

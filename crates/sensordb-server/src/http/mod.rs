@@ -35,6 +35,7 @@ pub mod graph;
 pub mod influxql;
 pub mod line_protocol;
 pub mod page;
+pub mod params;
 pub mod query;
 pub mod series_cache;
 pub mod write;

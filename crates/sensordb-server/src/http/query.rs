@@ -20,7 +20,8 @@
 use super::damage::{Damage, DAMAGE_HEADER};
 use super::{json_response, v1_token, ApiError, HttpState};
 use crate::auth::Scope;
-use axum::extract::{Query, State};
+use crate::http::params::Params;
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
@@ -37,11 +38,7 @@ fn tag_filter(params: &[(String, String)]) -> Vec<(&str, &str)> {
 }
 
 /// `GET /sensordb/series`.
-pub async fn series(
-    State(http): State<Arc<HttpState>>,
-    Query(params): Query<Vec<(String, String)>>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
+pub async fn series(State(http): State<Arc<HttpState>>, Params(params): Params, headers: HeaderMap) -> Result<Response, ApiError> {
     let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let token = v1_token(&headers, param("p"));
     http.server.tokens.check(token.as_deref(), Scope::Read)?;
@@ -66,11 +63,7 @@ pub async fn series(
 }
 
 /// `GET /sensordb/points`.
-pub async fn points(
-    State(http): State<Arc<HttpState>>,
-    Query(params): Query<Vec<(String, String)>>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
+pub async fn points(State(http): State<Arc<HttpState>>, Params(params): Params, headers: HeaderMap) -> Result<Response, ApiError> {
     let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let token = v1_token(&headers, param("p"));
     http.server.tokens.check(token.as_deref(), Scope::Read)?;

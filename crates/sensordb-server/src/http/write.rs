@@ -27,9 +27,10 @@ use super::line_protocol::{parse_series, Field, FieldValue, LineError, Lines, Pr
 use super::series_cache::{BodySeries, FieldError, NewSeriesBudget, SeriesCache};
 use super::{bearer_token, v1_token, ApiError, HttpState};
 use crate::auth::Scope;
+use crate::http::params::Params;
 use crate::metrics::Metrics;
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
@@ -285,7 +286,7 @@ fn ingest_into(
 /// `POST /write?db=D[&precision=P][&u=U&p=TOKEN]`.
 pub async fn write_v1(
     State(http): State<Arc<HttpState>>,
-    Query(params): Query<Vec<(String, String)>>,
+    Params(params): Params,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -310,7 +311,7 @@ pub async fn write_v1(
 /// as v1's `rp` parameter is not.
 pub async fn write_v2(
     State(http): State<Arc<HttpState>>,
-    Query(params): Query<Vec<(String, String)>>,
+    Params(params): Params,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {

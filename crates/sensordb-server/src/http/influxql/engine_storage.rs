@@ -51,13 +51,38 @@ pub struct SeriesLists {
 /// value each measurement had, by database and measurement.
 #[derive(Default)]
 struct Parts {
-    lists: HashMap<PartKey, (SeriesCursor, Arc<SeriesList>)>,
+    lists: FastMap<PartKey, (SeriesCursor, Arc<SeriesList>)>,
     names: HashMap<(String, String), (SeriesCursor, Arc<MeasurementNames>)>,
     lookups: HashMap<(String, String), usize>,
 }
 
 /// Database, measurement, tag key and tag value of a part.
 type PartKey = (String, String, String, String);
+
+/// The maps a query looks up on every request, hashed fast and looked up by borrowed keys
+/// (making owned keys and SipHashing them cost a few thousand instructions a lookup query).
+type FastMap<K, V> = hashbrown::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// A [`SeriesListMap`] key, borrowed; hashed as the owned tuple is (a derived `Hash` of a
+/// tuple struct feeds its fields in order, as a tuple's does).
+#[derive(Hash)]
+struct ListKey<'a>(&'a str, Option<&'a str>);
+
+impl hashbrown::Equivalent<(String, Option<String>)> for ListKey<'_> {
+    fn equivalent(&self, key: &(String, Option<String>)) -> bool {
+        self.0 == key.0 && self.1 == key.1.as_deref()
+    }
+}
+
+/// A [`PartKey`], borrowed.
+#[derive(Hash)]
+struct PartKeyRef<'a>(&'a str, &'a str, &'a str, &'a str);
+
+impl hashbrown::Equivalent<PartKey> for PartKeyRef<'_> {
+    fn equivalent(&self, key: &PartKey) -> bool {
+        self.0 == key.0 && self.1 == key.1 && self.2 == key.2 && self.3 == key.3
+    }
+}
 
 /// The field names and tag keys of all the series of a measurement.
 #[derive(Clone, Default)]
@@ -95,7 +120,7 @@ const PART_LOOKUPS_MAX: usize = 8;
 /// One tag set, shared by the series of its fields.
 type Tags = Arc<[(String, String)]>;
 
-type SeriesListMap = HashMap<(String, Option<String>), (SeriesCursor, Arc<SeriesList>)>;
+type SeriesListMap = FastMap<(String, Option<String>), (SeriesCursor, Arc<SeriesList>)>;
 
 /// Lists kept at most; beyond it the cache starts over (queries over many measurements at once
 /// are rare, and each list is rebuilt in one catalog pass).
@@ -107,8 +132,7 @@ impl SeriesLists {
     pub fn current_len(&self, engine: &Engine, database: &str, measurement: &str) -> Option<usize> {
         let cursor = engine.series_cursor();
         let lists = self.lists.lock();
-        // The key is owned; one lookup a query is cheaper than a borrowed-key map.
-        let (seen, list) = lists.get(&(database.to_string(), Some(measurement.to_string())))?;
+        let (seen, list) = lists.get(&ListKey(database, Some(measurement)))?;
         (*seen == cursor).then_some(list.len())
     }
 
@@ -120,7 +144,7 @@ impl SeriesLists {
         let cursor = engine.series_cursor();
         let whole = {
             let lists = self.lists.lock();
-            match lists.get(&(database.to_string(), Some(measurement.to_string()))) {
+            match lists.get(&ListKey(database, Some(measurement))) {
                 Some((seen, list)) if *seen == cursor => Some(list.clone()),
                 Some(_) => return None,
                 None => None,
@@ -129,15 +153,13 @@ impl SeriesLists {
         if let Some(list) = whole {
             return Some(list.tag_sets_with(key, value).map(<[StoredSeries]>::len).sum());
         }
-        let part_key = (database.to_string(), measurement.to_string(), key.to_string(), value.to_string());
         let parts = self.parts.lock();
-        let (seen, part) = parts.lists.get(&part_key)?;
+        let (seen, part) = parts.lists.get(&PartKeyRef(database, measurement, key, value))?;
         (*seen == cursor).then(|| part.len())
     }
 
     fn get(&self, engine: &Engine, database: &str, measurement: Option<&str>) -> Arc<SeriesList> {
-        let key = (database.to_string(), measurement.map(str::to_string));
-        let kept = self.lists.lock().get(&key).cloned();
+        let kept = self.lists.lock().get(&ListKey(database, measurement)).cloned();
         let (cursor, list) = match kept {
             Some((seen, list)) if seen == engine.series_cursor() => return list,
             Some((seen, list)) => {
@@ -154,7 +176,7 @@ impl SeriesLists {
         if lists.len() >= SERIES_LISTS_MAX {
             lists.clear();
         }
-        lists.insert(key, (cursor, list.clone()));
+        lists.insert((database.to_string(), measurement.map(str::to_string)), (cursor, list.clone()));
         list
     }
 }
@@ -163,14 +185,12 @@ impl SeriesLists {
     /// The series of `measurement` whose tag `key` is `value`, unless its whole list is kept
     /// or it has been looked up by tag value often (see [`SeriesLists`]).
     fn part(&self, engine: &Engine, database: &str, measurement: &str, key: &str, value: &str) -> Option<Arc<SeriesList>> {
-        let of_measurement = (database.to_string(), measurement.to_string());
-        if self.lists.lock().contains_key(&(database.to_string(), Some(measurement.to_string()))) {
+        if self.lists.lock().contains_key(&ListKey(database, Some(measurement))) {
             return None;
         }
-        let part_key = (database.to_string(), measurement.to_string(), key.to_string(), value.to_string());
         let kept = {
             let mut parts = self.parts.lock();
-            let kept = parts.lists.get(&part_key).cloned();
+            let kept = parts.lists.get(&PartKeyRef(database, measurement, key, value)).cloned();
             if let Some((seen, list)) = &kept {
                 if *seen == engine.series_cursor() {
                     return Some(list.clone());
@@ -180,7 +200,7 @@ impl SeriesLists {
             if parts.lookups.len() >= SERIES_LISTS_MAX {
                 parts.lookups.clear();
             }
-            let lookups = parts.lookups.entry(of_measurement).or_insert(0);
+            let lookups = parts.lookups.entry((database.to_string(), measurement.to_string())).or_insert(0);
             *lookups += 1;
             if *lookups > PART_LOOKUPS_MAX {
                 return None;
@@ -206,7 +226,7 @@ impl SeriesLists {
         if parts.lists.len() >= SERIES_LISTS_MAX {
             parts.lists.clear();
         }
-        parts.lists.insert(part_key, (cursor, list.clone()));
+        parts.lists.insert((database.to_string(), measurement.to_string(), key.to_string(), value.to_string()), (cursor, list.clone()));
         Some(list)
     }
 

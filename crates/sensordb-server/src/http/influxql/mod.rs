@@ -23,8 +23,9 @@ mod stream;
 
 use super::{v1_token, ApiError, HttpState};
 use crate::auth::Scope;
+use crate::http::params::Params;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use engine_storage::EngineStorage;
@@ -60,7 +61,7 @@ fn deletes(statement: &Statement) -> bool {
 /// `GET`/`POST /query`.
 pub async fn query(
     State(http): State<Arc<HttpState>>,
-    Query(mut params): Query<Vec<(String, String)>>,
+    Params(mut params): Params,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
