@@ -86,7 +86,39 @@ fn overlaps(span: (Timestamp, Timestamp), from: Timestamp, to: Timestamp) -> boo
 pub struct ExtentIndex {
     /// Shared with readers, which look a series up after the index lock is released.
     segments: BTreeMap<u64, Arc<SegmentExtents>>,
+    /// The segments with entries by time, made when first needed after a segment came or
+    /// went: a read looks only at those whose time can overlap its range instead of at every
+    /// segment (a store kept for years holds thousands; a read overlaps a few).
+    by_time: std::sync::OnceLock<TimeOrder<Arc<SegmentExtents>>>,
     blocks: usize,
+}
+
+/// Items with a span of time (both ends included), ordered by the span's start, each with the
+/// latest end of it and of those before it: the items overlapping a range lie between the
+/// first whose latest end reaches the range and the first that starts after it.
+struct TimeOrder<T> {
+    /// (start, end, latest end so far, item), by start.
+    slots: Vec<(Timestamp, Timestamp, Timestamp, T)>,
+}
+
+impl<T> TimeOrder<T> {
+    fn new(items: impl Iterator<Item = (Timestamp, Timestamp, T)>) -> TimeOrder<T> {
+        let mut slots: Vec<(Timestamp, Timestamp, Timestamp, T)> = items.map(|(start, end, item)| (start, end, end, item)).collect();
+        slots.sort_by_key(|slot| slot.0);
+        let mut latest = Timestamp::MIN;
+        for slot in &mut slots {
+            latest = latest.max(slot.1);
+            slot.2 = latest;
+        }
+        TimeOrder { slots }
+    }
+
+    /// The items whose span overlaps `[from, to)`, by start.
+    fn overlapping(&self, from: Timestamp, to: Timestamp) -> impl Iterator<Item = &T> + '_ {
+        let end = self.slots.partition_point(|slot| slot.0 < to);
+        let start = self.slots[..end].partition_point(|slot| slot.2 < from);
+        self.slots[start..end].iter().filter(move |slot| overlaps((slot.0, slot.1), from, to)).map(|slot| &slot.3)
+    }
 }
 
 /// One sealed segment's part of the [`ExtentIndex`]: its directory's index and the file the
@@ -187,6 +219,7 @@ impl ExtentIndex {
         if let Some(old) = self.segments.insert(extents.segment, Arc::new(extents)) {
             self.blocks -= old.directory.blocks as usize;
         }
+        self.by_time = std::sync::OnceLock::new();
     }
 
     /// Forgets `segment`.
@@ -194,15 +227,25 @@ impl ExtentIndex {
         if let Some(old) = self.segments.remove(&segment) {
             self.blocks -= old.directory.blocks as usize;
         }
+        self.by_time = std::sync::OnceLock::new();
     }
 
     /// The segments that may hold points of `series` in `[from, to)` (by their time and id
     /// ranges), by segment id: [`SegmentExtents::find`] then looks in each.
     pub fn holding(&self, series: SeriesId, from: Timestamp, to: Timestamp) -> impl Iterator<Item = &Arc<SegmentExtents>> + '_ {
-        self.segments.values().filter(move |extents| {
-            let (low, high) = extents.directory.series_ids;
-            extents.overlaps(from, to) && (low..=high).contains(&series.0)
-        })
+        let by_time = self.by_time.get_or_init(|| {
+            let with_entries = self.segments.values().filter(|extents| extents.directory.len > 0);
+            TimeOrder::new(with_entries.map(|extents| (extents.directory.min_timestamp, extents.directory.max_timestamp, extents.clone())))
+        });
+        let mut found: Vec<&Arc<SegmentExtents>> = by_time
+            .overlapping(from, to)
+            .filter(|extents| {
+                let (low, high) = extents.directory.series_ids;
+                (low..=high).contains(&series.0)
+            })
+            .collect();
+        found.sort_unstable_by_key(|extents| extents.segment);
+        found.into_iter()
     }
 
     /// Extents of `series` that may hold points in `[from, to)`, by segment id.
@@ -386,6 +429,23 @@ mod tests {
 
     fn cache() -> Mutex<DirectoryCache> {
         Mutex::new(DirectoryCache::new(1 << 20))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn time_order_finds_exactly_the_overlapping_spans(
+            spans in proptest::collection::vec((-50i64..50, 0i64..40), 0..40),
+            from in -60i64..60,
+            length in 0i64..50,
+        ) {
+            let to = from + length;
+            let order = TimeOrder::new(spans.iter().enumerate().map(|(i, &(start, width))| (start, start + width, i)));
+            let mut found: Vec<usize> = order.overlapping(from, to).copied().collect();
+            found.sort_unstable();
+            let wanted: Vec<usize> =
+                spans.iter().enumerate().filter(|(_, &(start, width))| overlaps((start, start + width), from, to)).map(|(i, _)| i).collect();
+            proptest::prop_assert_eq!(found, wanted);
+        }
     }
 
     #[test]
