@@ -25,6 +25,9 @@ pub fn get_varint(bytes: &[u8], position: &mut usize) -> Option<u64> {
     get_long_varint(bytes, position)
 }
 
+// Inlined too: a series run is three long varints an entry, and the call across crates cost
+// a tenth of decoding one (callgrind, first reads of the large-store bench).
+#[inline]
 fn get_long_varint(bytes: &[u8], position: &mut usize) -> Option<u64> {
     // Up to eight bytes at once when eight are there: the last byte of the varint is the first
     // without its high bit, and its seven-bit groups are packed by three shifts (varints of up
