@@ -200,8 +200,26 @@ impl<'r> Bound<'r> {
         match self {
             Bound::Logic { and: true, lhs, rhs } => lhs.holds(time, row) && rhs.holds(time, row),
             Bound::Logic { and: false, lhs, rhs } => lhs.holds(time, row) || rhs.holds(time, row),
-            Bound::Binary { op, lhs, rhs } if op.is_comparison() => compares(*op, &lhs.value(time, row), &rhs.value(time, row)),
+            Bound::Binary { op, lhs, rhs } if op.is_comparison() => match (&**lhs, &**rhs) {
+                // The usual comparison, a field against a literal, straight from the row: every
+                // row a query reads is tested (TSBS low-fuel tests 27,000 a query), and the
+                // general path's two `value` calls and their `Cow`s were 70 of its 90
+                // instructions a row (callgrind).
+                (Bound::Column(c), Bound::Const(v)) => compares(*op, &row[*c], v),
+                (Bound::Const(v), Bound::Column(c)) => compares(*op, v, &row[*c]),
+                _ => compares(*op, &lhs.value(time, row), &rhs.value(time, row)),
+            },
             _ => matches!(&*self.value(time, row), FieldValue::Boolean(true)),
+        }
+    }
+
+    /// Whether the expression's value on the row is null, without making the value where it
+    /// is a column or a literal (a raw query asks it of each selected field on every row).
+    pub fn is_null_on(&self, time: i64, row: &[FieldValue]) -> bool {
+        match self {
+            Bound::Column(c) => row[*c].is_null(),
+            Bound::Const(v) => v.is_null(),
+            _ => self.value(time, row).is_null(),
         }
     }
 

@@ -243,7 +243,7 @@ impl<'r> Projection<'r> {
     /// Whether row `index` gives an output row; only the fields that decide it are evaluated.
     fn gives_row(&self, table: &Table, index: usize) -> bool {
         let (time, row) = (table.times[index], table.row(index));
-        self.gives_by(|i| self.exprs[i].value(time, row).is_null(), row)
+        self.gives_by(|i| self.exprs[i].is_null_on(time, row), row)
     }
 
     /// A row exists where a selected field has a value; selecting only tags, where any field
