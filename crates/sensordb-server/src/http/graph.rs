@@ -25,18 +25,18 @@ use std::sync::Arc;
 const WIDTH_MAX: usize = 10_000;
 const SERIES_MAX: usize = 1_000;
 
-pub async fn graph(State(http): State<Arc<HttpState>>, Params(params): Params, headers: HeaderMap) -> Result<Response, ApiError> {
-    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    http.server.tokens.check(v1_token(&headers, param("p")).as_deref(), Scope::Read)?;
+pub async fn graph(State(http): State<Arc<HttpState>>, params: Params, headers: HeaderMap) -> Result<Response, ApiError> {
+    http.server.tokens.check(v1_token(&headers, params.get("p")).as_deref(), Scope::Read)?;
     let required = |name: &str| {
-        param(name)
+        params
+            .get(name)
             .filter(|v| !v.is_empty())
             .map(str::to_string)
             .ok_or_else(|| ApiError::bad_request(format!("missing required parameter {name:?}")))
     };
     let (database, measurement, field) = (required("db")?, required("measurement")?, required("field")?);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
-    let time = |name: &str, default: i64| match param(name) {
+    let time = |name: &str, default: i64| match params.get(name) {
         Some(t) => parse_time(t).ok_or_else(|| ApiError::bad_request(format!("bad {name} time {t:?}"))),
         None => Ok(default),
     };
@@ -45,7 +45,7 @@ pub async fn graph(State(http): State<Arc<HttpState>>, Params(params): Params, h
     if from > to {
         return Err(ApiError::bad_request("from is after to"));
     }
-    let width = match param("width") {
+    let width = match params.get("width") {
         Some(w) => w
             .parse::<usize>()
             .ok()
@@ -54,7 +54,7 @@ pub async fn graph(State(http): State<Arc<HttpState>>, Params(params): Params, h
         None => 1_000,
     };
     let tags: Vec<(String, String)> =
-        params.iter().filter_map(|(k, v)| k.strip_prefix("tag.").map(|k| (k.to_string(), v.clone()))).collect();
+        params.0.iter().filter_map(|(k, v)| k.strip_prefix("tag.").map(|k| (k.to_string(), v.clone()))).collect();
     let _turn = http.queries.clone().acquire_owned().await.map_err(|_| ApiError::unavailable("server is shutting down"))?;
     let worker = http.clone();
     let body = tokio::task::spawn_blocking(move || -> Result<(String, Option<axum::http::HeaderValue>), ApiError> {

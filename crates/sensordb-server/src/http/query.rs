@@ -38,12 +38,11 @@ fn tag_filter(params: &[(String, String)]) -> Vec<(&str, &str)> {
 }
 
 /// `GET /sensordb/series`.
-pub async fn series(State(http): State<Arc<HttpState>>, Params(params): Params, headers: HeaderMap) -> Result<Response, ApiError> {
-    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    let token = v1_token(&headers, param("p"));
+pub async fn series(State(http): State<Arc<HttpState>>, params: Params, headers: HeaderMap) -> Result<Response, ApiError> {
+    let token = v1_token(&headers, params.get("p"));
     http.server.tokens.check(token.as_deref(), Scope::Read)?;
-    let filter = tag_filter(&params);
-    let entries = http.server.engine.select_series(param("db"), param("measurement"), &filter);
+    let filter = tag_filter(&params.0);
+    let entries = http.server.engine.select_series(params.get("db"), params.get("measurement"), &filter);
     let list: Vec<serde_json::Value> = entries
         .iter()
         .map(|e| {
@@ -63,34 +62,34 @@ pub async fn series(State(http): State<Arc<HttpState>>, Params(params): Params, 
 }
 
 /// `GET /sensordb/points`.
-pub async fn points(State(http): State<Arc<HttpState>>, Params(params): Params, headers: HeaderMap) -> Result<Response, ApiError> {
-    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    let token = v1_token(&headers, param("p"));
+pub async fn points(State(http): State<Arc<HttpState>>, params: Params, headers: HeaderMap) -> Result<Response, ApiError> {
+    let token = v1_token(&headers, params.get("p"));
     http.server.tokens.check(token.as_deref(), Scope::Read)?;
-    let measurement = param("measurement")
+    let measurement = params
+        .get("measurement")
         .filter(|m| !m.is_empty())
         .ok_or_else(|| ApiError::bad_request("missing required parameter \"measurement\""))?
         .to_string();
-    let field = param("field").map(str::to_string);
-    let from = match param("from") {
+    let field = params.get("field").map(str::to_string);
+    let from = match params.get("from") {
         Some(t) => parse_time(t).ok_or_else(|| ApiError::bad_request(format!("bad from time {t:?}")))?,
         None => i64::MIN,
     };
-    let to = match param("to") {
+    let to = match params.get("to") {
         Some(t) => parse_time(t).ok_or_else(|| ApiError::bad_request(format!("bad to time {t:?}")))?,
         None => i64::MAX,
     };
-    let csv = match param("format").unwrap_or("json") {
+    let csv = match params.get("format").unwrap_or("json") {
         "json" => false,
         "csv" => true,
         other => return Err(ApiError::bad_request(format!("unknown format {other:?}: expected json or csv"))),
     };
-    let limit = match param("limit") {
+    let limit = match params.get("limit") {
         Some(n) => n.parse::<usize>().map_err(|_| ApiError::bad_request(format!("bad limit {n:?}")))?.min(MAX_POINT_LIMIT),
         None => DEFAULT_POINT_LIMIT,
     };
-    let tags: Vec<(String, String)> = tag_filter(&params).into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let database = param("db").map(str::to_string);
+    let tags: Vec<(String, String)> = tag_filter(&params.0).into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let database = params.get("db").map(str::to_string);
     let worker = http.clone();
     let (body, truncated, damage) = tokio::task::spawn_blocking(move || {
         let filter: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();

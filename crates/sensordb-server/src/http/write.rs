@@ -284,18 +284,12 @@ fn ingest_into(
 }
 
 /// `POST /write?db=D[&precision=P][&u=U&p=TOKEN]`.
-pub async fn write_v1(
-    State(http): State<Arc<HttpState>>,
-    Params(params): Params,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+pub async fn write_v1(State(http): State<Arc<HttpState>>, params: Params, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     let checked = || {
-        let token = v1_token(&headers, param("p"));
+        let token = v1_token(&headers, params.get("p"));
         http.server.tokens.check(token.as_deref(), Scope::Write)?;
-        let db = param("db").filter(|db| !db.is_empty()).ok_or_else(|| ApiError::bad_request("database is required"))?;
-        let precision = Precision::from_v1(param("precision").unwrap_or(""))
+        let db = params.get("db").filter(|db| !db.is_empty()).ok_or_else(|| ApiError::bad_request("database is required"))?;
+        let precision = Precision::from_v1(params.get("precision").unwrap_or(""))
             .ok_or_else(|| ApiError::bad_request("invalid precision: expected one of n, ns, u, us, ms, s, m, h"))?;
         Ok((http.cache(db)?, precision))
     };
@@ -309,21 +303,15 @@ pub async fn write_v1(
 /// InfluxDB 1.8's compatibility endpoint, `bucket` is `database[/retention policy]`; every
 /// database has the one policy (`autogen`, its storage period), so the policy name is not used,
 /// as v1's `rp` parameter is not.
-pub async fn write_v2(
-    State(http): State<Arc<HttpState>>,
-    Params(params): Params,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+pub async fn write_v2(State(http): State<Arc<HttpState>>, params: Params, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     let checked = || {
         http.server.tokens.check(bearer_token(&headers).as_deref(), Scope::Write)?;
-        let bucket = param("bucket").filter(|b| !b.is_empty()).ok_or_else(|| ApiError::bad_request("bucket is required"))?;
+        let bucket = params.get("bucket").filter(|b| !b.is_empty()).ok_or_else(|| ApiError::bad_request("bucket is required"))?;
         let database = bucket.split_once('/').map_or(bucket, |(database, _retention_policy)| database);
         if database.is_empty() {
             return Err(ApiError::bad_request(format!("bucket {bucket:?} names no database: expected database[/retention policy]")));
         }
-        let precision = Precision::from_v2(param("precision").unwrap_or(""))
+        let precision = Precision::from_v2(params.get("precision").unwrap_or(""))
             .ok_or_else(|| ApiError::bad_request("invalid precision: expected one of ns, us, ms, s"))?;
         Ok((http.cache(database)?, precision))
     };

@@ -59,33 +59,27 @@ fn deletes(statement: &Statement) -> bool {
 }
 
 /// `GET`/`POST /query`.
-pub async fn query(
-    State(http): State<Arc<HttpState>>,
-    Params(mut params): Params,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
+pub async fn query(State(http): State<Arc<HttpState>>, mut params: Params, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
     let form =
         headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
     if form {
         let body_params: Vec<(String, String)> =
             serde_urlencoded::from_bytes(&body).map_err(|e| ApiError::bad_request(format!("bad form body: {e}")))?;
-        params.extend(body_params);
+        params.0.extend(body_params);
     }
-    let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-    let token = v1_token(&headers, param("p").as_deref());
-    let text = param("q").ok_or_else(|| ApiError::bad_request("missing required parameter \"q\""))?;
-    let parsed = sensordb_influxql::parse(&text).map_err(|e| ApiError::bad_request(format!("error parsing query: {e}")))?;
+    let token = v1_token(&headers, params.get("p"));
+    let text = params.get("q").ok_or_else(|| ApiError::bad_request("missing required parameter \"q\""))?;
+    let parsed = sensordb_influxql::parse(text).map_err(|e| ApiError::bad_request(format!("error parsing query: {e}")))?;
     if parsed.statements.is_empty() {
         return Err(ApiError::bad_request("error parsing query: empty query"));
     }
     for statement in &parsed.statements {
         http.server.tokens.check(token.as_deref(), if reads_only(statement) { Scope::Read } else { Scope::Write })?;
     }
-    let database = param("db").unwrap_or_default();
-    let epoch = Epoch::from_param(param("epoch").as_deref());
-    let chunk_size = (param("chunked").as_deref() == Some("true"))
-        .then(|| param("chunk_size").and_then(|s| s.parse::<usize>().ok()).filter(|&n| n > 0).unwrap_or(DEFAULT_CHUNK_SIZE));
+    let database = params.get("db").unwrap_or_default().to_string();
+    let epoch = Epoch::from_param(params.get("epoch"));
+    let chunk_size = (params.get("chunked") == Some("true"))
+        .then(|| params.get("chunk_size").and_then(|s| s.parse::<usize>().ok()).filter(|&n| n > 0).unwrap_or(DEFAULT_CHUNK_SIZE));
 
     let config = &http.server.config;
     let timeout = Duration::from_millis(config.query_timeout_ms);
@@ -94,7 +88,7 @@ pub async fn query(
     // A small query runs where its request arrived: handing it to a blocking thread and back
     // cost more than the query (80-140 µs of CPU a lookup). Its bounds keep a worker's turn
     // short; a query that outgrows them runs again on a blocking thread.
-    let shape = inline::Shape::of(&text, &database);
+    let shape = inline::Shape::of(text, &database);
     if inline::runs_inline(&http, &parsed.statements, &database) && !http.inline_misses.contains(shape) {
         let inline_limits = Limits { max_points_scanned: limits.max_points_scanned.min(inline::POINTS_MAX), ..limits };
         let ran = run_statements(&http, &parsed.statements, &database, inline_limits, timeout);
