@@ -213,6 +213,31 @@ impl<'r> Bound<'r> {
         }
     }
 
+    /// This condition as a test of row after row: a field compared with a number, the usual
+    /// WHERE clause on fields, is tested on the float itself; anything else by [`Bound::holds`].
+    pub fn row_test(&self) -> RowTest<'_> {
+        if let Bound::Binary { op, lhs, rhs } = self {
+            match (&**lhs, &**rhs) {
+                (Bound::Column(column), Bound::Const(FieldValue::Float(number))) if op.is_comparison() => {
+                    return RowTest::FloatComparison { column: *column, op: *op, number: *number };
+                }
+                // `0.1 >= x` is `x <= 0.1`.
+                (Bound::Const(FieldValue::Float(number)), Bound::Column(column)) if op.is_comparison() => {
+                    let op = match op {
+                        BinaryOp::Lt => BinaryOp::Gt,
+                        BinaryOp::LtEq => BinaryOp::GtEq,
+                        BinaryOp::Gt => BinaryOp::Lt,
+                        BinaryOp::GtEq => BinaryOp::LtEq,
+                        other => *other,
+                    };
+                    return RowTest::FloatComparison { column: *column, op, number: *number };
+                }
+                _ => {}
+            }
+        }
+        RowTest::General(self)
+    }
+
     /// Whether the expression's value on the row is null, without making the value where it
     /// is a column or a literal (a raw query asks it of each selected field on every row).
     pub fn is_null_on(&self, time: i64, row: &[FieldValue]) -> bool {
@@ -260,6 +285,47 @@ impl<'r> Bound<'r> {
             Expr::Call(call) => call.args.iter().any(|a| Bound::reads_field(a, scope)),
             _ => false,
         }
+    }
+}
+
+/// A condition prepared for testing many rows (see [`Bound::row_test`]).
+#[derive(Debug)]
+pub enum RowTest<'b> {
+    /// `column op number`.
+    FloatComparison {
+        column: usize,
+        op: BinaryOp,
+        number: f64,
+    },
+    General(&'b Bound<'b>),
+}
+
+impl RowTest<'_> {
+    /// Whether the condition holds on the row, as [`Bound::holds`] says.
+    #[inline]
+    pub fn holds(&self, time: i64, row: &[FieldValue]) -> bool {
+        match self {
+            RowTest::FloatComparison { column, op, number } => match row[*column] {
+                FieldValue::Float(x) => float_compares(*op, x, *number),
+                ref other => compares(*op, other, &FieldValue::Float(*number)),
+            },
+            RowTest::General(bound) => bound.holds(time, row),
+        }
+    }
+}
+
+/// `x op number` as [`compares`] decides it on two floats: a NaN orders against nothing, so no
+/// comparison holds (`!=` neither).
+#[inline]
+pub fn float_compares(op: BinaryOp, x: f64, number: f64) -> bool {
+    match op {
+        BinaryOp::Eq => x == number,
+        BinaryOp::NotEq => matches!(x.partial_cmp(&number), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Greater)),
+        BinaryOp::Lt => x < number,
+        BinaryOp::LtEq => x <= number,
+        BinaryOp::Gt => x > number,
+        BinaryOp::GtEq => x >= number,
+        _ => false,
     }
 }
 
@@ -417,6 +483,48 @@ mod tests {
         assert!(!bound.holds(0, &[FieldValue::Null]));
     }
 
+    #[test]
+    fn a_field_compared_with_a_number_is_tested_as_the_general_path_tests_it() {
+        let regexes = Regexes::compile(std::iter::empty::<&Expr>()).expect("no regexes");
+        let columns: Vec<Arc<str>> = vec![Arc::from("f")];
+        let scope = Scope { columns: &columns, tags: &[] };
+        let values = [
+            FieldValue::Float(0.05),
+            FieldValue::Float(0.1),
+            FieldValue::Float(0.5),
+            FieldValue::Float(f64::NAN),
+            FieldValue::Float(-0.0),
+            FieldValue::Integer(0),
+            FieldValue::Integer(1),
+            FieldValue::Null,
+            FieldValue::String("a".into()),
+            FieldValue::Boolean(true),
+        ];
+        let mut fast = 0;
+        for op in ["=", "!=", "<", "<=", ">", ">="] {
+            for text in [format!("f {op} 0.1"), format!("0.1 {op} f"), format!("f {op} 0.0"), format!("0.0 {op} f")] {
+                let parsed = parse(&format!("SELECT f FROM m WHERE {text}")).expect("parses");
+                let Statement::Select(select) = &parsed.statements[0] else { panic!("a select") };
+                let bound = Bound::new(select.condition.as_ref().expect("a condition"), &scope, &regexes).into_condition();
+                let test = bound.row_test();
+                fast += usize::from(matches!(test, RowTest::FloatComparison { .. }));
+                for value in &values {
+                    let row = std::slice::from_ref(value);
+                    let by_eval = compares_on(&bound, row);
+                    assert_eq!(test.holds(0, row), by_eval, "{text} on {value:?}");
+                }
+            }
+        }
+        assert_eq!(fast, 24, "every comparison of the field with a float takes the float path");
+    }
+
+    /// Whether `bound`, a comparison, holds on `row` by the general path: both sides' values
+    /// compared by `compares`.
+    fn compares_on(bound: &Bound<'_>, row: &[FieldValue]) -> bool {
+        let Bound::Binary { op, lhs, rhs } = bound else { panic!("a comparison: {bound:?}") };
+        compares(*op, &lhs.value(0, row), &rhs.value(0, row))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1_000))]
 
@@ -444,6 +552,7 @@ mod tests {
             prop_assert_eq!(bound.holds(row.time(), &values), holds, "{} bound as {:?}", text, bound);
             let condition = Bound::new(&condition, &Scope { columns: &columns, tags: &tags }, &regexes).into_condition();
             prop_assert_eq!(condition.holds(row.time(), &values), holds, "{} as a condition: {:?}", text, condition);
+            prop_assert_eq!(condition.row_test().holds(row.time(), &values), holds, "{} as a row test: {:?}", text, condition.row_test());
         }
     }
 }

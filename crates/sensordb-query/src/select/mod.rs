@@ -172,7 +172,7 @@ fn run_groups(
     let wanted = wanted_columns(statement, condition.as_ref());
     // A raw query with a LIMIT reads only the rows it can return.
     let row_filter = raw::RowFilter::new(statement, condition.as_ref(), &regexes);
-    let counted = |table: &Table| row_filter.counted(table);
+    let counted = |table: &Table, newest_first: bool, wanted: usize| row_filter.first_counted(table, newest_first, wanted);
     let row_limit = match statement.limit {
         Some(limit) if !aggregate => {
             // Under an outer query grouped differently, each stored series gives one row more

@@ -3,9 +3,9 @@
 
 use super::plan::{column_name, dedupe_names};
 use super::table::Table;
-use crate::bound::Bound;
+use crate::bound::{float_compares, Bound, RowTest};
 use crate::error::QueryError;
-use crate::eval::Regexes;
+use crate::eval::{compares, Regexes};
 use crate::value::FieldValue;
 use sensordb_influxql::{Dimension, Expr, SelectStatement, VarRef, WildcardType};
 use std::collections::{BTreeSet, HashMap};
@@ -189,8 +189,11 @@ impl<'s> RowFilter<'s> {
         RowFilter { statement, condition, regexes, fields }
     }
 
-    /// A verdict for each row of `table`.
-    pub(super) fn counted(&self, table: &Table) -> Vec<bool> {
+    /// The indices of the first `wanted` rows of `table` that count, in the limit's order:
+    /// from the first row onwards, or from the last backwards when `newest_first`. Rows
+    /// beyond the last one needed are not looked at: TSBS low-fuel's newest row under 10 %
+    /// fuel lies 500-700 rows back in a round of 1,024, of which a third pass the condition.
+    pub(super) fn first_counted(&self, table: &Table, newest_first: bool, wanted: usize) -> Vec<usize> {
         let expanded;
         let fields = match &self.fields {
             Some(fields) => fields,
@@ -201,15 +204,45 @@ impl<'s> RowFilter<'s> {
         };
         let projection = Projection::new(fields, table, self.regexes);
         let condition = self.condition.map(|c| Bound::new(c, &table.scope(), self.regexes).into_condition());
-        (0..table.times.len())
-            .map(|index| {
-                if condition.as_ref().is_some_and(|c| !c.holds(table.times[index], table.row(index))) {
-                    return false;
-                }
-                projection.gives_row(table, index)
-            })
-            .collect()
+        match condition.as_ref().map(Bound::row_test) {
+            // The comparison read straight from the column's values: 15 instructions a row
+            // where the general test took 70.
+            Some(RowTest::FloatComparison { column, op, number }) => {
+                let width = table.width();
+                first_rows(table.times.len(), newest_first, wanted, |index| {
+                    let passes = match &table.values[index * width + column] {
+                        FieldValue::Float(x) => float_compares(op, *x, number),
+                        other => compares(op, other, &FieldValue::Float(number)),
+                    };
+                    passes && projection.gives_row(table, index)
+                })
+            }
+            test => first_rows(table.times.len(), newest_first, wanted, |index| {
+                let holds = test.as_ref().is_none_or(|test| test.holds(table.times[index], table.row(index)));
+                holds && projection.gives_row(table, index)
+            }),
+        }
     }
+}
+
+/// The first `wanted` of `rows` rows for which `counts` holds, from the first row onwards or
+/// from the last backwards, in that order.
+#[inline]
+fn first_rows(rows: usize, backwards: bool, wanted: usize, counts: impl Fn(usize) -> bool) -> Vec<usize> {
+    let mut found = Vec::with_capacity(wanted.min(rows));
+    if wanted == 0 {
+        return found;
+    }
+    for step in 0..rows {
+        let index = if backwards { rows - 1 - step } else { step };
+        if counts(index) {
+            found.push(index);
+            if found.len() == wanted {
+                break;
+            }
+        }
+    }
+    found
 }
 
 /// The SELECT fields bound to one table.

@@ -197,8 +197,9 @@ pub(crate) struct RowLimit<'a> {
     pub order: ScanOrder,
     pub rows: usize,
     /// Which rows of a table count towards `rows` (the WHERE clause holds and the row gives an
-    /// output row).
-    pub counted: &'a dyn Fn(&Table) -> Vec<bool>,
+    /// output row): called with a table, whether to look from its last row backwards, and how
+    /// many are wanted, it gives the indices of the first of them in that order.
+    pub counted: &'a dyn Fn(&Table, bool, usize) -> Vec<usize>,
     /// Points of each column the first round reads where a condition on fields decides the
     /// rows (it may pass few, and each round reads its blocks again); 16 elsewhere.
     pub first_round: usize,
@@ -493,7 +494,7 @@ fn newest_row(
         })
         .collect();
     let row = Table { times: vec![time], values, ..empty };
-    Ok((limit.counted)(&row)[0].then_some(row))
+    Ok((!(limit.counted)(&row, false, 1).is_empty()).then_some(row))
 }
 
 /// The first `limit.rows` counted rows of `table` in `limit.order`. Reads its columns in rounds
@@ -550,19 +551,12 @@ fn read_limited(
         }
         let (times, values) = join_on_time(per_column.into_iter().map(|c| (c.times, c.values)).collect());
         let round = Table { times, values, ..table };
-        let counted = (limit.counted)(&round);
-        assert_eq!(counted.len(), round.times.len(), "BUG: a verdict per row");
-        let order: Box<dyn Iterator<Item = usize>> =
-            if newest_first { Box::new((0..round.times.len()).rev()) } else { Box::new(0..round.times.len()) };
-        for i in order {
-            if counted[i] {
-                kept_times.push(round.times[i]);
-                kept_values.extend_from_slice(round.row(i));
-                if kept_times.len() == limit.rows {
-                    break;
-                }
-            }
+        for i in (limit.counted)(&round, newest_first, limit.rows - kept_times.len()) {
+            assert!(i < round.times.len(), "BUG: a counted row beyond the round");
+            kept_times.push(round.times[i]);
+            kept_values.extend_from_slice(round.row(i));
         }
+        assert!(kept_times.len() <= limit.rows, "BUG: more rows counted than wanted");
         table = Table { times: Vec::new(), values: Vec::new(), ..round };
         let Some(frontier) = frontier else { break };
         if newest_first {
