@@ -144,7 +144,8 @@ pub(super) fn run(
         // Accumulators per distinct field, each a row of buckets.
         let mut per_field: BTreeMap<&str, Vec<Acc>> = BTreeMap::new();
         for (_, field) in &calls {
-            per_field.entry(field.as_str()).or_insert_with(|| vec![Acc::EMPTY; starts.len()]);
+            let extremes = calls.iter().any(|(r, f)| f == field && matches!(r, Reducer::Min | Reducer::Max | Reducer::Spread));
+            per_field.entry(field.as_str()).or_insert_with(|| vec![Acc::empty(extremes); starts.len()]);
         }
         let mut any = false;
         for (tags, fields, per_row) in &members {
