@@ -195,6 +195,13 @@ pub fn apply(op: BinaryOp, left: &FieldValue, right: &FieldValue) -> FieldValue 
 #[inline]
 pub fn compares(op: BinaryOp, left: &FieldValue, right: &FieldValue) -> bool {
     let Some(ordering) = left.compare(right) else { return false };
+    ordering_holds(op, ordering)
+}
+
+/// Whether comparison `op` holds of two values that order as `ordering`; false for any other
+/// operator.
+#[inline]
+fn ordering_holds(op: BinaryOp, ordering: Ordering) -> bool {
     match op {
         BinaryOp::Eq => ordering == Ordering::Equal,
         BinaryOp::NotEq => ordering != Ordering::Equal,
@@ -269,16 +276,7 @@ fn tag_compared_with_text(expr: &Expr, tags: &[(String, String)]) -> Option<Verd
         (Expr::String(text), rhs) => text.as_str().cmp(tag(rhs)?),
         _ => return None,
     };
-    let holds = match b.op {
-        BinaryOp::Eq => ordering == Ordering::Equal,
-        BinaryOp::NotEq => ordering != Ordering::Equal,
-        BinaryOp::Lt => ordering == Ordering::Less,
-        BinaryOp::LtEq => ordering != Ordering::Greater,
-        BinaryOp::Gt => ordering == Ordering::Greater,
-        BinaryOp::GtEq => ordering != Ordering::Less,
-        _ => return None,
-    };
-    Some(if holds { Verdict::True } else { Verdict::False })
+    Some(if ordering_holds(b.op, ordering) { Verdict::True } else { Verdict::False })
 }
 
 fn references_field(expr: &Expr, is_field: &dyn Fn(&str) -> bool) -> bool {
