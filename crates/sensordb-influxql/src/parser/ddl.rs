@@ -38,7 +38,7 @@ impl Parser<'_> {
             spec.duration = Some(self.parse_duration_literal()?);
         }
         if self.eat_keyword(Keyword::Replication)? {
-            let start = self.peek()?.start;
+            let start = self.peek_start()?;
             let replication = self.parse_u64()?;
             match u32::try_from(replication) {
                 Ok(n) if (1..=i32::MAX as u32).contains(&n) => spec.replication = Some(n),
@@ -97,7 +97,7 @@ impl Parser<'_> {
         if !self.eat_keyword(Keyword::From)? {
             return Ok(Vec::new());
         }
-        let start = self.peek()?.start;
+        let start = self.peek_start()?;
         let sources = self.parse_measurements()?;
         for source in &sources {
             if source.retention_policy.is_some() {

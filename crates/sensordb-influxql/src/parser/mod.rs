@@ -108,15 +108,27 @@ pub(crate) fn parse_duration(text: &str) -> std::result::Result<Duration, String
 impl<'a> Parser<'a> {
     /// The next token (whitespace and comments skipped), not consumed.
     fn peek(&self) -> Result<Token> {
+        self.peek_with(Token::clone)
+    }
+
+    /// `look` of the next token, not consumed and not cloned: most peeks ask whether it is a
+    /// keyword or a comma, or where it starts, and a clone of a name allocated its text.
+    fn peek_with<R>(&self, look: impl FnOnce(&Token) -> R) -> Result<R> {
         if let Some((from, token, _)) = &*self.peeked.borrow() {
             if from.same_place(&self.lexer) {
-                return Ok(token.clone());
+                return Ok(look(token));
             }
         }
         let mut after = self.lexer;
         let token = after.next_token()?;
-        *self.peeked.borrow_mut() = Some((self.lexer, token.clone(), after));
-        Ok(token)
+        let seen = look(&token);
+        *self.peeked.borrow_mut() = Some((self.lexer, token, after));
+        Ok(seen)
+    }
+
+    /// Where the next token starts.
+    fn peek_start(&self) -> Result<usize> {
+        self.peek_with(|token| token.start)
     }
 
     fn next(&mut self) -> Result<Token> {
@@ -166,8 +178,7 @@ impl<'a> Parser<'a> {
 
     /// Consumes the next token if it is `keyword`.
     fn eat_keyword(&mut self, keyword: Keyword) -> Result<bool> {
-        let token = self.peek()?;
-        if token.tok.is_keyword(keyword) {
+        if self.peek_with(|token| token.tok.is_keyword(keyword))? {
             self.next()?;
             return Ok(true);
         }
@@ -176,7 +187,7 @@ impl<'a> Parser<'a> {
 
     /// Consumes the next token if it is `tok`.
     fn eat(&mut self, tok: &Tok) -> Result<bool> {
-        if self.peek()?.tok == *tok {
+        if self.peek_with(|token| token.tok == *tok)? {
             self.next()?;
             return Ok(true);
         }
@@ -220,7 +231,7 @@ impl<'a> Parser<'a> {
     /// out (`None`). Stops before a `/` (a regex follows: `db.rp./re/`) or a `:` (`:MEASUREMENT`)
     /// after a dot, as InfluxDB does.
     fn parse_segmented_idents(&mut self) -> Result<(usize, Vec<Option<String>>)> {
-        let start = self.peek()?.start;
+        let start = self.peek_start()?;
         let mut idents = vec![Some(self.parse_ident()?)];
         loop {
             if self.peek_raw()?.tok != Tok::Dot {

@@ -48,7 +48,7 @@ impl Parser<'_> {
             let expr = match self.parse_regex()? {
                 Some(regex) => Expr::Regex(regex),
                 None => {
-                    let start = self.peek()?.start;
+                    let start = self.peek_start()?;
                     let expr = self.parse_expr()?;
                     if let Some(op) = super::expr::condition_operator(&expr) {
                         return Err(ParseError::at(self.source(), start, ParseErrorKind::OperatorInSelect(op.as_str())));
@@ -148,7 +148,7 @@ impl Parser<'_> {
         self.expect_keyword(Keyword::By)?;
         let mut dimensions = Vec::new();
         loop {
-            let start = self.peek()?.start;
+            let start = self.peek_start()?;
             let dimension = self.parse_dimension()?;
             if matches!(dimension, Dimension::Time { .. }) && dimensions.iter().any(|d| matches!(d, Dimension::Time { .. })) {
                 return Err(self.invalid(start, "multiple time dimensions not allowed"));
@@ -166,7 +166,7 @@ impl Parser<'_> {
         if let Some(regex) = self.parse_regex()? {
             return Ok(Dimension::Regex(regex));
         }
-        let start = self.peek()?.start;
+        let start = self.peek_start()?;
         let invalid = |parser: &Self, message: &str| Err(parser.invalid(start, message));
         match self.parse_expr()? {
             Expr::Wildcard(None) => Ok(Dimension::Wildcard),
