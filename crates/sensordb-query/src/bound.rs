@@ -305,19 +305,25 @@ impl RowTest<'_> {
     #[inline]
     pub fn holds(&self, time: i64, row: &[FieldValue]) -> bool {
         match self {
-            RowTest::FloatComparison { column, op, number } => match row[*column] {
-                FieldValue::Float(x) => float_compares(*op, x, *number),
-                ref other => compares(*op, other, &FieldValue::Float(*number)),
-            },
+            RowTest::FloatComparison { column, op, number } => compares_with_number(*op, &row[*column], *number),
             RowTest::General(bound) => bound.holds(time, row),
         }
+    }
+}
+
+/// `value op number` as [`compares`] decides it, a float compared without the general path.
+#[inline]
+pub fn compares_with_number(op: BinaryOp, value: &FieldValue, number: f64) -> bool {
+    match value {
+        FieldValue::Float(x) => float_compares(op, *x, number),
+        other => compares(op, other, &FieldValue::Float(number)),
     }
 }
 
 /// `x op number` as [`compares`] decides it on two floats: a NaN orders against nothing, so no
 /// comparison holds (`!=` neither).
 #[inline]
-pub fn float_compares(op: BinaryOp, x: f64, number: f64) -> bool {
+fn float_compares(op: BinaryOp, x: f64, number: f64) -> bool {
     match op {
         BinaryOp::Eq => x == number,
         BinaryOp::NotEq => matches!(x.partial_cmp(&number), Some(std::cmp::Ordering::Less | std::cmp::Ordering::Greater)),

@@ -495,7 +495,8 @@ fn keep_rows(table: &mut Table, condition: Option<&Expr>, regexes: &Regexes) {
         }
         return;
     }
-    let keep: Vec<bool> = (0..table.times.len()).map(|i| bound.holds(table.times[i], table.row(i))).collect();
+    let test = bound.row_test();
+    let keep: Vec<bool> = (0..table.times.len()).map(|i| test.holds(table.times[i], table.row(i))).collect();
     if keep.iter().all(|&k| k) {
         return;
     }

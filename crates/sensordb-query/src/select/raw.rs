@@ -3,9 +3,9 @@
 
 use super::plan::{column_name, dedupe_names};
 use super::table::Table;
-use crate::bound::{float_compares, Bound, RowTest};
+use crate::bound::{compares_with_number, Bound, RowTest};
 use crate::error::QueryError;
-use crate::eval::{compares, Regexes};
+use crate::eval::Regexes;
 use crate::value::FieldValue;
 use sensordb_influxql::{Dimension, Expr, SelectStatement, VarRef, WildcardType};
 use std::collections::{BTreeSet, HashMap};
@@ -210,11 +210,7 @@ impl<'s> RowFilter<'s> {
             Some(RowTest::FloatComparison { column, op, number }) => {
                 let width = table.width();
                 first_rows(table.times.len(), newest_first, wanted, |index| {
-                    let passes = match &table.values[index * width + column] {
-                        FieldValue::Float(x) => float_compares(op, *x, number),
-                        other => compares(op, other, &FieldValue::Float(number)),
-                    };
-                    passes && projection.gives_row(table, index)
+                    compares_with_number(op, &table.values[index * width + column], number) && projection.gives_row(table, index)
                 })
             }
             test => first_rows(table.times.len(), newest_first, wanted, |index| {
