@@ -416,7 +416,10 @@ impl Catalog {
     }
 
     fn create(&self, key: &SeriesKey, kind: ValueKind, sync: bool) -> Result<SeriesId> {
-        if let Some(id) = self.lookup(key, kind)? {
+        // Spelled once: both lookups and the record use it (three spellings cost a quarter of
+        // a new series' work on the HTTP write path).
+        let text = key.canonical();
+        if let Some(id) = self.lookup(&text, kind)? {
             if sync {
                 // It may have been created unsynced: durable before its id is handed out.
                 self.sync_through(id)?;
@@ -425,13 +428,12 @@ impl Catalog {
         }
         let mut tail = self.append.lock();
         // Another thread may have created it while we waited for the append lock.
-        if let Some(id) = self.lookup(key, kind)? {
+        if let Some(id) = self.lookup(&text, kind)? {
             if sync {
                 self.sync_locked(&mut tail)?;
             }
             return Ok(id);
         }
-        let text = key.canonical();
         if text.len() > SERIES_KEY_BYTES_MAX {
             return Err(Error::RecordTooLarge { len: text.len(), limit: SERIES_KEY_BYTES_MAX });
         }
@@ -556,13 +558,13 @@ impl Catalog {
         }
     }
 
-    fn lookup(&self, key: &SeriesKey, kind: ValueKind) -> Result<Option<SeriesId>> {
-        let text = key.canonical();
+    /// The id of the series spelled `text` (its key's canonical form), if there is one.
+    fn lookup(&self, text: &str, kind: ValueKind) -> Result<Option<SeriesId>> {
         let state = self.state.read();
-        let Some(index) = state.keys.find(&text) else { return Ok(None) };
+        let Some(index) = state.keys.find(text) else { return Ok(None) };
         let existing = state.kind(index).ok_or_else(|| Error::Poisoned(format!("catalog: series {text} has no valid kind")))?;
         if existing != kind {
-            return Err(Error::KindMismatch { key: text, existing, attempted: kind });
+            return Err(Error::KindMismatch { key: text.to_string(), existing, attempted: kind });
         }
         Ok(Some(SeriesId(index as u32 + 1)))
     }
