@@ -34,36 +34,72 @@ fn decimal_value(k: i64, d: u8) -> f64 {
 /// `Some(k)` when `x` is exactly `k / 10^d` under [`decimal_value`].
 #[inline]
 fn decimal_k(x: f64, d: u8) -> Option<i64> {
-    let scaled = (x * POW10[usize::from(d)]).round();
-    if scaled.is_nan() || scaled.abs() > MAX_K {
+    let scaled = x * POW10[usize::from(d)];
+    // Also false for NaN. Rounding cannot carry a value over the bound: from 2^52 up every
+    // double is an integer already.
+    if !(scaled.abs() <= MAX_K) {
         return None;
     }
-    let k = scaled as i64;
+    let k = round_half_away(scaled);
     (decimal_value(k, d).to_bits() == x.to_bits()).then_some(k)
 }
 
+/// `s.round() as i64` for `|s| <= MAX_K`, without the library's `round` (a call of about 25
+/// instructions on the x86-64 baseline, which has no rounding instruction; half of detection's
+/// work in a flush of short columns): truncation and the exact fraction left over.
+#[inline]
+fn round_half_away(s: f64) -> i64 {
+    debug_assert!(s.abs() <= MAX_K);
+    let truncated = s as i64;
+    // Exact: `s` and its truncation share their high bits, and from 2^52 up `s` is integral.
+    let fraction = s - truncated as f64;
+    if fraction >= 0.5 {
+        truncated + 1
+    } else if fraction <= -0.5 {
+        truncated - 1
+    } else {
+        truncated
+    }
+}
+
+/// Columns this long are sampled before the full pass (see [`detect_decimal`]).
+const SAMPLE_FROM_VALUES: usize = 256;
+
+/// `10^d` as an integer, for moving `k`s to more decimals.
+const POW10_INT: [i64; MAX_DECIMALS as usize + 1] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
+
 /// Finds the fewest decimals that express every value and writes their `k`s to `ks`.
+///
+/// One pass: a value that needs more decimals than those before it moves their `k`s up by the
+/// power of ten between (exact, see [`MAX_K`]) instead of starting the pass again; a `k` moved
+/// past [`MAX_K`] ends detection, as it would fail at every larger `d`. Long columns are sampled
+/// first, so noise is rejected in a few dozen checks and the usual `d` is known before the pass.
 fn detect_decimal(values: &[f64], ks: &mut Vec<i64>) -> Option<u8> {
     let mut d = 0u8;
-    // Cheap rejection of noise: a sample decides most columns in a few dozen checks.
-    for &x in values.iter().step_by((values.len() / 32).max(1)) {
-        d = fewest_decimals_from(x, d)?;
-    }
-    'restart: loop {
-        ks.clear();
-        ks.reserve(values.len());
-        for &x in values {
-            match decimal_k(x, d) {
-                Some(k) => ks.push(k),
-                None => {
-                    // Monotonicity (see MAX_K) makes earlier values still fit at the larger d.
-                    d = fewest_decimals_from(x, d + 1)?;
-                    continue 'restart;
-                }
-            }
+    if values.len() >= SAMPLE_FROM_VALUES {
+        for &x in values.iter().step_by(values.len() / 32) {
+            d = fewest_decimals_from(x, d)?;
         }
-        return Some(d);
     }
+    ks.clear();
+    ks.reserve(values.len());
+    for &x in values {
+        let k = match decimal_k(x, d) {
+            Some(k) => k,
+            None => {
+                let more = fewest_decimals_from(x, d + 1)?;
+                let factor = POW10_INT[usize::from(more - d)];
+                for k in ks.iter_mut() {
+                    *k = k.checked_mul(factor).filter(|moved| moved.unsigned_abs() <= MAX_K as u64)?;
+                }
+                d = more;
+                decimal_k(x, d).expect("BUG: fewest_decimals_from found a d that does not fit")
+            }
+        };
+        ks.push(k);
+    }
+    debug_assert!(ks.iter().zip(values).all(|(&k, &x)| decimal_value(k, d).to_bits() == x.to_bits()));
+    Some(d)
 }
 
 fn fewest_decimals_from(x: f64, from: u8) -> Option<u8> {
@@ -248,5 +284,86 @@ mod tests {
         let values: Vec<f64> = specials.iter().cycle().take(1000).copied().collect();
         encoded(&values);
         encoded(&specials);
+    }
+
+    #[test]
+    fn rounding_by_truncation_matches_the_library_round() {
+        let edges = [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            0.49999999999999994,
+            -0.49999999999999994,
+            0.5000000000000001,
+            4503599627370495.5,
+            -4503599627370495.5,
+            4503599627370496.0,
+            9007199254740992.0,
+            -9007199254740992.0,
+            123.456e3,
+        ];
+        for s in edges {
+            assert_eq!(round_half_away(s), s.round() as i64, "{s:?}");
+        }
+        let mut state = 7u64;
+        for _ in 0..100_000 {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let s = f64::from_bits(state) % MAX_K;
+            if s.is_finite() {
+                assert_eq!(round_half_away(s), s.round() as i64, "{s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn moving_earlier_ks_past_the_bound_ends_detection() {
+        let mut ks = vec![];
+        // 9e15 fits at d = 0 (k = 9e15 <= 2^53), but at d = 1, which 0.5 needs, k would be 9e16.
+        assert_eq!(detect_decimal(&[9e15, 0.5], &mut ks), None);
+        assert_eq!(detect_decimal(&[9e14, 0.5], &mut ks), Some(1));
+        assert_eq!(ks, [9_000_000_000_000_000, 5]);
+    }
+
+    /// Detection as it was: a pass started again whenever a value needed more decimals.
+    fn detect_decimal_restarting(values: &[f64]) -> Option<u8> {
+        let mut d = 0u8;
+        'restart: loop {
+            for &x in values {
+                if decimal_k(x, d).is_none() {
+                    d = fewest_decimals_from(x, d + 1)?;
+                    continue 'restart;
+                }
+            }
+            return Some(d);
+        }
+    }
+
+    proptest::proptest! {
+        /// The one-pass detection finds the decimals the restarting one did, and its `k`s decode
+        /// to the very values, bit for bit.
+        #[test]
+        fn one_pass_detection_agrees_with_restarting(
+            picks in proptest::collection::vec((-2_000_000i64..2_000_000, 0u8..5, 0u8..20), 0..300),
+        ) {
+            // Mostly decimals of 0-4 places, a few values of no short decimal form.
+            let values: Vec<f64> = picks
+                .iter()
+                .map(|&(k, d, odd)| if odd == 0 { (k as f64).sqrt() * 1.1 } else { decimal_value(k, d) })
+                .collect();
+            let mut ks = vec![];
+            let found = detect_decimal(&values, &mut ks);
+            proptest::prop_assert_eq!(found, detect_decimal_restarting(&values));
+            if let Some(d) = found {
+                proptest::prop_assert_eq!(ks.len(), values.len());
+                for (&k, &x) in ks.iter().zip(&values) {
+                    proptest::prop_assert_eq!(decimal_value(k, d).to_bits(), x.to_bits());
+                }
+            }
+        }
     }
 }
