@@ -35,9 +35,9 @@ fn decimal_value(k: i64, d: u8) -> f64 {
 #[inline]
 fn decimal_k(x: f64, d: u8) -> Option<i64> {
     let scaled = x * POW10[usize::from(d)];
-    // Also false for NaN. Rounding cannot carry a value over the bound: from 2^52 up every
-    // double is an integer already.
-    if !(scaled.abs() <= MAX_K) {
+    // Rounding cannot carry a value over the bound: from 2^52 up every double is an integer
+    // already.
+    if scaled.is_nan() || scaled.abs() > MAX_K {
         return None;
     }
     let k = round_half_away(scaled);
