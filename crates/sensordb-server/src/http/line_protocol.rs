@@ -131,6 +131,12 @@ impl<'a> Lines<'a> {
 
     /// The next record: a [`Line`] with its fields in `fields` (cleared first), or an error.
     pub fn next_line(&mut self, fields: &mut Vec<Field<'a>>) -> Option<Result<Line<'a>, LineError>> {
+        self.next_line_knowing(fields, &|_| false)
+    }
+
+    /// [`Lines::next_line`] that takes as read the series texts `known` says the fast reader
+    /// read before ([`fast::parse_line_knowing`]).
+    pub fn next_line_knowing(&mut self, fields: &mut Vec<Field<'a>>, known: &dyn Fn(&str) -> bool) -> Option<Result<Line<'a>, LineError>> {
         loop {
             let (record, quoted) = self.records.next()?;
             let number = self.next_number;
@@ -138,13 +144,19 @@ impl<'a> Lines<'a> {
                 self.next_number += record.bytes().filter(|&b| b == b'\n').count() as u64;
             }
             self.next_number += 1;
-            if let Some(result) = self.read(number, record, fields) {
+            if let Some(result) = self.read(number, record, fields, known) {
                 return Some(result);
             }
         }
     }
 
-    fn read(&self, number: u64, record: &'a str, fields: &mut Vec<Field<'a>>) -> Option<Result<Line<'a>, LineError>> {
+    fn read(
+        &self,
+        number: u64,
+        record: &'a str,
+        fields: &mut Vec<Field<'a>>,
+        known: &dyn Fn(&str) -> bool,
+    ) -> Option<Result<Line<'a>, LineError>> {
         let text = record.strip_suffix('\r').unwrap_or(record);
         // Only spaces and tabs, as InfluxDB and the crate skip: other Unicode whitespace (a
         // no-break space, a form feed) belongs to the measurement name.
@@ -156,7 +168,7 @@ impl<'a> Lines<'a> {
         if trimmed.len() > self.options.max_line_bytes {
             return Some(Err(error(format!("line of {} bytes exceeds the limit of {} bytes", trimmed.len(), self.options.max_line_bytes))));
         }
-        let (series_text, series, timestamp) = match fast::parse_line(trimmed, fields) {
+        let (series_text, series, timestamp) = match fast::parse_line_knowing(trimmed, fields, known) {
             Some(line) => (line.series_text, None, line.timestamp),
             None => match slow_parse(trimmed, fields) {
                 Ok(Some((series, timestamp))) => (series_prefix(trimmed), Some(series), timestamp),

@@ -219,6 +219,9 @@ pub struct BodySeries {
     layout: Vec<usize>,
     /// The write batch entries of the layout's fields (see [`BodySeries::slots`]).
     slots: Vec<usize>,
+    /// The series text was read by the fast line reader, so later lines may skip checking it
+    /// ([`Lines::next_line_knowing`](super::line_protocol::Lines::next_line_knowing)).
+    pub fast_read: bool,
 }
 
 struct KnownField {
@@ -233,7 +236,7 @@ struct KnownField {
 
 impl BodySeries {
     pub fn new(series: Arc<CachedSeries>) -> Self {
-        BodySeries { series, names: String::new(), known: Vec::new(), layout: Vec::new(), slots: Vec::new() }
+        BodySeries { series, names: String::new(), known: Vec::new(), layout: Vec::new(), slots: Vec::new(), fast_read: false }
     }
 
     /// Whether no field of this series has resolved through this entry yet.

@@ -186,7 +186,11 @@ fn ingest_into(
     let seen = &mut memo.series;
     let mut budget = NewSeriesBudget { left: http.server.config.max_new_series_per_request };
     let mut lines = Lines::new(body, options);
-    while let Some(line) = lines.next_line(&mut fields) {
+    loop {
+        // A series text this memo took from the fast reader is not checked again (a let, not a
+        // `while let`, so that the borrow of `seen` ends before the body takes it mutably).
+        let next = lines.next_line_knowing(&mut fields, &|text| seen.get(text).is_some_and(|known| known.fast_read));
+        let Some(line) = next else { break };
         let mut line = match line {
             Ok(line) => line,
             Err(e) => {
@@ -199,12 +203,15 @@ fn ingest_into(
         let body_series = match seen.entry_ref(line.series_text) {
             hashbrown::hash_map::EntryRef::Occupied(entry) => entry.into_mut(),
             hashbrown::hash_map::EntryRef::Vacant(entry) => {
+                let fast_read = line.series.is_none();
                 let series = cache.get_or_insert(line.series_text, || match line.series.take() {
                     Some(series) => Ok(series),
                     None => parse_series(line.series_text)
                         .ok_or_else(|| ApiError::internal(format!("BUG: cannot read series text {:?} again", line.series_text))),
                 })?;
-                entry.insert(BodySeries::new(series))
+                let body_series = entry.insert(BodySeries::new(series));
+                body_series.fast_read = fast_read;
+                body_series
             }
         };
         let mut failed: Option<String> = None;

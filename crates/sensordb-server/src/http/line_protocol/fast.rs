@@ -62,10 +62,26 @@ pub struct FastLine<'a> {
 
 /// Reads `line` (no leading whitespace, no comment). `None` when the line is not in the subset this
 /// reader accepts: then `fields` holds garbage and the crate must judge the line.
+#[cfg(test)]
 pub fn parse_line<'a>(line: &'a str, fields: &mut Vec<Field<'a>>) -> Option<FastLine<'a>> {
+    parse_line_knowing(line, fields, &|_| false)
+}
+
+/// [`parse_line`], taking the series text as read when `known` says this reader accepted it
+/// before (`known` must answer true only for series texts this reader returned).
+///
+/// Why: checking a line's measurement and tags byte by byte was a third of this reader's work
+/// (TSBS IoT: 150 of a line's 230 bytes), done again for every line of a series a writer has
+/// seen many times. A text without backslashes ends at the line's first space, found by
+/// `memchr`; if it is known, the check would find the same end, since the check reads nothing
+/// but the text and the space after it.
+pub fn parse_line_knowing<'a>(line: &'a str, fields: &mut Vec<Field<'a>>, known: &dyn Fn(&str) -> bool) -> Option<FastLine<'a>> {
     fields.clear();
     let b = line.as_bytes();
-    let series_end = scan_series(b)?;
+    let series_end = match known_series_end(line, known) {
+        Some(end) => end,
+        None => scan_series(b)?,
+    };
     let mut i = series_end;
     // One or more spaces.
     i = skip_spaces(b, i);
@@ -128,6 +144,16 @@ fn skip_spaces(b: &[u8], mut i: usize) -> usize {
         i += 1;
     }
     i
+}
+
+/// The end of the series text of `line` when it has no backslash and `known` knows it.
+fn known_series_end(line: &str, known: &dyn Fn(&str) -> bool) -> Option<usize> {
+    let b = line.as_bytes();
+    let end = memchr::memchr(b' ', b)?;
+    if end == 0 || memchr::memchr(b'\\', &b[..end]).is_some() {
+        return None;
+    }
+    known(&line[..end]).then_some(end)
 }
 
 /// The end of a valid measurement + tag set starting `b` (the index of the space after it).

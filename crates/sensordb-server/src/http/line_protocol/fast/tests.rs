@@ -85,8 +85,14 @@ fn check(line: &str) -> Result<bool, TestCaseError> {
             let slow = slow.expect("checked");
             prop_assert!(same(&fast, &slow), "{line:?}: ours {fast:?} crate {slow:?}");
             let mut fields = Vec::new();
-            let text = parse_line(line, &mut fields).expect("accepted").series_text;
+            let read = parse_line(line, &mut fields).expect("accepted");
+            let text = read.series_text;
             prop_assert_eq!(text, series_prefix);
+            // Read again with its series text known (a later line of the same series): the same.
+            let owned_fields = owned(&fields);
+            let again = parse_line_knowing(line, &mut fields, &|t| t == text);
+            prop_assert_eq!(again, Some(read));
+            prop_assert_eq!(owned(&fields), owned_fields);
             Ok(true)
         }
         None => Ok(false),
@@ -253,4 +259,27 @@ fn influxdb_1_8_floats_and_field_keys() {
         assert!(ours(line).is_none(), "{line:?}");
         assert!(reference(line).is_none(), "{line:?} under InfluxDB 1.8's rules");
     }
+}
+
+#[test]
+fn a_known_series_text_is_taken_without_checking_it_again() {
+    let line = "readings,name=truck_1,fleet=South latitude=52.5,velocity=3i 1000";
+    let mut fields = Vec::new();
+    let first = parse_line(line, &mut fields).expect("valid");
+    let asked = std::cell::Cell::new(0);
+    let known = |t: &str| {
+        asked.set(asked.get() + 1);
+        t == first.series_text
+    };
+    assert_eq!(parse_line_knowing(line, &mut fields, &known), Some(first));
+    assert_eq!(asked.get(), 1);
+    assert_eq!(fields.len(), 2);
+    // A text with a backslash is always checked: its end is not simply the first space.
+    let escaped = r"readings,name=truck\ 1 latitude=1 1000";
+    let read = parse_line_knowing(escaped, &mut fields, &known).expect("valid");
+    assert_eq!(read.series_text, r"readings,name=truck\ 1");
+    assert_eq!(asked.get(), 1, "not asked about a text with a backslash");
+    // An unknown text is checked, so a bad one is still refused.
+    assert_eq!(parse_line_knowing("readings,name latitude=1 1000", &mut fields, &known), None);
+    assert_eq!(asked.get(), 2);
 }
