@@ -65,9 +65,6 @@ fn round_half_away(s: f64) -> i64 {
 /// Columns this long are sampled before the full pass (see [`detect_decimal`]).
 const SAMPLE_FROM_VALUES: usize = 256;
 
-/// `10^d` as an integer, for moving `k`s to more decimals.
-const POW10_INT: [i64; MAX_DECIMALS as usize + 1] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
-
 /// Finds the fewest decimals that express every value and writes their `k`s to `ks`.
 ///
 /// One pass: a value that needs more decimals than those before it moves their `k`s up by the
@@ -88,7 +85,7 @@ fn detect_decimal(values: &[f64], ks: &mut Vec<i64>) -> Option<u8> {
             Some(k) => k,
             None => {
                 let more = fewest_decimals_from(x, d + 1)?;
-                let factor = POW10_INT[usize::from(more - d)];
+                let factor = 10i64.pow(u32::from(more - d));
                 for k in ks.iter_mut() {
                     *k = k.checked_mul(factor).filter(|moved| moved.unsigned_abs() <= MAX_K as u64)?;
                 }
